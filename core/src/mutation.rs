@@ -1,0 +1,105 @@
+//! The mutation catalog: seeded protocol bugs that every checker must be shown to catch.
+//!
+//! A mutant is compiled in only with the crate feature `mutants`, and switched on for a whole
+//! process by the environment variable `ORDO_MUTANT=<name>` (names: [`Mutant::name`]). Without the
+//! feature, [`active`] is a constant `false` and the hooks vanish from the shipped code.
+//! `cargo run -p ordo-verify -- mutants` runs every checker against every mutant in subprocesses.
+//!
+//! A hook in protocol code reads `if mutation::active(Mutant::X) { <the bug> } else { <the
+//! correct code> }`, so the bug sits exactly where the invariant is kept.
+
+/// A seeded bug. Each variant names the invariant it breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mutant {
+    /// `RowStore::write_if_newer` ignores the row's version: an older write overwrites a newer one.
+    WriteIgnoresTs,
+    /// The device evicts cache entries with `ts ≤ STE` instead of `ts < STE` (one too many).
+    EvictStePlusOne,
+    /// The device skips validation against the cache.
+    ValidationSkipped,
+    /// A reader reads its rows before announcing the MFT it read.
+    ReadBeforeAnnounce,
+    /// A writer reports `finish(ts)` to the MFT before its row writes are visible.
+    MftBeforeWritesVisible,
+    /// The device does not insert a batch's updated rows into the validation cache.
+    CacheInsertSkipped,
+    /// Validation replaces a row when the cache ts is `≥` the read ts instead of `>`.
+    /// *Equivalent*: equal timestamps are the same version, so the replacement is a no-op.
+    ValidateGe,
+    /// The interval dispatcher accepts a finished step that started in an earlier interval.
+    AcceptEarlierInterval,
+}
+
+impl Mutant {
+    /// Every mutant, in catalog order.
+    pub const ALL: [Mutant; 8] = [
+        Mutant::WriteIgnoresTs,
+        Mutant::EvictStePlusOne,
+        Mutant::ValidationSkipped,
+        Mutant::ReadBeforeAnnounce,
+        Mutant::MftBeforeWritesVisible,
+        Mutant::CacheInsertSkipped,
+        Mutant::ValidateGe,
+        Mutant::AcceptEarlierInterval,
+    ];
+
+    /// The name used in `ORDO_MUTANT` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutant::WriteIgnoresTs => "write-ignores-ts",
+            Mutant::EvictStePlusOne => "evict-ste-plus-one",
+            Mutant::ValidationSkipped => "validation-skipped",
+            Mutant::ReadBeforeAnnounce => "read-before-announce",
+            Mutant::MftBeforeWritesVisible => "mft-before-writes-visible",
+            Mutant::CacheInsertSkipped => "cache-insert-skipped",
+            Mutant::ValidateGe => "validate-ge",
+            Mutant::AcceptEarlierInterval => "accept-earlier-interval",
+        }
+    }
+
+    /// Parse a name from [`Mutant::name`].
+    pub fn from_name(name: &str) -> Option<Mutant> {
+        Mutant::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// Why the mutant is equivalent to the correct code, if it is.
+    pub fn equivalent_because(self) -> Option<&'static str> {
+        match self {
+            Mutant::ValidateGe => Some(
+                "equal timestamps are the same version of a row: replacing it with itself changes nothing",
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// Whether mutant `m` is switched on in this process (`ORDO_MUTANT`, feature `mutants`).
+#[inline]
+pub fn active(m: Mutant) -> bool {
+    #[cfg(feature = "mutants")]
+    {
+        static ACTIVE: std::sync::OnceLock<Option<Mutant>> = std::sync::OnceLock::new();
+        *ACTIVE
+            .get_or_init(|| std::env::var("ORDO_MUTANT").ok().and_then(|n| Mutant::from_name(&n)))
+            == Some(m)
+    }
+    #[cfg(not(feature = "mutants"))]
+    {
+        let _ = m;
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_only_validate_ge_is_equivalent() {
+        for m in Mutant::ALL {
+            assert_eq!(Mutant::from_name(m.name()), Some(m));
+            assert_eq!(m.equivalent_because().is_some(), m == Mutant::ValidateGe);
+        }
+        assert_eq!(Mutant::from_name("nope"), None);
+    }
+}

@@ -1,0 +1,48 @@
+//! The one place that chooses between loom and std.
+//!
+//! Under `RUSTFLAGS="--cfg loom"` every atomic, fence, `Arc`, thread and spin hint in the crate
+//! comes from [loom](https://docs.rs/loom), so the loom models in `core/tests/loom_*.rs` check
+//! the shipped source itself; otherwise they are the std types. Code in this crate imports
+//! synchronization types only from here.
+//!
+//! What loom does not see (TOOLING.md): it models `SeqCst` *loads and stores* as `AcqRel`
+//! (we use `fence(SeqCst)` and read-modify-writes where sequential consistency matters, which
+//! loom models faithfully), it does not model load buffering, and it bounds preemptions.
+
+#[cfg(loom)]
+pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
+#[cfg(loom)]
+pub use loom::sync::{Arc, Condvar, Mutex};
+#[cfg(loom)]
+pub use loom::thread;
+
+#[cfg(not(loom))]
+pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
+#[cfg(not(loom))]
+pub use std::sync::{Arc, Condvar, Mutex};
+#[cfg(not(loom))]
+pub use std::thread;
+
+pub use std::sync::atomic::Ordering;
+
+/// Back off inside a spin or CAS-retry loop.
+///
+/// Under loom this yields to the scheduler (a spin loop that never yields makes loom explore
+/// an unbounded number of states); otherwise it is a CPU spin hint.
+#[inline]
+pub fn spin_wait() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// Build an array of atomics (loom's atomics have no `const fn new`, so arrays are built here).
+pub fn atomic_u64_slice(len: usize, value: u64) -> Box<[AtomicU64]> {
+    (0..len).map(|_| AtomicU64::new(value)).collect()
+}
+
+/// Build an array of `AtomicU32` holding `values` (e.g. bit-cast `f32`s).
+pub fn atomic_u32_slice(values: impl IntoIterator<Item = u32>) -> Box<[AtomicU32]> {
+    values.into_iter().map(AtomicU32::new).collect()
+}

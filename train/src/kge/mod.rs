@@ -1,0 +1,3 @@
+//! Knowledge-graph embeddings (link prediction) on the OAC engine.
+
+pub mod cli;

@@ -1,0 +1,6 @@
+//! Reference trainers built on ordo, as libraries; `ordo-train` is their command line.
+
+#![warn(missing_docs)]
+
+pub mod kge;
+pub mod sgd;

@@ -1,0 +1,33 @@
+use clap::{Parser, Subcommand};
+use ordo_train::{kge, sgd};
+
+/// ordo's reference trainers: asynchronous training with the result of synchronous training.
+#[derive(Debug, Parser)]
+#[command(name = "ordo-train", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Knowledge-graph embeddings (link prediction) in sync, async, bounded and OAC modes.
+    Kge(kge::cli::KgeArgs),
+    /// Dense SGD on Fashion-MNIST with Interval-Asynchrony dispatchers.
+    Sgd(sgd::cli::SgdArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Kge(args) => kge::cli::run(args),
+        Command::Sgd(args) => sgd::cli::run(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

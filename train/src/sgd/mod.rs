@@ -1,0 +1,3 @@
+//! Dense SGD with Interval-Asynchrony.
+
+pub mod cli;

@@ -1,0 +1,3 @@
+//! ordo-verify: checkers of ordo's protocols.
+
+#![warn(missing_docs)]
