@@ -7,6 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod dispatcher;
 pub mod engine;
 pub mod mft;
 pub mod mutation;
