@@ -1,12 +1,35 @@
 //! ordo-gpu: the engine's device stage on CUDA, loaded at run time through cudarc so the crate
 //! builds and tests on machines without CUDA.
+//!
+//! What is here (paper 000, §3):
+//! * [`cache`]: the validation cache — row id → (ts, value slot) in an open-addressing table —
+//!   with one orchestration ([`cache::ValidationCache`]) over two table backends: the CUDA
+//!   kernels ([`cache::CudaTable`]) and a sequential Rust port of the same kernels
+//!   ([`cache::HostTable`]); plus the plain reference ([`cache::CpuValidationCache`]) that
+//!   defines the semantics both must match.
+//! * [`kge`]: DistMult and ComplEx scoring, softmax cross-entropy gradients and Adagrad on
+//!   entity rows and relation parameters: an f64 reference ([`kge::reference_step`]) and the
+//!   CUDA kernels ([`kge::KgeKernels`]).
+//! * [`pipeline`]: pinned staging buffers, separate H2D / compute / D2H streams ordered by
+//!   events, so several batches are in flight; [`pipeline::CudaDevice`] is the device stage.
+//! * [`device`]: opening a CUDA context behind the gate of [`cuda_available`].
+//!
+//! **Kernels are CUDA C** in `src/kernels/*.cu`, embedded with `include_str!` and compiled at
+//! run time with NVRTC (see [`kernels`]), so neither nvcc nor the CUDA toolkit is needed to build.
+//!
+//! Everything that touches CUDA returns [`GpuError::NoDevice`] on a machine without a usable
+//! driver and device; nothing here calls `CudaContext::new` before that gate.
 
 #![warn(missing_docs)]
 
-/// Whether a CUDA driver and at least one device can be used on this machine.
-pub fn cuda_available() -> bool {
-    // SAFETY: `is_culib_present` only tries to dlopen the driver library and reports whether it
-    // loaded; it calls no CUDA function.
-    let present = unsafe { cudarc::driver::sys::is_culib_present() };
-    present && cudarc::driver::CudaContext::device_count().map(|n| n > 0).unwrap_or(false)
-}
+mod buffers;
+pub mod cache;
+pub mod device;
+pub mod error;
+pub mod kernels;
+pub mod kge;
+pub mod pipeline;
+pub mod workload;
+
+pub use device::{Gpu, cuda_available};
+pub use error::GpuError;
