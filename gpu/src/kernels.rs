@@ -19,7 +19,8 @@ pub const VALIDATION_CACHE_SRC: &str = include_str!("kernels/validation_cache.cu
 /// `kge_relation_grad`, `kge_adagrad`).
 pub const KGE_SRC: &str = include_str!("kernels/kge.cu");
 
-/// Source of the bandwidth-ceiling kernel used by the bench (`copy_f32`).
+/// Source of the bench kernels: the bandwidth-ceiling copy (`copy_f32`) and a minimal device
+/// step (`add_f32`).
 pub const BENCH_SRC: &str = include_str!("kernels/bench.cu");
 
 /// Kernel names of each module, as the Rust side launches them.
@@ -29,7 +30,7 @@ pub const VALIDATION_CACHE_KERNELS: [&str; 4] =
 pub const KGE_KERNELS: [&str; 5] =
     ["kge_scores", "kge_softmax", "kge_entity_grad", "kge_relation_grad", "kge_adagrad"];
 /// See [`VALIDATION_CACHE_KERNELS`].
-pub const BENCH_KERNELS: [&str; 1] = ["copy_f32"];
+pub const BENCH_KERNELS: [&str; 2] = ["copy_f32", "add_f32"];
 
 /// Compile `src` with NVRTC, load it into `gpu`'s context and return the named kernels in order.
 ///

@@ -1,1 +1,507 @@
-//! placeholder
+//! The device stage on CUDA: pinned staging buffers, one stream each for host→device copies,
+//! compute and device→host copies, and events that order them, so the copies of one batch
+//! overlap the compute of another.
+//!
+//! Two ways in:
+//! * [`CudaDevice`] implements the engine's [`DeviceStage`] (validation cache in device memory,
+//!   model step on the host): a drop-in for `ordo::engine::CpuDevice` via `Engine::run_with`.
+//! * [`Pipeline`] keeps up to `depth` batches in flight for a step that runs on the device
+//!   ([`DeviceStep`], e.g. [`KgeDeviceStep`]): `submit` returns at once, `collect` returns the
+//!   oldest finished batch. `depth = 1` without a cache is the `Sync` baseline, `depth > 1`
+//!   without a cache is `Async`, with a cache it is `Oac`.
+//!
+//! **Ordering (per batch, one staging slot):**
+//! ```text
+//! host: wait slot.downloaded → fill pinned staging
+//! h2d stream:     copy ids, read versions, values → device batch; record slot.uploaded
+//! compute stream: wait slot.uploaded → evict(STE) → validate → step → insert(ts);
+//!                 record slot.computed
+//! d2h stream:     wait slot.computed → copy values, replaced versions → pinned; record
+//!                 slot.downloaded
+//! host (collect): wait slot.downloaded → read pinned staging
+//! ```
+//! The compute stream runs the cache operations of all batches in submission order, which is
+//! the computation order; so each batch validates against the inserts of every earlier batch,
+//! however many are in flight. Staging memory is only touched by the host after the slot's
+//! `downloaded` event (which follows its `uploaded` and `computed` events), so an asynchronous
+//! copy never races a host write. cudarc's own per-buffer event tracking also orders device
+//! buffers across the streams; the explicit events are what order the pinned host memory.
+//!
+//! H2D staging is allocated write-combined (`alloc_pinned`: fast host writes and PCIe reads);
+//! D2H staging is allocated cached (flags 0), since the host reads it.
+
+use crate::buffers::{count_u32, zeros};
+use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
+use crate::device::Gpu;
+use crate::error::GpuError;
+use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
+use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
+use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
+use std::sync::Arc;
+
+/// The three streams of the device stage.
+#[derive(Debug, Clone)]
+pub struct Streams {
+    /// Host → device copies.
+    pub h2d: Arc<CudaStream>,
+    /// Kernels.
+    pub compute: Arc<CudaStream>,
+    /// Device → host copies.
+    pub d2h: Arc<CudaStream>,
+}
+
+impl Streams {
+    /// Three new streams on `gpu`.
+    pub fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        Ok(Streams { h2d: gpu.new_stream()?, compute: gpu.new_stream()?, d2h: gpu.new_stream()? })
+    }
+}
+
+/// Pinned host staging and device buffers for one batch in flight, and the events that say
+/// how far it got.
+#[derive(Debug)]
+struct Slot {
+    ids: PinnedHostSlice<u64>,
+    read: PinnedHostSlice<u64>,
+    values_in: PinnedHostSlice<f32>,
+    values_out: PinnedHostSlice<f32>,
+    replaced_out: PinnedHostSlice<u64>,
+    batch: DeviceBatch,
+    uploaded: CudaEvent,
+    computed: CudaEvent,
+    downloaded: CudaEvent,
+    max_rows: usize,
+}
+
+/// `len` elements of pinned host memory with `flags`, checked against cudarc's size assert.
+fn pinned<T: cudarc::driver::DeviceRepr>(
+    gpu: &Gpu,
+    len: usize,
+    flags: u32,
+) -> Result<PinnedHostSlice<T>, GpuError> {
+    let len = len.max(1);
+    if len.checked_mul(size_of::<T>()).is_none_or(|b| b >= isize::MAX as usize) {
+        return Err(GpuError::TooLarge { what: "pinned staging", elems: len });
+    }
+    // SAFETY: the memory is uninitialised; every read of it (by a D2H copy's consumer or the
+    // host) is preceded by a write of the same range (the `load` / D2H copy of `n` rows).
+    Ok(unsafe { gpu.context().alloc_pinned_with_flags::<T>(len, flags) }?)
+}
+
+impl Slot {
+    fn new(gpu: &Gpu, streams: &Streams, max_rows: usize, width: usize) -> Result<Self, GpuError> {
+        let cells = max_rows
+            .checked_mul(width)
+            .ok_or(GpuError::TooLarge { what: "staging values", elems: max_rows })?;
+        let wc = cudarc::driver::sys::CU_MEMHOSTALLOC_WRITECOMBINED;
+        let s = &streams.compute;
+        let ctx = gpu.context();
+        Ok(Slot {
+            ids: pinned(gpu, max_rows, wc)?,
+            read: pinned(gpu, max_rows, wc)?,
+            values_in: pinned(gpu, cells, wc)?,
+            values_out: pinned(gpu, cells, 0)?,
+            replaced_out: pinned(gpu, max_rows, 0)?,
+            batch: DeviceBatch::from_parts(
+                Vec::new(),
+                width,
+                zeros(s, max_rows)?,
+                zeros(s, max_rows)?,
+                zeros(s, cells)?,
+                zeros(s, max_rows)?,
+            ),
+            uploaded: ctx.new_event(None)?,
+            computed: ctx.new_event(None)?,
+            downloaded: ctx.new_event(None)?,
+            max_rows,
+        })
+    }
+
+    /// Wait until the slot's last batch is fully back, then fill the staging buffers.
+    fn load(
+        &mut self,
+        ids: &[u64],
+        read_versions: impl Iterator<Item = u64>,
+        values: &[f32],
+    ) -> Result<(), GpuError> {
+        let n = ids.len();
+        let w = self.batch.width();
+        if n > self.max_rows {
+            return Err(GpuError::TooLarge {
+                what: "batch rows (above the staging size)",
+                elems: n,
+            });
+        }
+        crate::cache::check_len("values", n * w, values.len())?;
+        self.downloaded.synchronize()?;
+        self.ids.as_mut_slice()?[..n].copy_from_slice(ids);
+        for (dst, v) in self.read.as_mut_slice()?[..n].iter_mut().zip(read_versions) {
+            *dst = v;
+        }
+        self.values_in.as_mut_slice()?[..n * w].copy_from_slice(values);
+        self.batch.set_rows(ids.to_vec());
+        Ok(())
+    }
+
+    /// Queue the copies of the loaded batch on `h2d`, and make `compute` wait for them.
+    fn upload(&mut self, streams: &Streams) -> Result<(), GpuError> {
+        let n = self.batch.rows().len();
+        let w = self.batch.width();
+        if n > 0 {
+            let s = &streams.h2d;
+            // Sub-slices of pinned memory: asynchronous copies; `downloaded` guards reuse.
+            s.memcpy_htod(&self.ids.as_slice()?[..n], &mut self.batch.rows.slice_mut(..n))?;
+            s.memcpy_htod(
+                &self.read.as_slice()?[..n],
+                &mut self.batch.read_versions.slice_mut(..n),
+            )?;
+            s.memcpy_htod(
+                &self.values_in.as_slice()?[..n * w],
+                &mut self.batch.values.slice_mut(..n * w),
+            )?;
+            streams.h2d.memset_zeros(&mut self.batch.replaced.slice_mut(..n))?;
+        }
+        self.uploaded.record(&streams.h2d)?;
+        streams.compute.wait(&self.uploaded)?;
+        Ok(())
+    }
+
+    /// Mark the end of the batch's compute, and queue the copies back on `d2h`.
+    fn download(&mut self, streams: &Streams) -> Result<(), GpuError> {
+        self.computed.record(&streams.compute)?;
+        streams.d2h.wait(&self.computed)?;
+        let n = self.batch.rows().len();
+        let w = self.batch.width();
+        if n > 0 {
+            let s = &streams.d2h;
+            s.memcpy_dtoh(
+                &self.batch.values.slice(..n * w),
+                &mut self.values_out.as_mut_slice()?[..n * w],
+            )?;
+            s.memcpy_dtoh(
+                &self.batch.replaced.slice(..n),
+                &mut self.replaced_out.as_mut_slice()?[..n],
+            )?;
+        }
+        self.downloaded.record(&streams.d2h)?;
+        Ok(())
+    }
+
+    /// Wait for the copies back; the stepped values and the replacing versions.
+    fn results(&self) -> Result<(&[f32], &[u64]), GpuError> {
+        self.downloaded.synchronize()?;
+        let n = self.batch.rows().len();
+        let w = self.batch.width();
+        Ok((&self.values_out.as_slice()?[..n * w], &self.replaced_out.as_slice()?[..n]))
+    }
+}
+
+/// The engine's device stage on CUDA: the validation cache in device memory, the model step on
+/// the host (the engine's [`Model`]).
+///
+/// [`DeviceStage`]'s methods return no errors (only `step` does), so a CUDA failure in
+/// `reset`, `evict_before`, `validate` or `insert` is kept and returned by the next `step`
+/// (which stops the engine), and can be read after a run with [`take_error`](Self::take_error).
+/// Between a failure and that `step`, validation does nothing.
+#[derive(Debug)]
+pub struct CudaDevice {
+    streams: Streams,
+    cache: CudaValidationCache,
+    slot: Slot,
+    error: Option<GpuError>,
+}
+
+impl CudaDevice {
+    /// A device stage whose cache holds `config.capacity` rows of `config.width` floats and
+    /// whose batches have at most `max_rows` rows.
+    pub fn new(gpu: &Gpu, config: CacheConfig, max_rows: usize) -> Result<Self, GpuError> {
+        let streams = Streams::new(gpu)?;
+        let cache = CudaValidationCache::new(gpu, streams.compute.clone(), config)?;
+        let slot = Slot::new(gpu, &streams, max_rows, config.width)?;
+        Ok(CudaDevice { streams, cache, slot, error: None })
+    }
+
+    /// The first CUDA error since the last call, if any.
+    pub fn take_error(&mut self) -> Option<GpuError> {
+        self.error.take()
+    }
+
+    /// Rows in the cache.
+    pub fn cache(&self) -> &CudaValidationCache {
+        &self.cache
+    }
+
+    fn keep<T>(&mut self, r: Result<T, GpuError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                None
+            }
+        }
+    }
+
+    fn validate_inner(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, GpuError> {
+        crate::cache::check_len("read timestamps", rows.len(), read.len())?;
+        let versions = read.iter().map(|r| r.map_or(0, |ts| ts.saturating_add(1)));
+        self.slot.load(rows.ids(), versions, rows.values())?;
+        self.slot.upload(&self.streams)?;
+        self.cache.validate(&mut self.slot.batch)?;
+        self.slot.download(&self.streams)?;
+        let (values, replaced) = self.slot.results()?;
+        let mut st = Staleness::default();
+        for (i, &v) in replaced.iter().enumerate() {
+            if v != 0 {
+                let w = rows.width();
+                rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
+                st.replaced += 1;
+                // Version gap = ts gap, with the initial value at ts −1 (version 0).
+                let read_version = read[i].map_or(0, |ts| ts + 1);
+                st.max_gap = st.max_gap.max(v - read_version);
+            }
+        }
+        Ok(st)
+    }
+
+    fn insert_inner(&mut self, ts: u64, block: &RowBlock) -> Result<(), GpuError> {
+        let ids = block.ids();
+        self.slot.load(ids, std::iter::repeat_n(0, ids.len()), block.values())?;
+        self.slot.upload(&self.streams)?;
+        self.cache.insert(&self.slot.batch, ts)?;
+        // No copy back: record `downloaded` so the next `load` waits for this insert's upload
+        // and kernel, and nothing else.
+        self.slot.computed.record(&self.streams.compute)?;
+        self.slot.downloaded.record(&self.streams.compute)?;
+        Ok(())
+    }
+}
+
+impl<M: Model> DeviceStage<M> for CudaDevice {
+    fn reset(&mut self) {
+        let r = self.cache.clear();
+        self.keep(r);
+    }
+
+    fn evict_before(&mut self, ste: u64) {
+        if self.error.is_none() {
+            let r = self.cache.evict(ste).map(drop);
+            self.keep(r);
+        }
+    }
+
+    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
+        if self.error.is_some() {
+            return Staleness::default();
+        }
+        let r = self.validate_inner(read, rows);
+        self.keep(r).unwrap_or_default()
+    }
+
+    fn step(
+        &mut self,
+        model: &mut M,
+        data: &M::Data,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), StepError> {
+        if let Some(e) = self.error.take() {
+            return Err(Box::new(e));
+        }
+        model.step(data, rows)
+    }
+
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
+        if self.error.is_none() {
+            let r = self.insert_inner(ts, rows);
+            self.keep(r);
+        }
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+}
+
+/// A model step that runs on the device, on the batch's rows in device memory.
+pub trait DeviceStep {
+    /// The per-batch payload (e.g. the scored triples).
+    type Data;
+    /// Update `batch`'s values in place, launching on `stream` (the compute stream).
+    fn step(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        data: &Self::Data,
+        batch: &mut DeviceBatch,
+    ) -> Result<(), GpuError>;
+}
+
+/// The KGE step as a [`DeviceStep`]: the batch's rows are its entity rows.
+#[derive(Debug)]
+pub struct KgeDeviceStep {
+    /// The kernels (and the relation parameters they own).
+    pub kernels: KgeKernels,
+    /// Learning rate and epsilon.
+    pub hyper: KgeHyper,
+}
+
+impl DeviceStep for KgeDeviceStep {
+    type Data = KgeBatch;
+    fn step(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        data: &KgeBatch,
+        batch: &mut DeviceBatch,
+    ) -> Result<(), GpuError> {
+        crate::cache::check_len("KGE batch rows", batch.rows().len(), data.rows)?;
+        let b = DeviceKgeBatch::upload(stream, self.kernels.shape(), data)?;
+        self.kernels.step(&b, batch.values_mut(), &self.hyper)
+    }
+}
+
+/// Sizes of a [`Pipeline`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineConfig {
+    /// Batches in flight at most (staging slots).
+    pub depth: usize,
+    /// Rows per batch at most.
+    pub max_rows: usize,
+    /// Floats per row.
+    pub width: usize,
+    /// The validation cache (`Oac`), or none (`Sync` with depth 1, `Async` otherwise).
+    pub cache: Option<CacheConfig>,
+}
+
+/// A finished batch handed back by [`Pipeline::collect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collected {
+    /// The batch's timestamp (submission order from 0).
+    pub ts: u64,
+    /// Its number of rows (the values are in the caller's buffer).
+    pub rows: usize,
+    /// Rows validation replaced from the cache.
+    pub replaced: usize,
+}
+
+/// Up to `depth` batches in flight through H2D → (evict, validate) → step → (insert) → D2H.
+#[derive(Debug)]
+pub struct Pipeline<S> {
+    streams: Streams,
+    slots: Vec<Slot>,
+    cache: Option<CudaValidationCache>,
+    step: S,
+    next_ts: u64,
+    oldest: u64,
+}
+
+impl<S: DeviceStep> Pipeline<S> {
+    /// Build the pipeline; `make_step` receives the compute stream (the step must launch there).
+    pub fn new(
+        gpu: &Gpu,
+        config: PipelineConfig,
+        make_step: impl FnOnce(&Arc<CudaStream>) -> Result<S, GpuError>,
+    ) -> Result<Self, GpuError> {
+        if config.depth == 0 {
+            return Err(GpuError::Pipeline("depth must be at least 1"));
+        }
+        count_u32("batch rows", config.max_rows)?;
+        let streams = Streams::new(gpu)?;
+        let cache = match config.cache {
+            Some(c) if c.width != config.width => {
+                return Err(CacheError::LengthMismatch {
+                    what: "cache width",
+                    expected: config.width,
+                    got: c.width,
+                }
+                .into());
+            }
+            Some(c) => Some(CudaValidationCache::new(gpu, streams.compute.clone(), c)?),
+            None => None,
+        };
+        let slots = (0..config.depth)
+            .map(|_| Slot::new(gpu, &streams, config.max_rows, config.width))
+            .collect::<Result<_, _>>()?;
+        let step = make_step(&streams.compute)?;
+        Ok(Pipeline { streams, slots, cache, step, next_ts: 0, oldest: 0 })
+    }
+
+    /// The step (e.g. to read relation parameters after a run).
+    pub fn step_ref(&self) -> &S {
+        &self.step
+    }
+
+    /// The streams.
+    pub fn streams(&self) -> &Streams {
+        &self.streams
+    }
+
+    /// Batches submitted and not yet collected.
+    pub fn in_flight(&self) -> usize {
+        (self.next_ts - self.oldest) as usize
+    }
+
+    /// Queue a batch: `rows` (strictly increasing ids), the versions read from the store, the
+    /// values (`rows × width`), and the STE (prefix units) to evict with before it validates.
+    /// Returns its timestamp. Fails with [`GpuError::Pipeline`] when `depth` batches are in
+    /// flight (collect first). On any error nothing of this batch was queued.
+    pub fn submit(
+        &mut self,
+        rows: &[u64],
+        read_versions: &[u64],
+        values: &[f32],
+        ste: u64,
+        data: &S::Data,
+    ) -> Result<u64, GpuError> {
+        if self.in_flight() == self.slots.len() {
+            return Err(GpuError::Pipeline("all staging slots are in flight: collect first"));
+        }
+        crate::cache::check_len("read versions", rows.len(), read_versions.len())?;
+        crate::cache::check_rows(rows)?;
+        let ts = self.next_ts;
+        let depth = self.slots.len();
+        let slot = &mut self.slots[(ts % depth as u64) as usize];
+        slot.load(rows, read_versions.iter().copied(), values)?;
+        slot.upload(&self.streams)?;
+        if let Some(cache) = self.cache.as_mut() {
+            cache.evict(ste)?;
+            cache.validate(&mut slot.batch)?;
+        }
+        self.step.step(&self.streams.compute, data, &mut slot.batch)?;
+        if let Some(cache) = self.cache.as_mut() {
+            cache.insert(&slot.batch, ts)?;
+        }
+        slot.download(&self.streams)?;
+        self.next_ts += 1;
+        Ok(ts)
+    }
+
+    /// Wait for the oldest batch in flight and copy its stepped values into `values` (at least
+    /// `rows × width` long). `None` when nothing is in flight.
+    pub fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError> {
+        if self.in_flight() == 0 {
+            return Ok(None);
+        }
+        let ts = self.oldest;
+        let depth = self.slots.len();
+        let slot = &self.slots[(ts % depth as u64) as usize];
+        let (out, replaced) = slot.results()?;
+        if values.len() < out.len() {
+            return Err(CacheError::LengthMismatch {
+                what: "collect buffer",
+                expected: out.len(),
+                got: values.len(),
+            }
+            .into());
+        }
+        values[..out.len()].copy_from_slice(out);
+        let c = Collected {
+            ts,
+            rows: slot.batch.rows().len(),
+            replaced: replaced.iter().filter(|&&v| v != 0).count(),
+        };
+        self.oldest += 1;
+        Ok(Some(c))
+    }
+}

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 /// let mut vals = [9.0, 9.0];
 /// // Row 3 read the initial value (version 0), row 5 already read the write of ts 0 (version 1).
 /// let replaced = c.validate(&[3, 5], &[0, 1], &mut vals).unwrap();
-/// assert_eq!((replaced, vals), (vec![true, false], [1.0, 9.0]));
+/// assert_eq!((replaced, vals), (vec![1, 0], [1.0, 9.0])); // replaced by version 1 = ts 0
 /// assert_eq!(c.evict(1), 2); // ts 0 < STE 1
 /// ```
 #[derive(Debug, Clone)]
@@ -49,24 +49,24 @@ impl CpuValidationCache {
 
     /// For each row: if the cache holds a version newer than `read_versions[i]`
     /// (see [`version_word`](super::version_word)), copy the cached values over row `i` of
-    /// `values`. Returns which rows were replaced.
+    /// `values`. Returns, per row, the version that replaced it (`ts + 1`), `0` if kept.
     pub fn validate(
         &self,
         rows: &[u64],
         read_versions: &[u64],
         values: &mut [f32],
-    ) -> Result<Vec<bool>, CacheError> {
+    ) -> Result<Vec<u64>, CacheError> {
         let w = self.config.width;
         check_rows(rows)?;
         check_len("read versions", rows.len(), read_versions.len())?;
         check_len("values", rows.len() * w, values.len())?;
-        let mut replaced = vec![false; rows.len()];
+        let mut replaced = vec![0; rows.len()];
         for (i, row) in rows.iter().enumerate() {
             if let Some((ts, cached)) = self.entries.get(row)
                 && ts + 1 > read_versions[i]
             {
                 values[i * w..(i + 1) * w].copy_from_slice(cached);
-                replaced[i] = true;
+                replaced[i] = ts + 1;
             }
         }
         Ok(replaced)

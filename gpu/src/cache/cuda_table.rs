@@ -17,7 +17,7 @@ const SLOT_BLOCK: u32 = 256;
 const MAX_BLOCKS: u32 = 1 << 16;
 
 /// A batch in device memory: row ids (also kept on the host for the cache's bookkeeping), the
-/// versions read from the store, the row values, and the per-row "replaced" flags.
+/// versions read from the store, the row values, and per row the version that replaced it.
 #[derive(Debug)]
 pub struct DeviceBatch {
     rows_host: Vec<u64>,
@@ -25,7 +25,7 @@ pub struct DeviceBatch {
     pub(crate) rows: CudaSlice<u64>,
     pub(crate) read_versions: CudaSlice<u64>,
     pub(crate) values: CudaSlice<f32>,
-    pub(crate) replaced: CudaSlice<u32>,
+    pub(crate) replaced: CudaSlice<u64>,
 }
 
 impl DeviceBatch {
@@ -58,9 +58,14 @@ impl DeviceBatch {
         rows_dev: CudaSlice<u64>,
         read_versions: CudaSlice<u64>,
         values: CudaSlice<f32>,
-        replaced: CudaSlice<u32>,
+        replaced: CudaSlice<u64>,
     ) -> Self {
         DeviceBatch { rows_host: rows, width, rows: rows_dev, read_versions, values, replaced }
+    }
+
+    /// Set the host copy of the row ids (the device copy is written by the pipeline).
+    pub(crate) fn set_rows(&mut self, rows: Vec<u64>) {
+        self.rows_host = rows;
     }
 
     /// The row ids.
@@ -90,11 +95,12 @@ impl DeviceBatch {
         Ok(v)
     }
 
-    /// Copy the "replaced by validation" flags back (blocking).
-    pub fn download_replaced(&self, stream: &Arc<CudaStream>) -> Result<Vec<bool>, GpuError> {
+    /// Copy back, per row, the version that replaced it in the last validation (`0`: kept)
+    /// (blocking).
+    pub fn download_replaced(&self, stream: &Arc<CudaStream>) -> Result<Vec<u64>, GpuError> {
         let mut v = stream.clone_dtoh(&self.replaced)?;
         v.truncate(self.rows_host.len());
-        Ok(v.into_iter().map(|f| f != 0).collect())
+        Ok(v)
     }
 }
 
@@ -263,6 +269,11 @@ impl TableBackend for CudaTable {
         launch.arg(&mut self.keys).arg(&self.versions).arg(&slots).arg(&bound);
         // SAFETY: matches `vc_evict`'s signature; `keys` and `versions` hold `slots` elements.
         unsafe { launch.launch(cfg) }?;
+        Ok(())
+    }
+
+    fn clear(&mut self) -> Result<(), GpuError> {
+        self.stream.memset_zeros(&mut self.keys)?;
         Ok(())
     }
 

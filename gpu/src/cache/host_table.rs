@@ -18,14 +18,14 @@ pub struct HostBatch {
     pub read_versions: Vec<u64>,
     /// `rows.len() × width` floats, row-major.
     pub values: Vec<f32>,
-    /// Set by validation: whether the row was replaced from the cache.
-    pub replaced: Vec<bool>,
+    /// Set by validation: the version that replaced the row, `0` if the row was kept.
+    pub replaced: Vec<u64>,
 }
 
 impl HostBatch {
-    /// A batch with `replaced` all false.
+    /// A batch with `replaced` all `0`.
     pub fn new(rows: Vec<u64>, read_versions: Vec<u64>, values: Vec<f32>) -> Self {
-        let replaced = vec![false; rows.len()];
+        let replaced = vec![0; rows.len()];
         HostBatch { rows, read_versions, values, replaced }
     }
 }
@@ -117,7 +117,7 @@ impl TableBackend for HostTable {
 
     fn check_batch(&self, b: &HostBatch) -> Result<(), CacheError> {
         check_len("read versions", b.rows.len(), b.read_versions.len())?;
-        check_len("replaced flags", b.rows.len(), b.replaced.len())?;
+        check_len("replaced versions", b.rows.len(), b.replaced.len())?;
         check_len("values", b.rows.len() * self.width, b.values.len())
     }
 
@@ -129,7 +129,7 @@ impl TableBackend for HostTable {
                 let v = self.versions[s];
                 v > b.read_versions[i] || (replace_equal && v == b.read_versions[i])
             });
-            b.replaced[i] = hit.is_some();
+            b.replaced[i] = hit.map_or(0, |s| self.versions[s]);
             if let Some(s) = hit {
                 b.values[i * w..(i + 1) * w].copy_from_slice(&self.values[s * w..(s + 1) * w]);
             }
@@ -161,6 +161,11 @@ impl TableBackend for HostTable {
         Ok(())
     }
 
+    fn clear(&mut self) -> Result<(), CacheError> {
+        self.keys.fill(EMPTY);
+        Ok(())
+    }
+
     /// Clear the spare table, then `vc_rehash`: one block per old slot.
     fn rehash(&mut self) -> Result<(), CacheError> {
         let w = self.width;
@@ -188,7 +193,9 @@ impl TableBackend for HostTable {
 mod tests {
     use super::*;
     use crate::cache::CpuValidationCache;
+    use ordo::engine::{BatchRows, RowBlock};
     use proptest::prelude::*;
+    use std::sync::Arc;
 
     /// One step of a random device-stage stream.
     #[derive(Debug, Clone)]
@@ -213,6 +220,8 @@ mod tests {
         let config = CacheConfig { width: 2, capacity };
         let mut sim = SimValidationCache::new_host(config).unwrap();
         let mut reference = CpuValidationCache::new(config).unwrap();
+        // The engine's CPU cache (no capacity): fed only the inserts the others accepted.
+        let mut engine = ordo::validation_cache::ValidationCache::new();
         let mut ts = 0u64;
         for op in ops {
             match op {
@@ -231,27 +240,53 @@ mod tests {
                     let replaced = reference.validate(&rows, &read, &mut want).unwrap();
                     prop_assert_eq!(&b.replaced, &replaced);
                     prop_assert_eq!(&b.values, &want);
+                    let read_ts: Vec<Option<u64>> =
+                        read.iter().map(|&v| v.checked_sub(1)).collect();
+                    let mut engine_values = values.clone();
+                    let st = engine.validate(
+                        &read_ts,
+                        &mut BatchRows::new(&rows, 2, &mut engine_values).unwrap(),
+                    );
+                    prop_assert_eq!(&engine_values, &want);
+                    prop_assert_eq!(
+                        st.replaced as usize,
+                        replaced.iter().filter(|&&v| v != 0).count()
+                    );
                     // The step: mark the values with the ts.
                     b.values.iter_mut().for_each(|v| *v += ts as f32 * 100.0);
                     let got = sim.insert(&b, ts);
                     let want = reference.insert(&rows, ts, &b.values);
+                    if want.is_ok() {
+                        let block = RowBlock::new(rows.clone(), 2, b.values.clone()).unwrap();
+                        engine.insert(ts, &Arc::new(block));
+                    }
                     prop_assert_eq!(got, want);
                     ts += 1;
                 }
                 Op::Evict { behind } => {
                     let ste = ts.saturating_sub(*behind);
                     prop_assert_eq!(sim.evict(ste).unwrap(), reference.evict(ste));
+                    engine.evict_before(ste);
                 }
             }
             prop_assert_eq!(sim.len(), reference.len());
+            prop_assert_eq!(sim.len(), engine.len());
         }
+        // Clearing empties the table; the next run may start its timestamps again.
+        sim.clear().unwrap();
+        prop_assert!(sim.is_empty());
+        let mut b = HostBatch::new(vec![1], vec![0], vec![0.0; 2]);
+        sim.validate(&mut b).unwrap();
+        prop_assert_eq!(&b.replaced, &vec![0]);
+        sim.insert(&b, 0).unwrap();
         Ok(())
     }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
         /// The port of the kernels (with compaction and overflow checks) behaves exactly like the
-        /// reference on random streams, including which inserts overflow.
+        /// reference on random streams, including which inserts overflow, and validates like
+        /// the engine's CPU cache.
         #[test]
         fn port_matches_reference(ops in prop::collection::vec(op(), 1..60), cap in 4usize..24) {
             run(&ops, cap)?;
@@ -267,7 +302,7 @@ mod tests {
         let mut b = HostBatch::new(vec![1, 2, 3], vec![5, 4, 0], vec![1.0, 2.0, 3.0]);
         sim.validate(&mut b).unwrap();
         assert_eq!(b.values, [1.0, 20.0, 3.0]);
-        assert_eq!(b.replaced, [false, true, false]);
+        assert_eq!(b.replaced, [0, 5, 0]);
     }
 
     #[test]

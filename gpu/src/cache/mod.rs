@@ -203,7 +203,7 @@ pub(crate) fn hash(row: u64) -> u64 {
 /// cannot create a duplicate.
 pub trait TableBackend {
     /// A batch as this backend holds it: row ids, the versions read from the store, the row
-    /// values, and a per-row "replaced by validation" flag.
+    /// values, and per row the version that replaced it in validation (`0`: kept).
     type Batch;
     /// The backend's error type.
     type Error: From<CacheError>;
@@ -217,7 +217,7 @@ pub trait TableBackend {
     /// Check that the batch's buffers have consistent lengths for this table.
     fn check_batch(&self, batch: &Self::Batch) -> Result<(), CacheError>;
     /// The validate kernel: replace each row whose entry's version is `> read` (`>=` when
-    /// `replace_equal`, the `validate-ge` mutant) and set its flag.
+    /// `replace_equal`, the `validate-ge` mutant) and record the replacing version.
     fn validate(&mut self, batch: &mut Self::Batch, replace_equal: bool)
     -> Result<(), Self::Error>;
     /// The insert kernel: put every row of the batch with `version`.
@@ -226,6 +226,8 @@ pub trait TableBackend {
     fn evict(&mut self, bound: u64) -> Result<(), Self::Error>;
     /// Compaction: rebuild the table with the live entries only (drops tombstones).
     fn rehash(&mut self) -> Result<(), Self::Error>;
+    /// Empty the table (every slot back to empty).
+    fn clear(&mut self) -> Result<(), Self::Error>;
 }
 
 /// A validation cache over a table backend: checks arguments, tracks occupancy on the host so an
@@ -264,6 +266,14 @@ impl<B: TableBackend> ValidationCache<B> {
     /// Maximum number of live entries.
     pub fn capacity(&self) -> usize {
         self.ledger.capacity()
+    }
+
+    /// Drop every entry and forget the last timestamp (between runs: every cached update is in
+    /// the store by then).
+    pub fn clear(&mut self) -> Result<(), B::Error> {
+        self.backend.clear()?;
+        self.ledger = Ledger::new(self.ledger.capacity(), self.backend.slots());
+        Ok(())
     }
 
     /// Replace every row of `batch` whose cached version is newer than the one it read.

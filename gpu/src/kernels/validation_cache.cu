@@ -57,26 +57,28 @@ __device__ long long vc_claim(u64* keys, u64 mask, u64 row) {
 }
 
 // One block per batch row (grid-stride). Thread 0 probes; the block copies the row.
-// replaced[i] = 1 when the cached version is newer than read_versions[i]
-// (or equal, when replace_equal != 0: the `validate-ge` mutant of the catalog).
+// A row is replaced when the cached version is newer than read_versions[i] (or equal, when
+// replace_equal != 0: the `validate-ge` mutant of the catalog); replaced[i] = the replacing
+// version, or 0 when the row is kept.
 extern "C" __global__ void vc_validate(const u64* __restrict__ keys,
                                        const u64* __restrict__ versions,
                                        const float* __restrict__ cache_values, u64 mask, u32 width,
                                        u32 n, const u64* __restrict__ rows,
                                        const u64* __restrict__ read_versions,
-                                       float* __restrict__ values, u32* __restrict__ replaced,
+                                       float* __restrict__ values, u64* __restrict__ replaced,
                                        u32 replace_equal) {
     __shared__ long long slot;
     for (u32 i = blockIdx.x; i < n; i += gridDim.x) {
         if (threadIdx.x == 0) {
             long long s = vc_find(keys, mask, rows[i]);
+            u64 v = 0;
             if (s >= 0) {
-                const u64 v = versions[s];
+                v = versions[s];
                 const u64 r = read_versions[i];
                 if (!(v > r || (replace_equal && v == r))) s = -1;
             }
             slot = s;
-            replaced[i] = s >= 0 ? 1u : 0u;
+            replaced[i] = s >= 0 ? v : 0ull;
         }
         __syncthreads();
         const long long s = slot;

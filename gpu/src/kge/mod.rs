@@ -245,7 +245,8 @@ mod tests {
         let b = KgeBatch { rows: 2, triples: vec![[0, 1, 1], [0, 0, 0]], group: 2 };
         let c = Contributions::build(&b, 2);
         assert_eq!(c.entity_offsets, [0, 3, 4]);
-        assert_eq!(c.entity_items, [0 << 1, 1 << 1, 1 << 1 | 1, 0 << 1 | 1]);
+        // Items are score << 1 | role: (0, head), (1, head), (1, tail), then row 1: (0, tail).
+        assert_eq!(c.entity_items, [0, 2, 3, 1]);
         assert_eq!(c.relation_offsets, [0, 1, 2]);
         assert_eq!(c.relation_items, [1, 0]);
     }
