@@ -35,9 +35,12 @@ use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
+use crate::sim_device::{apply_validation, step_unless_failed, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
 use std::sync::Arc;
+// The engine's `Arc` (loom's under `--cfg loom`), as `DeviceStage::insert` takes it.
+use ordo::sync::Arc as EngineArc;
 
 /// The three streams of the device stage.
 #[derive(Debug, Clone)]
@@ -247,24 +250,12 @@ impl CudaDevice {
         rows: &mut BatchRows<'_>,
     ) -> Result<Staleness, GpuError> {
         crate::cache::check_len("read timestamps", rows.len(), read.len())?;
-        let versions = read.iter().map(|r| r.map_or(0, |ts| ts.saturating_add(1)));
-        self.slot.load(rows.ids(), versions, rows.values())?;
+        self.slot.load(rows.ids(), version_words(read), rows.values())?;
         self.slot.upload(&self.streams)?;
         self.cache.validate(&mut self.slot.batch)?;
         self.slot.download(&self.streams)?;
         let (values, replaced) = self.slot.results()?;
-        let mut st = Staleness::default();
-        for (i, &v) in replaced.iter().enumerate() {
-            if v != 0 {
-                let w = rows.width();
-                rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
-                st.replaced += 1;
-                // Version gap = ts gap, with the initial value at ts −1 (version 0).
-                let read_version = read[i].map_or(0, |ts| ts + 1);
-                st.max_gap = st.max_gap.max(v - read_version);
-            }
-        }
-        Ok(st)
+        Ok(apply_validation(read, values, replaced, rows))
     }
 
     fn insert_inner(&mut self, ts: u64, block: &RowBlock) -> Result<(), GpuError> {
@@ -307,13 +298,10 @@ impl<M: Model> DeviceStage<M> for CudaDevice {
         data: &M::Data,
         rows: &mut BatchRows<'_>,
     ) -> Result<(), StepError> {
-        if let Some(e) = self.error.take() {
-            return Err(Box::new(e));
-        }
-        model.step(data, rows)
+        step_unless_failed(&mut self.error, model, data, rows)
     }
 
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
+    fn insert(&mut self, ts: u64, rows: &EngineArc<RowBlock>) {
         if self.error.is_none() {
             let r = self.insert_inner(ts, rows);
             self.keep(r);

@@ -293,6 +293,35 @@ mod tests {
         }
     }
 
+    /// The host port on the streams of `tests/cuda_cache.rs` (same generator and parameters):
+    /// the overflow case does overflow and the others do not, so the GPU test's premises hold.
+    #[test]
+    fn gpu_test_streams_have_the_intended_shape() {
+        use crate::workload::{Rng, random_stream};
+        let overflows = |seed: u64, width: usize, capacity: usize, lag: u64| {
+            let config = CacheConfig { width, capacity };
+            let mut sim = SimValidationCache::new_host(config).unwrap();
+            let mut cpu = CpuValidationCache::new(config).unwrap();
+            let mut n = 0;
+            for (ts, st) in random_stream(&mut Rng::new(seed), 300, 24, 400, lag).iter().enumerate()
+            {
+                assert_eq!(sim.evict(st.ste).unwrap(), cpu.evict(st.ste));
+                let vals = vec![ts as f32; st.rows.len() * width];
+                let mut b = HostBatch::new(st.rows.clone(), st.read_versions.clone(), vals.clone());
+                sim.validate(&mut b).unwrap();
+                let got = sim.insert(&b, ts as u64);
+                assert_eq!(got, cpu.insert(&st.rows, ts as u64, &vals));
+                n += usize::from(got.is_err());
+            }
+            n
+        };
+        for (seed, width) in [(1, 1), (2, 3), (3, 64), (4, 129)] {
+            assert_eq!(overflows(seed, width, 8 * 24, 8), 0);
+        }
+        assert!(overflows(9, 4, 40, 6) > 0);
+        assert_eq!(overflows(10, 2, 2 * 24, 1), 0);
+    }
+
     #[test]
     fn validation_replaces_only_strictly_newer_entries() {
         let config = CacheConfig { width: 1, capacity: 4 };

@@ -1,0 +1,120 @@
+//! The engine's device stage over the host port of the validation-cache kernels: the same
+//! adapter logic as [`CudaDevice`](crate::pipeline::CudaDevice) (timestamps → version words,
+//! replacing versions → [`Staleness`]) with the table in host memory, so the adapter and the
+//! table algorithm run inside the real engine on machines without a GPU.
+
+use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache};
+use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
+use ordo::sync::Arc;
+
+/// The version words of the engine's read timestamps (`None` = before the run = version 0).
+pub(crate) fn version_words(read: &[Option<u64>]) -> impl Iterator<Item = u64> + '_ {
+    read.iter().map(|r| r.map_or(0, |ts| ts.saturating_add(1)))
+}
+
+/// Copy the replaced rows of a validated batch (`values`, `replaced` versions per row) into
+/// `rows`, and measure the staleness as the engine defines it.
+pub(crate) fn apply_validation(
+    read: &[Option<u64>],
+    values: &[f32],
+    replaced: &[u64],
+    rows: &mut BatchRows<'_>,
+) -> Staleness {
+    let w = rows.width();
+    let mut st = Staleness::default();
+    for (i, (&v, read_version)) in replaced.iter().zip(version_words(read)).enumerate() {
+        if v != 0 {
+            rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
+            st.replaced += 1;
+            // Version gap = ts gap, with the pre-run value at ts −1 (version 0).
+            st.max_gap = st.max_gap.max(v - read_version);
+        }
+    }
+    st
+}
+
+/// The device stages' `step`: fail with the error kept since the last step (a failed cache
+/// operation must stop the engine), else run the model's step on the host.
+pub(crate) fn step_unless_failed<M: Model, E: std::error::Error + Send + Sync + 'static>(
+    error: &mut Option<E>,
+    model: &mut M,
+    data: &M::Data,
+    rows: &mut BatchRows<'_>,
+) -> Result<(), StepError> {
+    if let Some(e) = error.take() {
+        return Err(Box::new(e));
+    }
+    model.step(data, rows)
+}
+
+/// A device stage whose validation cache is [`SimValidationCache`]; the model step runs on the
+/// host. Errors are kept and returned by the next `step`, as in `CudaDevice`.
+#[derive(Debug)]
+pub struct SimDevice {
+    cache: SimValidationCache,
+    error: Option<CacheError>,
+}
+
+impl SimDevice {
+    /// A device whose cache is sized by `config`.
+    pub fn new(config: CacheConfig) -> Result<Self, CacheError> {
+        Ok(SimDevice { cache: SimValidationCache::new_host(config)?, error: None })
+    }
+
+    /// The first error since the last call, if any.
+    pub fn take_error(&mut self) -> Option<CacheError> {
+        self.error.take()
+    }
+
+    fn keep(&mut self, r: Result<(), CacheError>) {
+        if let Err(e) = r {
+            self.error.get_or_insert(e);
+        }
+    }
+}
+
+impl<M: Model> DeviceStage<M> for SimDevice {
+    fn reset(&mut self) {
+        let r = self.cache.clear();
+        self.keep(r);
+    }
+
+    fn evict_before(&mut self, ste: u64) {
+        let r = self.cache.evict(ste).map(drop);
+        self.keep(r);
+    }
+
+    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
+        let mut b = HostBatch::new(
+            rows.ids().to_vec(),
+            version_words(read).collect(),
+            rows.values().to_vec(),
+        );
+        match self.cache.validate(&mut b) {
+            Ok(()) => apply_validation(read, &b.values, &b.replaced, rows),
+            Err(e) => {
+                self.error.get_or_insert(e);
+                Staleness::default()
+            }
+        }
+    }
+
+    fn step(
+        &mut self,
+        model: &mut M,
+        data: &M::Data,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), StepError> {
+        step_unless_failed(&mut self.error, model, data, rows)
+    }
+
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
+        let b = HostBatch::new(rows.ids().to_vec(), vec![0; rows.len()], rows.values().to_vec());
+        let r = self.cache.insert(&b, ts);
+        self.keep(r);
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+}
