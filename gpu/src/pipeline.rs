@@ -73,6 +73,8 @@ struct Slot {
     uploaded: CudaEvent,
     computed: CudaEvent,
     downloaded: CudaEvent,
+    /// Timing events around the batch's compute (only with `PipelineConfig::timing`).
+    timing: Option<(CudaEvent, CudaEvent)>,
     max_rows: usize,
 }
 
@@ -92,7 +94,13 @@ fn pinned<T: cudarc::driver::DeviceRepr>(
 }
 
 impl Slot {
-    fn new(gpu: &Gpu, streams: &Streams, max_rows: usize, width: usize) -> Result<Self, GpuError> {
+    fn new(
+        gpu: &Gpu,
+        streams: &Streams,
+        max_rows: usize,
+        width: usize,
+        timing: bool,
+    ) -> Result<Self, GpuError> {
         let cells = max_rows
             .checked_mul(width)
             .ok_or(GpuError::TooLarge { what: "staging values", elems: max_rows })?;
@@ -116,6 +124,12 @@ impl Slot {
             uploaded: ctx.new_event(None)?,
             computed: ctx.new_event(None)?,
             downloaded: ctx.new_event(None)?,
+            timing: if timing {
+                let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+                Some((ctx.new_event(flags)?, ctx.new_event(flags)?))
+            } else {
+                None
+            },
             max_rows,
         })
     }
@@ -220,7 +234,7 @@ impl CudaDevice {
     pub fn new(gpu: &Gpu, config: CacheConfig, max_rows: usize) -> Result<Self, GpuError> {
         let streams = Streams::new(gpu)?;
         let cache = CudaValidationCache::new(gpu, streams.compute.clone(), config)?;
-        let slot = Slot::new(gpu, &streams, max_rows, config.width)?;
+        let slot = Slot::new(gpu, &streams, max_rows, config.width, false)?;
         Ok(CudaDevice { streams, cache, slot, error: None })
     }
 
@@ -360,6 +374,8 @@ pub struct PipelineConfig {
     pub width: usize,
     /// The validation cache (`Oac`), or none (`Sync` with depth 1, `Async` otherwise).
     pub cache: Option<CacheConfig>,
+    /// Record timing events around each batch's compute ([`Pipeline::compute_busy_ms`]).
+    pub timing: bool,
 }
 
 /// A finished batch handed back by [`Pipeline::collect`].
@@ -382,6 +398,7 @@ pub struct Pipeline<S> {
     step: S,
     next_ts: u64,
     oldest: u64,
+    busy_ms: f64,
 }
 
 impl<S: DeviceStep> Pipeline<S> {
@@ -409,10 +426,16 @@ impl<S: DeviceStep> Pipeline<S> {
             None => None,
         };
         let slots = (0..config.depth)
-            .map(|_| Slot::new(gpu, &streams, config.max_rows, config.width))
+            .map(|_| Slot::new(gpu, &streams, config.max_rows, config.width, config.timing))
             .collect::<Result<_, _>>()?;
         let step = make_step(&streams.compute)?;
-        Ok(Pipeline { streams, slots, cache, step, next_ts: 0, oldest: 0 })
+        Ok(Pipeline { streams, slots, cache, step, next_ts: 0, oldest: 0, busy_ms: 0.0 })
+    }
+
+    /// Milliseconds the compute stream spent on the collected batches (evict to insert), when
+    /// built with `timing`; the bench divides it by the wall time for "GPU busy".
+    pub fn compute_busy_ms(&self) -> f64 {
+        self.busy_ms
     }
 
     /// The step (e.g. to read relation parameters after a run).
@@ -452,6 +475,9 @@ impl<S: DeviceStep> Pipeline<S> {
         let slot = &mut self.slots[(ts % depth as u64) as usize];
         slot.load(rows, read_versions.iter().copied(), values)?;
         slot.upload(&self.streams)?;
+        if let Some((start, _)) = &slot.timing {
+            start.record(&self.streams.compute)?;
+        }
         if let Some(cache) = self.cache.as_mut() {
             cache.evict(ste)?;
             cache.validate(&mut slot.batch)?;
@@ -459,6 +485,9 @@ impl<S: DeviceStep> Pipeline<S> {
         self.step.step(&self.streams.compute, data, &mut slot.batch)?;
         if let Some(cache) = self.cache.as_mut() {
             cache.insert(&slot.batch, ts)?;
+        }
+        if let Some((_, end)) = &slot.timing {
+            end.record(&self.streams.compute)?;
         }
         slot.download(&self.streams)?;
         self.next_ts += 1;
@@ -475,6 +504,9 @@ impl<S: DeviceStep> Pipeline<S> {
         let depth = self.slots.len();
         let slot = &self.slots[(ts % depth as u64) as usize];
         let (out, replaced) = slot.results()?;
+        if let Some((start, end)) = &slot.timing {
+            self.busy_ms += f64::from(start.elapsed_ms(end)?);
+        }
         if values.len() < out.len() {
             return Err(CacheError::LengthMismatch {
                 what: "collect buffer",
@@ -491,5 +523,87 @@ impl<S: DeviceStep> Pipeline<S> {
         };
         self.oldest += 1;
         Ok(Some(c))
+    }
+}
+
+/// What [`Pipeline::run_over`] measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunStats {
+    /// Batches run.
+    pub batches: usize,
+    /// Rows replaced by validation, over all batches.
+    pub replaced: usize,
+}
+
+impl<S: DeviceStep> Pipeline<S> {
+    /// Run `batches` (`(rows, data)`, rows strictly increasing) against a host table standing in
+    /// for the store: `table` (`rows × width`, e.g. pinned memory) and `versions` (one version
+    /// word per row). Each batch reads its rows when submitted — stale while earlier batches are
+    /// still in flight — and writes them back, stamped `ts + 1`, when collected (in order, so a
+    /// write is always the newest). The STE of a batch is the read prefix (batches written back
+    /// when it read) of the oldest batch in flight, as `ordo::outstanding` computes it.
+    ///
+    /// With `depth = 1` this is the sequential run; with a cache (`Oac`) any depth gives the
+    /// same table bit for bit; without one (`Async`) overlapping batches lose updates.
+    pub fn run_over(
+        &mut self,
+        table: &mut [f32],
+        versions: &mut [u64],
+        batches: &[(Vec<u64>, S::Data)],
+    ) -> Result<RunStats, GpuError> {
+        let w = self.slots[0].batch.width();
+        crate::cache::check_len("table", versions.len() * w, table.len())?;
+        if self.in_flight() != 0 {
+            return Err(GpuError::Pipeline("run_over needs an idle pipeline"));
+        }
+        let depth = self.slots.len();
+        let max_rows = self.slots[0].max_rows;
+        let mut stats = RunStats::default();
+        let mut prefixes = std::collections::VecDeque::with_capacity(depth);
+        let mut written = 0u64;
+        let mut values = vec![0.0; max_rows * w];
+        let mut read = vec![0u64; max_rows];
+        let mut out = vec![0.0; max_rows * w];
+        let ts0 = self.next_ts;
+        let mut collect_one = |p: &mut Self, table: &mut [f32], versions: &mut [u64]| {
+            let c = p.collect(&mut out)?.ok_or(GpuError::Pipeline("nothing in flight"))?;
+            let rows = &batches[(c.ts - ts0) as usize].0;
+            for (i, &r) in rows.iter().enumerate() {
+                let r = r as usize;
+                table[r * w..(r + 1) * w].copy_from_slice(&out[i * w..(i + 1) * w]);
+                versions[r] = c.ts + 1;
+            }
+            stats.batches += 1;
+            stats.replaced += c.replaced;
+            Ok::<(), GpuError>(())
+        };
+        for (rows, data) in batches {
+            if self.in_flight() == depth {
+                collect_one(self, table, versions)?;
+                prefixes.pop_front();
+                written += 1;
+            }
+            if rows.iter().any(|&r| r as usize >= versions.len()) {
+                return Err(GpuError::Pipeline("batch row outside the table"));
+            }
+            if rows.len() > max_rows {
+                return Err(GpuError::TooLarge {
+                    what: "batch rows (above the staging size)",
+                    elems: rows.len(),
+                });
+            }
+            for (i, &r) in rows.iter().enumerate() {
+                let r = r as usize;
+                values[i * w..(i + 1) * w].copy_from_slice(&table[r * w..(r + 1) * w]);
+                read[i] = versions[r];
+            }
+            prefixes.push_back(written);
+            let ste = prefixes.iter().copied().min().unwrap_or(written);
+            self.submit(rows, &read[..rows.len()], &values[..rows.len() * w], ste, data)?;
+        }
+        while self.in_flight() > 0 {
+            collect_one(self, table, versions)?;
+        }
+        Ok(stats)
     }
 }

@@ -114,3 +114,119 @@ pub fn random_stream(
         })
         .collect()
 }
+
+/// Knowledge-graph triples read from a TSV file (`head<TAB>relation<TAB>tail` per line), with
+/// entity and relation names mapped to dense ids in order of first appearance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Triples {
+    /// `(head, relation, tail)` ids.
+    pub triples: Vec<[u32; 3]>,
+    /// Number of distinct entities.
+    pub entities: usize,
+    /// Number of distinct relations.
+    pub relations: usize,
+}
+
+/// Read a TSV triple file (e.g. `datasets/wordnet30/train.txt`).
+pub fn load_tsv_triples(path: &std::path::Path) -> std::io::Result<Triples> {
+    use std::collections::HashMap;
+    let text = std::fs::read_to_string(path)?;
+    let (mut ents, mut rels) = (HashMap::new(), HashMap::new());
+    let mut triples = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [h, r, t] = f[..] else {
+            let msg = format!("{}:{}: expected 3 tab-separated fields", path.display(), n + 1);
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg));
+        };
+        let id = |m: &mut HashMap<String, u32>, k: &str| {
+            let next = m.len() as u32;
+            *m.entry(k.to_owned()).or_insert(next)
+        };
+        triples.push([id(&mut ents, h), id(&mut rels, r), id(&mut ents, t)]);
+    }
+    Ok(Triples { triples, entities: ents.len(), relations: rels.len() })
+}
+
+/// Cut `kg` into batches of `positives` shuffled triples with `negatives` uniformly sampled
+/// corruptions each (tails for even groups, heads for odd): per batch, the sorted distinct
+/// entity ids it touches and its [`KgeBatch`] over them.
+pub fn kge_batches(
+    kg: &Triples,
+    positives: usize,
+    negatives: usize,
+    seed: u64,
+) -> Vec<(Vec<u64>, KgeBatch)> {
+    let mut rng = Rng::new(seed);
+    let mut order: Vec<usize> = (0..kg.triples.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    order
+        .chunks(positives.max(1))
+        .map(|chunk| {
+            let mut global = Vec::with_capacity(chunk.len() * (1 + negatives));
+            for (g, &i) in chunk.iter().enumerate() {
+                let [h, r, t] = kg.triples[i];
+                global.push([h, r, t]);
+                for _ in 0..negatives {
+                    let x = rng.below(kg.entities as u64) as u32;
+                    global.push(if g % 2 == 0 { [h, r, x] } else { [x, r, t] });
+                }
+            }
+            let mut rows: Vec<u64> =
+                global.iter().flat_map(|&[h, _, t]| [u64::from(h), u64::from(t)]).collect();
+            rows.sort_unstable();
+            rows.dedup();
+            let local = |e: u32| rows.binary_search(&u64::from(e)).unwrap_or(0) as u32;
+            let triples = global.iter().map(|&[h, r, t]| [local(h), r, local(t)]).collect();
+            let batch = KgeBatch { rows: rows.len(), triples, group: 1 + negatives };
+            (rows, batch)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kge_batches_map_local_rows_back_to_the_triples() {
+        let kg =
+            Triples { triples: vec![[5, 0, 9], [2, 1, 5], [9, 0, 2]], entities: 12, relations: 2 };
+        let batches = kge_batches(&kg, 2, 3, 1);
+        assert_eq!(batches.len(), 2);
+        let mut positives = Vec::new();
+        for (rows, b) in &batches {
+            b.check(&crate::kge::KgeShape {
+                model: crate::kge::KgeModel::DistMult,
+                dim: 2,
+                relations: 2,
+            })
+            .unwrap();
+            assert!(rows.windows(2).all(|w| w[0] < w[1]));
+            for g in b.triples.chunks(b.group) {
+                let [h, r, t] = g[0];
+                positives.push([rows[h as usize] as u32, r, rows[t as usize] as u32]);
+            }
+        }
+        positives.sort_unstable();
+        let mut want = kg.triples.clone();
+        want.sort_unstable();
+        assert_eq!(positives, want);
+    }
+
+    #[test]
+    fn tsv_triples_load_with_dense_ids() {
+        let dir = std::env::temp_dir().join(format!("ordo-gpu-tsv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.txt");
+        std::fs::write(&path, "a\tr\tb\nb\ts\tc\n\na\tr\tc\n").unwrap();
+        let kg = load_tsv_triples(&path).unwrap();
+        assert_eq!(kg.triples, [[0, 0, 1], [1, 1, 2], [0, 0, 2]]);
+        assert_eq!((kg.entities, kg.relations), (3, 2));
+        std::fs::write(&path, "a\tr\n").unwrap();
+        assert!(load_tsv_triples(&path).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -37,14 +37,13 @@ fn work(seed: u64, n: usize) -> Work {
     Work { rows, batches, table, relations }
 }
 
-/// Run every batch through a pipeline of `depth` slots against a host "store" (`table` +
-/// per-row versions): read the rows at submission (stale while earlier batches are in flight),
-/// write them back at collection. Returns the final table and relations.
+/// Run every batch through a pipeline of `depth` slots over a host table
+/// ([`Pipeline::run_over`]). Returns the final table and relations.
 fn run(gpu: &Gpu, w: &Work, depth: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
     // Live entries have ts ≥ STE = the read prefix of the oldest batch in flight, which is at
     // most 2·depth − 1 stamps behind the newest: room for 2·depth batches.
     let cache = oac.then(|| CacheConfig::for_in_flight(2 * depth, MAX_ROWS, WIDTH).unwrap());
-    let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache };
+    let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache, timing: true };
     let hyper = KgeHyper { lr: 0.05, eps: 1e-8 };
     let mut p = Pipeline::new(gpu, config, |s| {
         Ok(KgeDeviceStep { kernels: KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper })
@@ -52,40 +51,12 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
     .unwrap();
     let mut table = w.table.clone();
     let mut versions = vec![0u64; ENTITIES];
-    // Read prefix (batches written back when it was read) of each batch in flight.
-    let mut prefixes = std::collections::VecDeque::new();
-    let mut written = 0u64;
-    let mut out = vec![0.0; MAX_ROWS * WIDTH];
-    let mut collect = |p: &mut Pipeline<KgeDeviceStep>,
-                       table: &mut Vec<f32>,
-                       versions: &mut Vec<u64>,
-                       prefixes: &mut std::collections::VecDeque<u64>| {
-        let c = p.collect(&mut out).unwrap().expect("a batch in flight");
-        for (i, &r) in w.rows[c.ts as usize].iter().enumerate() {
-            let r = r as usize;
-            table[r * WIDTH..(r + 1) * WIDTH].copy_from_slice(&out[i * WIDTH..(i + 1) * WIDTH]);
-            versions[r] = c.ts + 1;
-        }
-        prefixes.pop_front();
-    };
-    for (k, rows) in w.rows.iter().enumerate() {
-        if p.in_flight() == depth {
-            collect(&mut p, &mut table, &mut versions, &mut prefixes);
-            written += 1;
-        }
-        let values: Vec<f32> = rows
-            .iter()
-            .flat_map(|&r| table[r as usize * WIDTH..(r as usize + 1) * WIDTH].to_vec())
-            .collect();
-        let read: Vec<u64> = rows.iter().map(|&r| versions[r as usize]).collect();
-        prefixes.push_back(written);
-        // STE: the smallest read prefix among the batches in flight (this one included).
-        let ste = *prefixes.iter().min().unwrap();
-        assert_eq!(p.submit(rows, &read, &values, ste, &w.batches[k]).unwrap(), k as u64);
-    }
-    while p.in_flight() > 0 {
-        collect(&mut p, &mut table, &mut versions, &mut prefixes);
-    }
+    let batches: Vec<(Vec<u64>, KgeBatch)> =
+        w.rows.iter().cloned().zip(w.batches.iter().cloned()).collect();
+    let stats = p.run_over(&mut table, &mut versions, &batches).unwrap();
+    assert_eq!(stats.batches, batches.len());
+    assert_eq!(oac, stats.replaced > 0, "only Oac validates, and these batches overlap");
+    assert!(p.compute_busy_ms() > 0.0, "timing events were recorded");
     let relations = p.step_ref().kernels.relations().unwrap();
     (table, relations)
 }
