@@ -12,6 +12,8 @@
 //!   CUDA kernels ([`kge::KgeKernels`]).
 //! * [`pipeline`]: pinned staging buffers, separate H2D / compute / D2H streams ordered by
 //!   events, so several batches are in flight; [`pipeline::CudaDevice`] is the device stage.
+//! * [`queue`]: the driver that runs a device stage with batches in flight against a host table
+//!   ([`queue::run_over`]), and its host twin ([`queue::SimQueue`]).
 //! * [`sim_device`]: the same device stage over the host port of the cache, for the engine on
 //!   machines without a GPU (tests the adapter and the table algorithm inside the real engine).
 //! * [`device`]: opening a CUDA context behind the gate of [`cuda_available`].
@@ -31,6 +33,7 @@ pub mod error;
 pub mod kernels;
 pub mod kge;
 pub mod pipeline;
+pub mod queue;
 pub mod sim_device;
 pub mod workload;
 

@@ -35,6 +35,7 @@ use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
+use crate::queue::{BatchQueue, Collected};
 use crate::sim_device::{apply_validation, step_unless_failed, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
@@ -378,17 +379,6 @@ pub struct PipelineConfig {
     pub timing: bool,
 }
 
-/// A finished batch handed back by [`Pipeline::collect`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Collected {
-    /// The batch's timestamp (submission order from 0).
-    pub ts: u64,
-    /// Its number of rows (the values are in the caller's buffer).
-    pub rows: usize,
-    /// Rows validation replaced from the cache.
-    pub replaced: usize,
-}
-
 /// Up to `depth` batches in flight through H2D → (evict, validate) → step → (insert) → D2H.
 #[derive(Debug)]
 pub struct Pipeline<S> {
@@ -526,84 +516,37 @@ impl<S: DeviceStep> Pipeline<S> {
     }
 }
 
-/// What [`Pipeline::run_over`] measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RunStats {
-    /// Batches run.
-    pub batches: usize,
-    /// Rows replaced by validation, over all batches.
-    pub replaced: usize,
-}
+impl<S: DeviceStep> BatchQueue for Pipeline<S> {
+    type Data = S::Data;
 
-impl<S: DeviceStep> Pipeline<S> {
-    /// Run `batches` (`(rows, data)`, rows strictly increasing) against a host table standing in
-    /// for the store: `table` (`rows × width`, e.g. pinned memory) and `versions` (one version
-    /// word per row). Each batch reads its rows when submitted — stale while earlier batches are
-    /// still in flight — and writes them back, stamped `ts + 1`, when collected (in order, so a
-    /// write is always the newest). The STE of a batch is the read prefix (batches written back
-    /// when it read) of the oldest batch in flight, as `ordo::outstanding` computes it.
-    ///
-    /// With `depth = 1` this is the sequential run; with a cache (`Oac`) any depth gives the
-    /// same table bit for bit; without one (`Async`) overlapping batches lose updates.
-    pub fn run_over(
+    fn depth(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn max_rows(&self) -> usize {
+        self.slots[0].max_rows
+    }
+
+    fn width(&self) -> usize {
+        self.slots[0].batch.width()
+    }
+
+    fn in_flight(&self) -> usize {
+        Pipeline::in_flight(self)
+    }
+
+    fn submit(
         &mut self,
-        table: &mut [f32],
-        versions: &mut [u64],
-        batches: &[(Vec<u64>, S::Data)],
-    ) -> Result<RunStats, GpuError> {
-        let w = self.slots[0].batch.width();
-        crate::cache::check_len("table", versions.len() * w, table.len())?;
-        if self.in_flight() != 0 {
-            return Err(GpuError::Pipeline("run_over needs an idle pipeline"));
-        }
-        let depth = self.slots.len();
-        let max_rows = self.slots[0].max_rows;
-        let mut stats = RunStats::default();
-        let mut prefixes = std::collections::VecDeque::with_capacity(depth);
-        let mut written = 0u64;
-        let mut values = vec![0.0; max_rows * w];
-        let mut read = vec![0u64; max_rows];
-        let mut out = vec![0.0; max_rows * w];
-        let ts0 = self.next_ts;
-        let mut collect_one = |p: &mut Self, table: &mut [f32], versions: &mut [u64]| {
-            let c = p.collect(&mut out)?.ok_or(GpuError::Pipeline("nothing in flight"))?;
-            let rows = &batches[(c.ts - ts0) as usize].0;
-            for (i, &r) in rows.iter().enumerate() {
-                let r = r as usize;
-                table[r * w..(r + 1) * w].copy_from_slice(&out[i * w..(i + 1) * w]);
-                versions[r] = c.ts + 1;
-            }
-            stats.batches += 1;
-            stats.replaced += c.replaced;
-            Ok::<(), GpuError>(())
-        };
-        for (rows, data) in batches {
-            if self.in_flight() == depth {
-                collect_one(self, table, versions)?;
-                prefixes.pop_front();
-                written += 1;
-            }
-            if rows.iter().any(|&r| r as usize >= versions.len()) {
-                return Err(GpuError::Pipeline("batch row outside the table"));
-            }
-            if rows.len() > max_rows {
-                return Err(GpuError::TooLarge {
-                    what: "batch rows (above the staging size)",
-                    elems: rows.len(),
-                });
-            }
-            for (i, &r) in rows.iter().enumerate() {
-                let r = r as usize;
-                values[i * w..(i + 1) * w].copy_from_slice(&table[r * w..(r + 1) * w]);
-                read[i] = versions[r];
-            }
-            prefixes.push_back(written);
-            let ste = prefixes.iter().copied().min().unwrap_or(written);
-            self.submit(rows, &read[..rows.len()], &values[..rows.len() * w], ste, data)?;
-        }
-        while self.in_flight() > 0 {
-            collect_one(self, table, versions)?;
-        }
-        Ok(stats)
+        rows: &[u64],
+        read_versions: &[u64],
+        values: &[f32],
+        ste: u64,
+        data: &S::Data,
+    ) -> Result<u64, GpuError> {
+        Pipeline::submit(self, rows, read_versions, values, ste, data)
+    }
+
+    fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError> {
+        Pipeline::collect(self, values)
     }
 }

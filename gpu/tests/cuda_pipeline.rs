@@ -8,6 +8,7 @@ use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;
 use ordo_gpu::kge::{KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
 use ordo_gpu::pipeline::{KgeDeviceStep, Pipeline, PipelineConfig};
+use ordo_gpu::queue::run_over;
 use ordo_gpu::workload::{Rng, random_kge_batch};
 
 const ENTITIES: usize = 120;
@@ -38,11 +39,12 @@ fn work(seed: u64, n: usize) -> Work {
 }
 
 /// Run every batch through a pipeline of `depth` slots over a host table
-/// ([`Pipeline::run_over`]). Returns the final table and relations.
-fn run(gpu: &Gpu, w: &Work, depth: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
-    // Live entries have ts ≥ STE = the read prefix of the oldest batch in flight, which is at
-    // most 2·depth − 1 stamps behind the newest: room for 2·depth batches.
-    let cache = oac.then(|| CacheConfig::for_in_flight(2 * depth, MAX_ROWS, WIDTH).unwrap());
+/// ([`run_over`]). Returns the final table and relations.
+fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
+    // Live entries have ts ≥ STE = the oldest read prefix among batches read and not collected,
+    // at most 2·depth + read-ahead + 1 stamps behind the newest.
+    let live = 2 * depth + ahead + 2;
+    let cache = oac.then(|| CacheConfig::for_in_flight(live, MAX_ROWS, WIDTH).unwrap());
     let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache, timing: true };
     let hyper = KgeHyper { lr: 0.05, eps: 1e-8 };
     let mut p = Pipeline::new(gpu, config, |s| {
@@ -53,7 +55,7 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
     let mut versions = vec![0u64; ENTITIES];
     let batches: Vec<(Vec<u64>, KgeBatch)> =
         w.rows.iter().cloned().zip(w.batches.iter().cloned()).collect();
-    let stats = p.run_over(&mut table, &mut versions, &batches).unwrap();
+    let stats = run_over(&mut p, &mut table, &mut versions, &batches, ahead).unwrap();
     assert_eq!(stats.batches, batches.len());
     assert_eq!(oac, stats.replaced > 0, "only Oac validates, and these batches overlap");
     assert!(p.compute_busy_ms() > 0.0, "timing events were recorded");
@@ -73,12 +75,12 @@ fn oac_pipeline_equals_the_sequential_run_and_async_does_not() {
     }
     let gpu = Gpu::open(0).unwrap();
     let w = work(5, 80);
-    let (sync_table, sync_rel) = run(&gpu, &w, 1, false);
-    for depth in [2, 4, 8] {
-        let (t, r) = run(&gpu, &w, depth, true);
-        assert_eq!(bits(&t), bits(&sync_table), "Oac depth {depth}: entity rows");
-        assert_eq!(bits(&r), bits(&sync_rel), "Oac depth {depth}: relations");
+    let (sync_table, sync_rel) = run(&gpu, &w, 1, 0, false);
+    for (depth, ahead) in [(1, 3), (2, 0), (4, 4), (8, 2)] {
+        let (t, r) = run(&gpu, &w, depth, ahead, true);
+        assert_eq!(bits(&t), bits(&sync_table), "Oac depth {depth} ahead {ahead}: entity rows");
+        assert_eq!(bits(&r), bits(&sync_rel), "Oac depth {depth} ahead {ahead}: relations");
     }
-    let (t, _) = run(&gpu, &w, 4, false);
+    let (t, _) = run(&gpu, &w, 4, 4, false);
     assert_ne!(bits(&t), bits(&sync_table), "Async must lose updates on overlapping batches");
 }

@@ -23,6 +23,7 @@ use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfi
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
 use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig};
+use ordo_gpu::queue::run_over;
 use ordo_gpu::workload::{Rng, kge_batches, load_tsv_triples, random_kge_batch};
 use ordo_gpu::{Gpu, GpuError, kernels};
 use std::path::PathBuf;
@@ -320,17 +321,19 @@ fn modes<S: DeviceStep>(
     // SAFETY: filled by `init` before any read.
     let mut table = unsafe { gpu.context().alloc_pinned_with_flags::<f32>(table_rows * width, 0) }?;
     let mut out = Vec::new();
-    for (name, depth, oac) in
-        [("Sync", 1, false), ("Async", args.depth, false), ("Oac", args.depth, true)]
-    {
+    let k = args.depth;
+    // (mode, batches in flight on the device, batches read ahead by the host, validation)
+    let modes = [("Sync", 1, 0, false), ("Async", k, k, false), ("Oac", k, k, true)];
+    for (name, depth, ahead, oac) in modes {
         init(table.as_mut_slice()?);
         let mut versions = vec![0u64; table_rows];
-        let cache =
-            oac.then(|| CacheConfig::for_in_flight(2 * depth, max_rows, width)).transpose()?;
+        let cache = oac
+            .then(|| CacheConfig::for_in_flight(2 * depth + ahead + 2, max_rows, width))
+            .transpose()?;
         let config = PipelineConfig { depth, max_rows, width, cache, timing: true };
         let mut p = Pipeline::new(gpu, config, make_step)?;
         let start = Instant::now();
-        let stats = p.run_over(table.as_mut_slice()?, &mut versions, batches)?;
+        let stats = run_over(&mut p, table.as_mut_slice()?, &mut versions, batches, ahead)?;
         let wall = start.elapsed().as_secs_f64();
         out.push(ModeRow {
             name,
