@@ -446,7 +446,9 @@ impl<S: DeviceStep> Pipeline<S> {
     /// Queue a batch: `rows` (strictly increasing ids), the versions read from the store, the
     /// values (`rows × width`), and the STE (prefix units) to evict with before it validates.
     /// Returns its timestamp. Fails with [`GpuError::Pipeline`] when `depth` batches are in
-    /// flight (collect first). On any error nothing of this batch was queued.
+    /// flight (collect first). Argument and cache errors (including an overflow) are found
+    /// before the batch's upload, validation or step is queued (only its eviction may be, which
+    /// is safe at any time); after a driver error the pipeline should be dropped.
     pub fn submit(
         &mut self,
         rows: &[u64],
@@ -461,6 +463,10 @@ impl<S: DeviceStep> Pipeline<S> {
         crate::cache::check_len("read versions", rows.len(), read_versions.len())?;
         crate::cache::check_rows(rows)?;
         let ts = self.next_ts;
+        if let Some(cache) = self.cache.as_mut() {
+            cache.evict(ste)?;
+            cache.check_insert(rows, ts)?;
+        }
         let depth = self.slots.len();
         let slot = &mut self.slots[(ts % depth as u64) as usize];
         slot.load(rows, read_versions.iter().copied(), values)?;
@@ -469,7 +475,6 @@ impl<S: DeviceStep> Pipeline<S> {
             start.record(&self.streams.compute)?;
         }
         if let Some(cache) = self.cache.as_mut() {
-            cache.evict(ste)?;
             cache.validate(&mut slot.batch)?;
         }
         self.step.step(&self.streams.compute, data, &mut slot.batch)?;

@@ -236,6 +236,7 @@ impl<D> BatchQueue for SimQueue<'_, D> {
         let ts = self.next_ts;
         if let Some(cache) = self.cache.as_mut() {
             cache.evict(ste)?;
+            cache.check_insert(rows, ts)?;
             cache.validate(&mut b)?;
         }
         (self.step)(data, &mut b.values);
@@ -319,6 +320,22 @@ mod tests {
             }
             assert_ne!(run(&b, 4, 4, false).0, sync, "Async must lose updates (seed {seed})");
         }
+    }
+
+    #[test]
+    fn an_overflow_is_refused_before_the_step_runs() {
+        let mut steps = 0;
+        let cache = Some(CacheConfig { width: 1, capacity: 2 });
+        let step = Box::new(|_: &(), _: &mut [f32]| steps += 1);
+        let mut q = SimQueue::new(4, 2, 1, cache, step).unwrap();
+        q.submit(&[1, 2], &[0, 0], &[0.0, 0.0], 0, &()).unwrap();
+        let err = q.submit(&[3], &[0], &[0.0], 0, &()).unwrap_err();
+        assert!(matches!(err, GpuError::Cache(CacheError::Overflow { .. })), "{err}");
+        assert_eq!(q.in_flight(), 1);
+        // Evicting ts 0 (STE 1) makes room.
+        q.submit(&[3], &[0], &[0.0], 1, &()).unwrap();
+        drop(q);
+        assert_eq!(steps, 2, "the refused batch never reached the step");
     }
 
     #[test]

@@ -287,6 +287,16 @@ impl<B: TableBackend> ValidationCache<B> {
         self.backend.validate(batch, replace_equal)
     }
 
+    /// Whether inserting `rows` with `ts` now would be accepted (sorted, ts order, capacity),
+    /// without changing anything: lets a device stage refuse a batch before launching its step.
+    pub fn check_insert(&self, rows: &[u64], ts: u64) -> Result<(), CacheError> {
+        check_rows(rows)?;
+        if ts > MAX_TS {
+            return Err(CacheError::TsTooLarge { ts });
+        }
+        self.ledger.plan_insert(rows, ts).map(drop)
+    }
+
     /// Insert the batch's (updated) rows with timestamp `ts`.
     pub fn insert(&mut self, batch: &B::Batch, ts: u64) -> Result<(), B::Error> {
         self.backend.check_batch(batch)?;
