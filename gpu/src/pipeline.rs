@@ -332,10 +332,12 @@ impl<M: Model> DeviceStage<M> for CudaDevice {
 pub trait DeviceStep {
     /// The per-batch payload (e.g. the scored triples).
     type Data;
-    /// Update `batch`'s values in place, launching on `stream` (the compute stream).
+    /// Update `batch`'s values in place: upload the payload on `streams.h2d` (cudarc's buffer
+    /// events order it before the kernels) and launch on `streams.compute`, where the cache
+    /// kernels of the same batch run before and after.
     fn step(
         &mut self,
-        stream: &Arc<CudaStream>,
+        streams: &Streams,
         data: &Self::Data,
         batch: &mut DeviceBatch,
     ) -> Result<(), GpuError>;
@@ -348,19 +350,34 @@ pub struct KgeDeviceStep {
     pub kernels: KgeKernels,
     /// Learning rate and epsilon.
     pub hyper: KgeHyper,
+    /// The last uploads, kept alive a while: dropping a device buffer makes its stream (h2d)
+    /// wait for the kernels reading it, which would stall the next batch's copies.
+    recent: std::collections::VecDeque<DeviceKgeBatch>,
+}
+
+impl KgeDeviceStep {
+    /// The step with these kernels and hyper-parameters.
+    pub fn new(kernels: KgeKernels, hyper: KgeHyper) -> Self {
+        KgeDeviceStep { kernels, hyper, recent: std::collections::VecDeque::new() }
+    }
 }
 
 impl DeviceStep for KgeDeviceStep {
     type Data = KgeBatch;
     fn step(
         &mut self,
-        stream: &Arc<CudaStream>,
+        streams: &Streams,
         data: &KgeBatch,
         batch: &mut DeviceBatch,
     ) -> Result<(), GpuError> {
         crate::cache::check_len("KGE batch rows", batch.rows().len(), data.rows)?;
-        let b = DeviceKgeBatch::upload(stream, self.kernels.shape(), data)?;
-        self.kernels.step(&b, batch.values_mut(), &self.hyper)
+        let b = DeviceKgeBatch::upload(&streams.h2d, self.kernels.shape(), data)?;
+        self.kernels.step(&b, batch.values_mut(), &self.hyper)?;
+        if self.recent.len() == 16 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(b);
+        Ok(())
     }
 }
 
@@ -477,7 +494,7 @@ impl<S: DeviceStep> Pipeline<S> {
         if let Some(cache) = self.cache.as_mut() {
             cache.validate(&mut slot.batch)?;
         }
-        self.step.step(&self.streams.compute, data, &mut slot.batch)?;
+        self.step.step(&self.streams, data, &mut slot.batch)?;
         if let Some(cache) = self.cache.as_mut() {
             cache.insert(&slot.batch, ts)?;
         }

@@ -48,7 +48,7 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>,
     let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache, timing: true };
     let hyper = KgeHyper { lr: 0.05, eps: 1e-8 };
     let mut p = Pipeline::new(gpu, config, |s| {
-        Ok(KgeDeviceStep { kernels: KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper })
+        Ok(KgeDeviceStep::new(KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper))
     })
     .unwrap();
     let mut table = w.table.clone();

@@ -22,7 +22,7 @@ use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
-use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig};
+use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig, Streams};
 use ordo_gpu::queue::run_over;
 use ordo_gpu::workload::{Rng, kge_batches, load_tsv_triples, random_kge_batch};
 use ordo_gpu::{Gpu, GpuError, kernels};
@@ -261,17 +261,12 @@ struct AddStep {
 
 impl DeviceStep for AddStep {
     type Data = ();
-    fn step(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        _: &(),
-        batch: &mut DeviceBatch,
-    ) -> Result<(), GpuError> {
+    fn step(&mut self, streams: &Streams, _: &(), batch: &mut DeviceBatch) -> Result<(), GpuError> {
         let n = (batch.rows().len() * batch.width()) as u64;
         let delta = 1e-3f32;
         let cfg =
             LaunchConfig { grid_dim: (512, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        let mut l = stream.launch_builder(&self.f);
+        let mut l = streams.compute.launch_builder(&self.f);
         l.arg(batch.values_mut()).arg(&n).arg(&delta);
         // SAFETY: `add_f32(float*, n, delta)`: the batch's values hold rows × width = n floats.
         unsafe { l.launch(cfg) }?;
@@ -377,7 +372,7 @@ fn run(args: &Args) -> Result<(), GpuError> {
                 |t: &mut [f32]| t.copy_from_slice(&Rng::new(6).params(kg.entities, args.dim));
             let hyper = KgeHyper { lr: 0.1, eps: 1e-10 };
             let rows = modes(&gpu, &wargs, 2 * args.dim, &init, &batches, &|s| {
-                Ok(KgeDeviceStep { kernels: KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper })
+                Ok(KgeDeviceStep::new(KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper))
             })?;
             let title = format!(
                 "WordNet 3.0 train ({} triples, {} entities), ComplEx dim {}, {} positives × {} negatives per batch, depth {}",
