@@ -12,6 +12,16 @@ pub fn cuda_available() -> bool {
     gate().is_ok()
 }
 
+/// Why [`cuda_available`] is false (`None` when it is true): which library or check failed.
+/// Print it where a skip could hide a misconfigured GPU machine (e.g. NVRTC not loadable).
+pub fn cuda_unavailable_reason() -> Option<&'static str> {
+    match gate() {
+        Ok(()) => None,
+        Err(GpuError::NoDevice { reason }) => Some(reason),
+        Err(_) => Some("the CUDA check failed"),
+    }
+}
+
 fn gate() -> Result<(), GpuError> {
     // SAFETY: `is_culib_present` only tries to dlopen the driver library and reports whether it
     // loaded; it calls no CUDA function.
@@ -22,7 +32,11 @@ fn gate() -> Result<(), GpuError> {
     }
     // SAFETY: as above, for the NVRTC library.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-        return Err(GpuError::NoDevice { reason: "the NVRTC library is not loadable" });
+        return Err(GpuError::NoDevice {
+            reason: "the NVRTC library is not loadable (cudarc looks for libnvrtc.so, \
+                     libnvrtc.so.12, …; with only CUDA 13's libnvrtc.so.13, link it as libnvrtc.so \
+                     on LD_LIBRARY_PATH)",
+        });
     }
     match CudaContext::device_count() {
         Ok(n) if n > 0 => Ok(()),

@@ -37,5 +37,5 @@ pub mod queue;
 pub mod sim_device;
 pub mod workload;
 
-pub use device::{Gpu, cuda_available};
+pub use device::{Gpu, cuda_available, cuda_unavailable_reason};
 pub use error::GpuError;

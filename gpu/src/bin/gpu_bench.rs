@@ -90,6 +90,7 @@ impl Args {
 fn main() {
     if !ordo_gpu::cuda_available() {
         println!("skipped: no CUDA device");
+        eprintln!("({})", ordo_gpu::cuda_unavailable_reason().unwrap_or("unknown"));
         return;
     }
     let args = match Args::parse() {
