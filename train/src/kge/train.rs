@@ -1,0 +1,366 @@
+//! The training loop: epochs of batches through one of the engine's modes, a valid-MRR
+//! evaluation after each epoch, test metrics at the end, and the recorded computation order.
+
+use super::batch::{KgeBatch, Sampling};
+use super::data::Dataset;
+use super::eval::{Filter, Metrics, evaluate};
+use super::score::{DimError, Loss, ScoreFn};
+use super::step::{KgeModel, StepConfig, init_entities};
+use ndarray::{ArrayView2, s};
+use ordo::engine::{Batch, BatchRows, Model, StepError};
+use ordo::store::RowStore;
+use std::time::Instant;
+use thiserror::Error;
+
+/// How batches go through the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Mode {
+    /// One batch in flight: the reference.
+    Sync,
+    /// Hogwild: no validation; lost updates possible.
+    Async,
+    /// Async with a staleness bound (`--staleness`), as in Marius.
+    Bounded,
+    /// Optimistic Asynchrony Control: async throughput, equal to a synchronous order.
+    Oac,
+}
+
+impl Mode {
+    /// All modes, in the order `compare` runs them.
+    pub const ALL: [Mode; 4] = [Mode::Sync, Mode::Async, Mode::Bounded, Mode::Oac];
+
+    /// The lower-case name used on the command line and in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+            Mode::Bounded => "bounded",
+            Mode::Oac => "oac",
+        }
+    }
+}
+
+/// Every hyper-parameter of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainConfig {
+    /// Scoring function.
+    pub score: ScoreFn,
+    /// Loss.
+    pub loss: Loss,
+    /// Embedding floats per entity and relation.
+    pub dim: usize,
+    /// Adagrad learning rate.
+    pub lr: f32,
+    /// L2 weight per use of an embedding.
+    pub reg: f32,
+    /// Initial embeddings are uniform in `[-init, init)`.
+    pub init: f32,
+    /// Passes over the training triples.
+    pub epochs: usize,
+    /// Positives per batch.
+    pub batch_size: usize,
+    /// Negatives per positive and side.
+    pub negatives: usize,
+    /// Positives sharing one set of negatives (1 = none shared).
+    pub chunk: usize,
+    /// Master seed (initialization, shuffles, negatives).
+    pub seed: u64,
+    /// Engine reader and writer threads.
+    pub threads: usize,
+    /// Staleness bound of [`Mode::Bounded`] (batches in flight).
+    pub staleness: usize,
+    /// Evaluate valid MRR on at most this many valid triples per epoch (0 = all).
+    pub valid_limit: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            score: ScoreFn::ComplEx,
+            loss: Loss::Softmax,
+            dim: 100,
+            lr: 0.1,
+            reg: 0.0,
+            init: 0.1,
+            epochs: 20,
+            batch_size: 256,
+            negatives: 64,
+            chunk: 16,
+            seed: 0,
+            threads: 2,
+            staleness: 4,
+            valid_limit: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The batch sampler for a dataset.
+    pub fn sampling(&self, d: &Dataset) -> Sampling {
+        Sampling {
+            seed: self.seed,
+            batch_size: self.batch_size,
+            negatives: self.negatives,
+            chunk: self.chunk,
+            entities: d.entities.len() as u32,
+        }
+    }
+
+    fn step_config(&self) -> StepConfig {
+        StepConfig { score: self.score, loss: self.loss, dim: self.dim, lr: self.lr, reg: self.reg }
+    }
+
+    /// A fresh model and entity store, initialized from the seed.
+    pub fn init(&self, d: &Dataset) -> Result<(KgeModel, RowStore), TrainError> {
+        self.score.check_dim(self.dim)?;
+        if self.batch_size == 0 || self.negatives == 0 || self.chunk == 0 {
+            return Err(TrainError::Config(
+                "--batch-size, --negatives and --chunk must be positive",
+            ));
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(TrainError::Config("--lr must be a positive number"));
+        }
+        let n = d.entities.len();
+        let rows = init_entities(n, self.dim, self.init, self.seed);
+        let store =
+            RowStore::from_values(n, 2 * self.dim, &rows).expect("init has n × 2·dim floats");
+        Ok((KgeModel::new(self.step_config(), d.relations.len(), self.init, self.seed), store))
+    }
+}
+
+/// Why training stopped.
+#[derive(Debug, Error)]
+pub enum TrainError {
+    /// The embedding dimension does not suit the model.
+    #[error(transparent)]
+    Dim(#[from] DimError),
+    /// A hyper-parameter is out of range.
+    #[error("bad configuration: {0}")]
+    Config(&'static str),
+    /// A model step failed (e.g. the loss became NaN).
+    #[error("training failed: {0}")]
+    Step(StepError),
+    /// The requested mode is not available.
+    #[error("mode {0} is not available in this build: the engine does not run it yet")]
+    ModeUnavailable(&'static str),
+}
+
+/// One epoch's record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochStats {
+    /// 1-based epoch number.
+    pub epoch: usize,
+    /// Training wall time up to the end of this epoch, seconds (evaluation excluded).
+    pub wall_s: f64,
+    /// This epoch's training wall time, seconds.
+    pub epoch_s: f64,
+    /// Mean loss per positive over the epoch.
+    pub loss: f64,
+    /// Filtered valid metrics after the epoch.
+    pub valid: Metrics,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The mode that ran.
+    pub mode: Mode,
+    /// Per-epoch records.
+    pub epochs: Vec<EpochStats>,
+    /// Filtered test metrics of the final embeddings.
+    pub test: Metrics,
+    /// The computation order of each epoch (batch ids in the order the device stepped them).
+    pub order: Vec<Vec<u64>>,
+    /// Final entity rows, `entities × 2·dim` (embedding, then Adagrad sums).
+    pub entity_rows: Vec<f32>,
+    /// Final relation embeddings, `relations × dim`.
+    pub relations: Vec<f32>,
+    /// Final dense state of the model (relations and their Adagrad sums).
+    pub dense: Vec<f32>,
+}
+
+impl RunResult {
+    /// Training triples per second over the whole run.
+    pub fn triples_per_s(&self, n_train: usize) -> f64 {
+        let wall = self.epochs.last().map_or(0.0, |e| e.wall_s);
+        (n_train * self.epochs.len()) as f64 / wall.max(1e-9)
+    }
+
+    /// Best valid MRR over the epochs.
+    pub fn best_valid_mrr(&self) -> f64 {
+        self.epochs.iter().map(|e| e.valid.mrr).fold(0.0, f64::max)
+    }
+
+    /// The first epoch whose valid MRR reaches `target`, if any.
+    pub fn first_reaching(&self, target: f64) -> Option<&EpochStats> {
+        self.epochs.iter().find(|e| e.valid.mrr >= target)
+    }
+
+    /// Entity embeddings only, `entities × dim`.
+    pub fn entity_embeddings(&self, dim: usize) -> Vec<f32> {
+        self.entity_rows.chunks(2 * dim).flat_map(|r| r[..dim].iter().copied()).collect()
+    }
+}
+
+/// What the loop tells its observer.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// An epoch of `batches` batches starts.
+    EpochStart {
+        /// 1-based epoch.
+        epoch: usize,
+        /// Batches in it.
+        batches: usize,
+    },
+    /// One more batch entered the pipeline.
+    Batch,
+    /// An epoch ended and was evaluated.
+    EpochEnd(&'a EpochStats),
+}
+
+/// Metrics of the embeddings in `store` and `model` on `triples`.
+pub fn metrics(
+    cfg: &TrainConfig,
+    store_rows: &[f32],
+    relations: &[f32],
+    triples: &[super::data::Triple],
+    filter: &Filter,
+) -> Metrics {
+    let dim = cfg.dim;
+    let rows = ArrayView2::from_shape((store_rows.len() / (2 * dim), 2 * dim), store_rows)
+        .expect("rows are 2·dim wide");
+    let rel = ArrayView2::from_shape((relations.len() / dim, dim), relations).expect("dim wide");
+    evaluate(cfg.score, rows.slice(s![.., ..dim]), rel, triples, filter)
+}
+
+/// Apply `batch` as step number `ts`, alone: read its rows, step, write them back. The
+/// sequential reference every mode is compared with.
+pub fn sequential_step(
+    store: &RowStore,
+    model: &mut KgeModel,
+    batch: &Batch<KgeBatch>,
+    ts: u64,
+) -> Result<(), StepError> {
+    let w = model.row_width();
+    let mut values = vec![0.0; batch.rows.len() * w];
+    for (r, chunk) in batch.rows.iter().zip(values.chunks_mut(w)) {
+        store.read(*r, chunk)?;
+    }
+    let mut rows = BatchRows::new(&batch.rows, w, &mut values).expect("rows × width floats");
+    model.step(&batch.data, &mut rows)?;
+    for (r, chunk) in batch.rows.iter().zip(values.chunks(w)) {
+        store.write_if_newer(*r, ts, chunk)?;
+    }
+    Ok(())
+}
+
+/// Run one epoch's batches through `mode`; returns the computation order.
+fn run_epoch(
+    mode: Mode,
+    _cfg: &TrainConfig,
+    store: &RowStore,
+    model: &mut KgeModel,
+    batches: Vec<Batch<KgeBatch>>,
+    first_ts: u64,
+    observe: &mut dyn FnMut(Event<'_>),
+) -> Result<Vec<u64>, TrainError> {
+    match mode {
+        Mode::Sync => {
+            let mut order = Vec::with_capacity(batches.len());
+            for (i, b) in batches.iter().enumerate() {
+                observe(Event::Batch);
+                sequential_step(store, model, b, first_ts + i as u64).map_err(TrainError::Step)?;
+                order.push(b.id);
+            }
+            Ok(order)
+        }
+        m => Err(TrainError::ModeUnavailable(m.name())),
+    }
+}
+
+/// Train on `d` in `mode`, evaluating valid MRR after every epoch and test metrics at the end.
+pub fn train(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    observe: &mut dyn FnMut(Event<'_>),
+) -> Result<RunResult, TrainError> {
+    drive(d, cfg, mode, None, observe)
+}
+
+/// Replay recorded computation orders (one list of batch ids per epoch) sequentially from the
+/// same initialization, with the same per-epoch evaluation: the synchronous run that an OAC run
+/// must equal bit for bit.
+pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunResult, TrainError> {
+    drive(d, &TrainConfig { epochs: order.len(), ..*cfg }, Mode::Sync, Some(order), &mut |_| {})
+}
+
+fn drive(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    replay: Option<&[Vec<u64>]>,
+    observe: &mut dyn FnMut(Event<'_>),
+) -> Result<RunResult, TrainError> {
+    let (mut model, store) = cfg.init(d)?;
+    let filter = Filter::of(d);
+    let sampling = cfg.sampling(d);
+    let valid = if cfg.valid_limit > 0 && cfg.valid_limit < d.valid.len() {
+        &d.valid[..cfg.valid_limit]
+    } else {
+        &d.valid[..]
+    };
+    let mut epochs = Vec::with_capacity(cfg.epochs);
+    let mut orders = Vec::with_capacity(cfg.epochs);
+    let mut wall = 0.0;
+    let mut ts = 0u64;
+    for epoch in 0..cfg.epochs {
+        let mut batches = sampling.epoch_batches(&d.train, epoch);
+        let first_id = batches.first().map_or(0, |b| b.id);
+        observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
+        let start = Instant::now();
+        let order = match replay {
+            Some(orders) => {
+                let mut by_pos: Vec<Option<Batch<KgeBatch>>> =
+                    batches.drain(..).map(Some).collect();
+                let mut seq = Vec::with_capacity(by_pos.len());
+                for &id in &orders[epoch] {
+                    let slot = id.checked_sub(first_id).and_then(|i| by_pos.get_mut(i as usize));
+                    let b = slot.and_then(Option::take).ok_or(TrainError::Config(
+                        "the recorded order names a batch twice or one outside its epoch",
+                    ))?;
+                    seq.push(b);
+                }
+                run_epoch(Mode::Sync, cfg, &store, &mut model, seq, ts, observe)?
+            }
+            None => run_epoch(mode, cfg, &store, &mut model, batches, ts, observe)?,
+        };
+        let epoch_s = start.elapsed().as_secs_f64();
+        wall += epoch_s;
+        ts += order.len() as u64;
+        orders.push(order);
+        let loss = model.take_loss();
+        let snapshot = store.snapshot();
+        let stats = EpochStats {
+            epoch: epoch + 1,
+            wall_s: wall,
+            epoch_s,
+            loss,
+            valid: metrics(cfg, &snapshot, model.relations(), valid, &filter),
+        };
+        observe(Event::EpochEnd(&stats));
+        epochs.push(stats);
+    }
+    let entity_rows = store.snapshot();
+    let test = metrics(cfg, &entity_rows, model.relations(), &d.test, &filter);
+    Ok(RunResult {
+        mode,
+        epochs,
+        test,
+        order: orders,
+        entity_rows,
+        relations: model.relations().to_vec(),
+        dense: model.dense(),
+    })
+}
