@@ -14,3 +14,4 @@ pub mod mutation;
 pub mod outstanding;
 pub mod store;
 pub mod sync;
+pub mod validation_cache;

@@ -1,6 +1,120 @@
 //! The OAC pipeline engine (paper 000): parallel readers, one device stage that fixes the
-//! computation order, parallel writers; modes Sync, Async, Bounded(k) and Oac behind one API.
+//! computation order, parallel writers; modes `Sync`, `Async`, `Bounded(k)` and `Oac` behind one
+//! API.
+//!
+//! ```text
+//! readers (parallel):  register in Outstanding (announce MFT) → read rows + versions → queue
+//! device (one at a time = computation order):
+//!     admission (Mft::admits) → evict below STE → validate → Model::step → stamp ts
+//!     → cache insert → queue
+//! writers (parallel):  write_if_newer each row → Mft::finish(ts) → deregister
+//! ```
+//!
+//! **The claim:** in `Oac` (and `Sync`, `Bounded(1)`) the final store and dense parameters equal,
+//! bit for bit, [`replay`] of the recorded computation order ([`RunReport::positions`]) on the
+//! initial state, for a deterministic model step. `Async` and `Bounded(k > 1)` promise nothing.
+//!
+//! **Timestamps.** Inside a run, batches are stamped `ts = 0, 1, 2, …` (run-local: the MFT, the
+//! STE, the validation cache and the report use these); the store receives `ts_base + ts`, where
+//! `ts_base` is one past the newest version in the store when the run starts, so one store can be
+//! trained for many epochs.
+//!
+//! # Plugging in a model
+//!
+//! ```
+//! use ordo::engine::{Batch, BatchRows, Engine, EngineConfig, Mode, Model, StepError, replay};
+//! use ordo::store::RowStore;
+//!
+//! /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+//! struct Pull { bias: f32 }
+//! impl Model for Pull {
+//!     type Data = f32;
+//!     fn row_width(&self) -> usize { 2 }
+//!     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+//!         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+//!         self.bias += 0.01;
+//!         Ok(())
+//!     }
+//!     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+//! }
+//!
+//! let store = RowStore::zeros(100, 2);
+//! let batches: Vec<Batch<f32>> =
+//!     (0..50).map(|i| Batch { id: i, rows: vec![i % 7, 10 + i % 3, 50 + i], data: i as f32 }).collect();
+//! let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+//! let mut model = Pull { bias: 0.0 };
+//! let report = engine.run(&mut model, &store, batches.clone())?;
+//!
+//! // The same batches, one by one, in the recorded order: bit-identical.
+//! let (mut table, mut fresh) = (vec![0.0; 200], Pull { bias: 0.0 });
+//! replay(&mut fresh, &mut table, &batches, &report.positions())?;
+//! assert_eq!(store.snapshot(), table);
+//! assert_eq!(model.dense(), fresh.dense());
+//! # Ok::<(), ordo::engine::EngineError>(())
+//! ```
 
+mod block;
+mod config;
+mod context;
+mod device;
+mod error;
 pub mod model;
+#[cfg(not(loom))]
+mod pipeline;
+mod reader;
+mod record;
+pub mod simulation;
+pub mod testing;
+mod writer;
 
+pub use block::RowBlock;
+pub use config::{AsyncWrite, EngineConfig, HookAction, HookPoint, Mode, StageHook};
+pub use device::{CpuDevice, DeviceStage};
+pub use error::{BatchError, EngineError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
+#[cfg(not(loom))]
+pub use pipeline::Engine;
+pub use record::{RunReport, Staleness, Stamp, replay};
+
+use crate::store::RowStore;
+
+/// Check one batch against a store of `rows` rows: ids strictly increasing and in range.
+pub fn validate_batch<D>(
+    position: usize,
+    batch: &Batch<D>,
+    rows: usize,
+) -> Result<(), EngineError> {
+    let bad = |kind| Err(EngineError::InvalidBatch { position, batch_id: batch.id, kind });
+    let mut prev: Option<u64> = None;
+    for &r in &batch.rows {
+        if r >= rows as u64 {
+            return bad(BatchError::RowOutOfRange { row: r, rows });
+        }
+        if let Some(p) = prev {
+            if p == r {
+                return bad(BatchError::Duplicate { row: r });
+            }
+            if p > r {
+                return bad(BatchError::Unsorted { prev: p, next: r });
+            }
+        }
+        prev = Some(r);
+    }
+    Ok(())
+}
+
+/// Collect and check every batch before anything runs.
+fn prepare<M: Model>(
+    model: &M,
+    store: &RowStore,
+    batches: impl IntoIterator<Item = Batch<M::Data>>,
+) -> Result<Vec<Batch<M::Data>>, EngineError> {
+    if model.row_width() != store.width() {
+        return Err(EngineError::WidthMismatch { model: model.row_width(), store: store.width() });
+    }
+    let batches: Vec<_> = batches.into_iter().collect();
+    for (p, b) in batches.iter().enumerate() {
+        validate_batch(p, b, store.rows())?;
+    }
+    Ok(batches)
+}

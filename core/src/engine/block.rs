@@ -1,0 +1,65 @@
+//! The rows of one batch after its model step: what the device hands to the writers and inserts
+//! into the validation cache (shared, never copied).
+
+/// A stepped batch's rows: `ids.len()` rows of `width` floats, row-major, in the order of the
+/// batch's sorted row ids. Immutable once built: the writers and the validation cache share it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RowBlock {
+    ids: Vec<u64>,
+    width: usize,
+    values: Vec<f32>,
+    /// The values as read from the store, kept only by `Async(AddDelta)` (writers add the delta).
+    original: Option<Vec<f32>>,
+}
+
+impl RowBlock {
+    /// A block of `ids.len() × width` values. `None` if the lengths disagree.
+    pub fn new(ids: Vec<u64>, width: usize, values: Vec<f32>) -> Option<Self> {
+        (values.len() == ids.len() * width).then_some(RowBlock {
+            ids,
+            width,
+            values,
+            original: None,
+        })
+    }
+
+    pub(crate) fn with_original(mut self, original: Option<Vec<f32>>) -> Self {
+        self.original = original;
+        self
+    }
+
+    /// The rows' ids (sorted, no duplicates).
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// Floats per row.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the block has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// The `i`-th row's values.
+    pub fn row(&self, i: usize) -> &[f32] {
+        &self.values[i * self.width..(i + 1) * self.width]
+    }
+
+    /// All values, row-major.
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// The `i`-th row as it was read, if kept (`Async(AddDelta)` only).
+    pub(crate) fn original_row(&self, i: usize) -> Option<&[f32]> {
+        self.original.as_ref().map(|o| &o[i * self.width..(i + 1) * self.width])
+    }
+}

@@ -1,0 +1,108 @@
+//! The reader stage: announce the batch in the outstanding set (MFT/STE), then read its rows and
+//! their versions from the store.
+
+use super::context::{Progress, RunCtx, at};
+use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
+use crate::mutation::{self, Mutant};
+use crate::outstanding::Registration;
+
+/// A batch that has been read: on its way to the device.
+pub(crate) struct Staged<D> {
+    pub position: usize,
+    pub id: u64,
+    pub data: D,
+    pub ids: Vec<u64>,
+    pub values: Vec<f32>,
+    /// Run-local ts of the version read, per row (`None`: from before the run).
+    pub read: Vec<Option<u64>>,
+    pub registration: Option<Registration>,
+    pub read_prefix: u64,
+    /// The values as read (`Async(AddDelta)` only).
+    pub original: Option<Vec<f32>>,
+}
+
+/// A reader working on one batch, one action (register, or read one row) per [`advance`].
+pub(crate) struct ReadTask<D> {
+    staged: Staged<D>,
+    next_row: usize,
+}
+
+impl<D> ReadTask<D> {
+    pub fn new(position: usize, batch: Batch<D>, width: usize) -> Self {
+        let n = batch.rows.len();
+        ReadTask {
+            staged: Staged {
+                position,
+                id: batch.id,
+                data: batch.data,
+                ids: batch.rows,
+                values: vec![0.0; n * width],
+                read: vec![None; n],
+                registration: None,
+                read_prefix: 0,
+                original: None,
+            },
+            next_row: 0,
+        }
+    }
+
+    fn registered_or_untimed(&self, cx: &RunCtx<'_>) -> bool {
+        !cx.mode.timestamped() || self.staged.registration.is_some()
+    }
+
+    pub fn is_done(&self, cx: &RunCtx<'_>) -> bool {
+        self.next_row == self.staged.ids.len() && self.registered_or_untimed(cx)
+    }
+
+    /// **Invariant (announce before read):** a timestamped batch reads no row before
+    /// `Outstanding::register` returned, so every row it reads reflects every write with
+    /// `ts < read_prefix` (see [`crate::outstanding::Outstanding`]); validation relies on it.
+    pub fn advance(
+        &mut self,
+        cx: &RunCtx<'_>,
+        hook: Option<&StageHook>,
+    ) -> Result<Progress, StopCause> {
+        if self.is_done(cx) {
+            return Ok(Progress::Done);
+        }
+        let n = self.staged.ids.len();
+        let reads_first = mutation::active(Mutant::ReadBeforeAnnounce);
+        if !self.registered_or_untimed(cx) && (!reads_first || self.next_row == n) {
+            let Ok(reg) = cx.outstanding.register(&cx.mft) else {
+                return Ok(Progress::Blocked);
+            };
+            self.staged.read_prefix = reg.prefix();
+            self.staged.registration = Some(reg);
+            at(hook, HookPoint::ReadRows, self.staged.id)?;
+            return Ok(self.progress(cx));
+        }
+        let i = self.next_row;
+        let (id, w) = (self.staged.ids[i], cx.width);
+        let out = &mut self.staged.values[i * w..(i + 1) * w];
+        let fail = |e: crate::store::StoreError| StopCause::StageFailed {
+            stage: "reader",
+            batch_id: self.staged.id,
+            message: e.to_string(),
+        };
+        if cx.mode.timestamped() {
+            let v = cx.store.read(id, out).map_err(fail)?;
+            self.staged.read[i] = cx.local(v);
+        } else {
+            cx.store.hogwild().read(id, out).map_err(fail)?;
+        }
+        self.next_row += 1;
+        Ok(self.progress(cx))
+    }
+
+    fn progress(&self, cx: &RunCtx<'_>) -> Progress {
+        if self.is_done(cx) { Progress::Done } else { Progress::Progressed }
+    }
+
+    /// The read batch (call once [`advance`] said `Done`).
+    pub fn into_staged(mut self, mode: Mode) -> Staged<D> {
+        if mode == Mode::Async(AsyncWrite::AddDelta) {
+            self.staged.original = Some(self.staged.values.clone());
+        }
+        self.staged
+    }
+}

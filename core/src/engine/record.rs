@@ -1,0 +1,111 @@
+//! What a run records (the computation order, per-batch staleness, telemetry) and the
+//! sequential replay that is the oracle of every equivalence check.
+
+use super::{Batch, BatchRows, EngineError, Mode, Model, StopCause};
+use std::time::Duration;
+
+/// How stale a batch was when the device validated it (`Oac` only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Staleness {
+    /// Rows replaced from the validation cache: rows for which a newer version than the one read
+    /// existed at validation.
+    pub replaced: u32,
+    /// The largest ts gap between a replacing cached version and the version read (the
+    /// pre-run value counts as ts −1).
+    pub max_gap: u64,
+}
+
+/// One stamped batch of the computation order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The batch's id.
+    pub batch_id: u64,
+    /// Its position in the run's input (what [`replay`] uses, robust to repeated ids).
+    pub position: usize,
+    /// The finished prefix (`MFT + 1`, run-local) it read the store at; 0 for `Async`.
+    pub read_prefix: u64,
+    /// Its staleness at validation.
+    pub staleness: Staleness,
+    /// The STE the device evicted below just before validating it (`Oac`; 0 otherwise).
+    pub ste: u64,
+    /// Rows in the validation cache right after its insert.
+    pub cache_rows: usize,
+}
+
+/// What a run did: the computation order and telemetry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// The mode.
+    pub mode: Mode,
+    /// The computation order: `order[ts]` is the batch stamped `ts` (run-local).
+    pub order: Vec<Stamp>,
+    /// The store version of run-local `ts = 0` (store versions continue across runs).
+    pub ts_base: u64,
+    /// The validation cache's largest size, in rows.
+    pub cache_peak: usize,
+    /// Rows validated against the cache.
+    pub rows_validated: u64,
+    /// Rows replaced by validation.
+    pub rows_replaced: u64,
+    /// Wall time of the pipeline (threads started → joined).
+    pub elapsed: Duration,
+}
+
+impl RunReport {
+    /// Batch ids in computation order.
+    pub fn batch_ids(&self) -> Vec<u64> {
+        self.order.iter().map(|s| s.batch_id).collect()
+    }
+
+    /// Input positions in computation order (the argument of [`replay`]).
+    pub fn positions(&self) -> Vec<usize> {
+        self.order.iter().map(|s| s.position).collect()
+    }
+
+    /// Fraction of validated rows that the cache replaced (0 when nothing was validated).
+    pub fn hit_rate(&self) -> f64 {
+        if self.rows_validated == 0 {
+            0.0
+        } else {
+            self.rows_replaced as f64 / self.rows_validated as f64
+        }
+    }
+
+    /// Batches per second of wall time.
+    pub fn batches_per_sec(&self) -> f64 {
+        self.order.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+}
+
+/// Run `batches[positions[0]]`, `batches[positions[1]]`, … one by one on `table` (row-major,
+/// `rows × width`, the store's initial snapshot) with `model` (a fresh model for the dense
+/// parameters): the synchronous execution of a recorded computation order. `table` ends as the
+/// sequential result; the dense result is `model.dense()`.
+pub fn replay<M: Model>(
+    model: &mut M,
+    table: &mut [f32],
+    batches: &[Batch<M::Data>],
+    positions: &[usize],
+) -> Result<(), EngineError> {
+    let width = model.row_width();
+    let rows = table.len() / width.max(1);
+    for &p in positions {
+        let batch = batches.get(p).ok_or(EngineError::Config("replay position out of range"))?;
+        super::validate_batch(p, batch, rows)?;
+        let mut values = Vec::with_capacity(batch.rows.len() * width);
+        for &r in &batch.rows {
+            values.extend_from_slice(&table[r as usize * width..(r as usize + 1) * width]);
+        }
+        let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
+        model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
+            cause: StopCause::StepFailed { batch_id: batch.id, source },
+            stamped: 0,
+            unwritten: Vec::new(),
+        })?;
+        for (i, &r) in batch.rows.iter().enumerate() {
+            table[r as usize * width..(r as usize + 1) * width]
+                .copy_from_slice(&values[i * width..(i + 1) * width]);
+        }
+    }
+    Ok(())
+}

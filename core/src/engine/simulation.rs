@@ -1,0 +1,1 @@
+//! Deterministic simulation (in progress).
