@@ -13,6 +13,7 @@ use super::plot;
 use super::score::{Loss, ScoreFn};
 use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, train};
 use indicatif::{ProgressBar, ProgressStyle};
+use ordo::engine::{HookAction, HookPoint, StageHook};
 use std::path::PathBuf;
 
 /// Arguments of `ordo-train kge`.
@@ -207,28 +208,29 @@ fn train_with_progress(
         ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} batches {elapsed}")
             .expect("valid template")
             .progress_chars("=> ");
-    let mut bar: Option<ProgressBar> = None;
+    // One bar, reset each epoch; the engine's device stage advances it as it steps batches.
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0).with_style(style) };
+    let hook = {
+        let bar = bar.clone();
+        StageHook::new(move |point, _| {
+            if point == HookPoint::Device {
+                bar.inc(1);
+            }
+            HookAction::Continue
+        })
+    };
     let mut observe = |e: Event<'_>| match e {
         Event::EpochStart { epoch, batches } => {
-            if !quiet {
-                let b = ProgressBar::new(batches as u64).with_style(style.clone());
-                b.set_prefix(format!("{} ep {epoch}", mode.name()));
-                bar = Some(b);
-            }
+            bar.reset();
+            bar.set_length(batches as u64);
+            bar.set_prefix(format!("{} ep {epoch}", mode.name()));
         }
-        Event::Batch => {
-            if let Some(b) = &bar {
-                b.inc(1);
-            }
-        }
-        Event::EpochEnd(s) => {
-            if let Some(b) = bar.take() {
-                b.finish_and_clear();
-            }
-            print_epoch(s);
-        }
+        Event::Batches(_) => {}
+        Event::EpochEnd(s) => bar.suspend(|| print_epoch(s)),
     };
-    Ok(train(d, cfg, mode, &mut observe)?)
+    let r = train(d, cfg, mode, &mut observe, (!quiet).then_some(&hook));
+    bar.finish_and_clear();
+    Ok(r?)
 }
 
 fn print_epoch(s: &EpochStats) {

@@ -7,7 +7,9 @@ use super::eval::{Filter, Metrics, evaluate};
 use super::score::{DimError, Loss, ScoreFn};
 use super::step::{KgeModel, StepConfig, init_entities};
 use ndarray::{ArrayView2, s};
-use ordo::engine::{Batch, BatchRows, Model, StepError};
+use ordo::engine::{
+    self, Batch, Engine, EngineConfig, EngineError, Model, StageHook, StepError, StopCause,
+};
 use ordo::store::RowStore;
 use std::time::Instant;
 use thiserror::Error;
@@ -141,9 +143,9 @@ pub enum TrainError {
     /// A model step failed (e.g. the loss became NaN).
     #[error("training failed: {0}")]
     Step(StepError),
-    /// The requested mode is not available.
-    #[error("mode {0} is not available in this build: the engine does not run it yet")]
-    ModeUnavailable(&'static str),
+    /// The engine refused the configuration or failed.
+    #[error("engine: {0}")]
+    Engine(EngineError),
 }
 
 /// One epoch's record.
@@ -213,8 +215,8 @@ pub enum Event<'a> {
         /// Batches in it.
         batches: usize,
     },
-    /// One more batch entered the pipeline.
-    Batch,
+    /// This many more batches were stepped.
+    Batches(usize),
     /// An epoch ended and was evaluated.
     EpochEnd(&'a EpochStats),
 }
@@ -234,66 +236,64 @@ pub fn metrics(
     evaluate(cfg.score, rows.slice(s![.., ..dim]), rel, triples, filter)
 }
 
-/// Apply `batch` as step number `ts`, alone: read its rows, step, write them back. The
-/// sequential reference every mode is compared with.
-pub fn sequential_step(
-    store: &RowStore,
-    model: &mut KgeModel,
-    batch: &Batch<KgeBatch>,
-    ts: u64,
-) -> Result<(), StepError> {
-    let w = model.row_width();
-    let mut values = vec![0.0; batch.rows.len() * w];
-    for (r, chunk) in batch.rows.iter().zip(values.chunks_mut(w)) {
-        store.read(*r, chunk)?;
+impl Mode {
+    /// The engine mode this runs as (`Bounded` with the configured staleness bound; `Async`
+    /// adds each step's delta to the store like Marius' and DGL-KE's `+=`).
+    pub fn engine_mode(self, cfg: &TrainConfig) -> engine::Mode {
+        match self {
+            Mode::Sync => engine::Mode::Sync,
+            Mode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
+            Mode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
+            Mode::Oac => engine::Mode::Oac,
+        }
     }
-    let mut rows = BatchRows::new(&batch.rows, w, &mut values).expect("rows × width floats");
-    model.step(&batch.data, &mut rows)?;
-    for (r, chunk) in batch.rows.iter().zip(values.chunks(w)) {
-        store.write_if_newer(*r, ts, chunk)?;
-    }
-    Ok(())
 }
 
-/// Run one epoch's batches through `mode`; returns the computation order.
+/// Run one epoch's batches through `mode` on the engine; returns the computation order.
 fn run_epoch(
     mode: Mode,
-    _cfg: &TrainConfig,
+    cfg: &TrainConfig,
     store: &RowStore,
     model: &mut KgeModel,
     batches: Vec<Batch<KgeBatch>>,
-    first_ts: u64,
     observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
 ) -> Result<Vec<u64>, TrainError> {
-    match mode {
-        Mode::Sync => {
-            let mut order = Vec::with_capacity(batches.len());
-            for (i, b) in batches.iter().enumerate() {
-                observe(Event::Batch);
-                sequential_step(store, model, b, first_ts + i as u64).map_err(TrainError::Step)?;
-                order.push(b.id);
-            }
-            Ok(order)
-        }
-        m => Err(TrainError::ModeUnavailable(m.name())),
+    let threads = cfg.threads.max(1);
+    let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
+    if let Some(h) = progress {
+        ecfg = ecfg.hook(h.clone());
     }
+    let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
+    let report = engine.run(model, store, batches).map_err(|e| match e {
+        EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
+            TrainError::Step(source)
+        }
+        e => TrainError::Engine(e),
+    })?;
+    observe(Event::Batches(report.order.len()));
+    Ok(report.batch_ids())
 }
 
 /// Train on `d` in `mode`, evaluating valid MRR after every epoch and test metrics at the end.
+/// `progress`, if given, is installed as the engine's stage hook (e.g. to advance a progress
+/// bar at [`engine::HookPoint::Device`]); it must return [`engine::HookAction::Continue`].
 pub fn train(
     d: &Dataset,
     cfg: &TrainConfig,
     mode: Mode,
     observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
 ) -> Result<RunResult, TrainError> {
-    drive(d, cfg, mode, None, observe)
+    drive(d, cfg, mode, None, observe, progress)
 }
 
-/// Replay recorded computation orders (one list of batch ids per epoch) sequentially from the
-/// same initialization, with the same per-epoch evaluation: the synchronous run that an OAC run
-/// must equal bit for bit.
+/// Replay recorded computation orders (one list of batch ids per epoch) sequentially
+/// ([`engine::replay`]) from the same initialization, with the same per-epoch evaluation: the
+/// synchronous run that an OAC run must equal bit for bit.
 pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunResult, TrainError> {
-    drive(d, &TrainConfig { epochs: order.len(), ..*cfg }, Mode::Sync, Some(order), &mut |_| {})
+    let cfg = TrainConfig { epochs: order.len(), ..*cfg };
+    drive(d, &cfg, Mode::Sync, Some(order), &mut |_| {}, None)
 }
 
 fn drive(
@@ -302,8 +302,11 @@ fn drive(
     mode: Mode,
     replay: Option<&[Vec<u64>]>,
     observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
 ) -> Result<RunResult, TrainError> {
     let (mut model, store) = cfg.init(d)?;
+    // The replay's plain table (the engine's sequential reference), or unused.
+    let mut table = if replay.is_some() { store.snapshot() } else { Vec::new() };
     let filter = Filter::of(d);
     let sampling = cfg.sampling(d);
     let valid = if cfg.valid_limit > 0 && cfg.valid_limit < d.valid.len() {
@@ -314,34 +317,38 @@ fn drive(
     let mut epochs = Vec::with_capacity(cfg.epochs);
     let mut orders = Vec::with_capacity(cfg.epochs);
     let mut wall = 0.0;
-    let mut ts = 0u64;
     for epoch in 0..cfg.epochs {
-        let mut batches = sampling.epoch_batches(&d.train, epoch);
+        let batches = sampling.epoch_batches(&d.train, epoch);
         let first_id = batches.first().map_or(0, |b| b.id);
         observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
         let start = Instant::now();
         let order = match replay {
             Some(orders) => {
-                let mut by_pos: Vec<Option<Batch<KgeBatch>>> =
-                    batches.drain(..).map(Some).collect();
-                let mut seq = Vec::with_capacity(by_pos.len());
-                for &id in &orders[epoch] {
-                    let slot = id.checked_sub(first_id).and_then(|i| by_pos.get_mut(i as usize));
-                    let b = slot.and_then(Option::take).ok_or(TrainError::Config(
-                        "the recorded order names a batch twice or one outside its epoch",
+                let positions = orders[epoch]
+                    .iter()
+                    .map(|&id| id.checked_sub(first_id).map(|p| p as usize))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or(TrainError::Config(
+                        "the recorded order names a batch of another epoch",
                     ))?;
-                    seq.push(b);
-                }
-                run_epoch(Mode::Sync, cfg, &store, &mut model, seq, ts, observe)?
+                engine::replay(&mut model, &mut table, &batches, &positions).map_err(
+                    |e| match e {
+                        EngineError::Stopped {
+                            cause: StopCause::StepFailed { source, .. },
+                            ..
+                        } => TrainError::Step(source),
+                        e => TrainError::Engine(e),
+                    },
+                )?;
+                orders[epoch].clone()
             }
-            None => run_epoch(mode, cfg, &store, &mut model, batches, ts, observe)?,
+            None => run_epoch(mode, cfg, &store, &mut model, batches, observe, progress)?,
         };
         let epoch_s = start.elapsed().as_secs_f64();
         wall += epoch_s;
-        ts += order.len() as u64;
         orders.push(order);
         let loss = model.take_loss();
-        let snapshot = store.snapshot();
+        let snapshot = if replay.is_some() { table.clone() } else { store.snapshot() };
         let stats = EpochStats {
             epoch: epoch + 1,
             wall_s: wall,
@@ -352,7 +359,7 @@ fn drive(
         observe(Event::EpochEnd(&stats));
         epochs.push(stats);
     }
-    let entity_rows = store.snapshot();
+    let entity_rows = if replay.is_some() { table } else { store.snapshot() };
     let test = metrics(cfg, &entity_rows, model.relations(), &d.test, &filter);
     Ok(RunResult {
         mode,
