@@ -83,9 +83,9 @@ struct KgeOpts {
     /// Staleness bound of --mode bounded (batches in flight).
     #[arg(long, default_value_t = 4, global = true)]
     staleness: usize,
-    /// Evaluate valid MRR on at most this many valid triples per epoch (0 = all).
+    /// Evaluate on at most the first this many valid and test triples (0 = all; for large sets).
     #[arg(long, default_value_t = 0, global = true)]
-    valid_limit: usize,
+    eval_limit: usize,
     /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -117,7 +117,7 @@ impl KgeOpts {
             seed: self.seed,
             threads: self.threads,
             staleness: self.staleness,
-            valid_limit: self.valid_limit,
+            eval_limit: self.eval_limit,
         }
     }
 }

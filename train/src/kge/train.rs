@@ -2,7 +2,7 @@
 //! evaluation after each epoch, test metrics at the end, and the recorded computation order.
 
 use super::batch::{KgeBatch, Sampling};
-use super::data::Dataset;
+use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate};
 use super::score::{DimError, Loss, ScoreFn};
 use super::step::{KgeModel, StepConfig, init_entities};
@@ -71,8 +71,8 @@ pub struct TrainConfig {
     pub threads: usize,
     /// Staleness bound of [`Mode::Bounded`] (batches in flight).
     pub staleness: usize,
-    /// Evaluate valid MRR on at most this many valid triples per epoch (0 = all).
-    pub valid_limit: usize,
+    /// Evaluate on at most the first this many valid and test triples (0 = all).
+    pub eval_limit: usize,
 }
 
 impl Default for TrainConfig {
@@ -91,7 +91,7 @@ impl Default for TrainConfig {
             seed: 0,
             threads: 2,
             staleness: 4,
-            valid_limit: 0,
+            eval_limit: 0,
         }
     }
 }
@@ -226,7 +226,7 @@ pub fn metrics(
     cfg: &TrainConfig,
     store_rows: &[f32],
     relations: &[f32],
-    triples: &[super::data::Triple],
+    triples: &[Triple],
     filter: &Filter,
 ) -> Metrics {
     let dim = cfg.dim;
@@ -309,11 +309,10 @@ fn drive(
     let mut table = if replay.is_some() { store.snapshot() } else { Vec::new() };
     let filter = Filter::of(d);
     let sampling = cfg.sampling(d);
-    let valid = if cfg.valid_limit > 0 && cfg.valid_limit < d.valid.len() {
-        &d.valid[..cfg.valid_limit]
-    } else {
-        &d.valid[..]
+    let limit = |v: &'_ [Triple]| {
+        v.len().min(if cfg.eval_limit == 0 { usize::MAX } else { cfg.eval_limit })
     };
+    let (valid, test) = (&d.valid[..limit(&d.valid)], &d.test[..limit(&d.test)]);
     let mut epochs = Vec::with_capacity(cfg.epochs);
     let mut orders = Vec::with_capacity(cfg.epochs);
     let mut wall = 0.0;
@@ -360,7 +359,7 @@ fn drive(
         epochs.push(stats);
     }
     let entity_rows = if replay.is_some() { table } else { store.snapshot() };
-    let test = metrics(cfg, &entity_rows, model.relations(), &d.test, &filter);
+    let test = metrics(cfg, &entity_rows, model.relations(), test, &filter);
     Ok(RunResult {
         mode,
         epochs,
