@@ -7,6 +7,7 @@
 //! ordo-train kge eval --load DIR       # test metrics of saved embeddings
 //! ```
 
+use super::compare;
 use super::data::Dataset;
 use super::npy;
 use super::plot;
@@ -77,8 +78,8 @@ struct KgeOpts {
     /// Mode of a single run.
     #[arg(long, value_enum, default_value = "oac", global = true)]
     mode: Mode,
-    /// Engine reader and writer threads.
-    #[arg(long, default_value_t = 2, global = true)]
+    /// Engine reader threads and writer threads (each).
+    #[arg(long, default_value_t = 1, global = true)]
     threads: usize,
     /// Staleness bound of --mode bounded (batches in flight).
     #[arg(long, default_value_t = 4, global = true)]
@@ -239,26 +240,7 @@ fn print_epoch(s: &EpochStats) {
 
 /// The time-to-accuracy summary: each mode against 95% of sync's best valid MRR.
 fn print_comparison(results: &[RunResult], n_train: usize) {
-    let Some(sync) = results.iter().find(|r| r.mode == Mode::Sync) else { return };
-    let target = 0.95 * sync.best_valid_mrr();
-    let sync_tps = sync.triples_per_s(n_train);
-    println!("\n== comparison (target: 95% of sync's best valid MRR = {target:.4}) ==");
-    println!(
-        "{:>8} {:>11} {:>9} {:>9} {:>13} {:>9} {:>9}",
-        "mode", "triples/s", "vs sync", "s/epoch", "epochs→target", "s→target", "test MRR"
-    );
-    for r in results {
-        let reach = r.first_reaching(target);
-        let s_epoch = r.epochs.last().map_or(0.0, |e| e.wall_s) / r.epochs.len().max(1) as f64;
-        println!(
-            "{:>8} {:>11.0} {:>8.2}× {:>9.3} {:>13} {:>9} {:>9.4}",
-            r.mode.name(),
-            r.triples_per_s(n_train),
-            r.triples_per_s(n_train) / sync_tps,
-            s_epoch,
-            reach.map_or("never".into(), |e| e.epoch.to_string()),
-            reach.map_or("never".into(), |e| format!("{:.2}", e.wall_s)),
-            r.test.mrr
-        );
+    if let Some((target, rows)) = compare::compare(results, n_train) {
+        print!("\n{}", compare::text(target, &rows));
     }
 }
