@@ -58,56 +58,108 @@ pub fn compare(results: &[RunResult], n_train: usize) -> Option<(f64, Vec<ModeRo
     Some((target, rows))
 }
 
+/// Column headers of both tables.
+const HEADERS: [&str; 10] = [
+    "mode",
+    "triples/s",
+    "× sync",
+    "s/epoch",
+    "epochs → 95%",
+    "s → 95%",
+    "sooner than sync",
+    "best valid MRR",
+    "test MRR",
+    "test Hits@10",
+];
+
+/// A row's cells, formatted.
+fn cells(r: &ModeRow) -> [String; 10] {
+    [
+        r.mode.name().to_string(),
+        format!("{:.0}", r.triples_per_s),
+        format!("{:.2}", r.speed_vs_sync),
+        format!("{:.3}", r.s_per_epoch),
+        r.epochs_to_target.map_or("never".into(), |e| e.to_string()),
+        r.s_to_target.map_or("never".into(), |s| format!("{s:.2}")),
+        r.sooner_than_sync.map_or("—".into(), |x| format!("{x:.2}×")),
+        format!("{:.4}", r.best_valid_mrr),
+        format!("{:.4}", r.test_mrr),
+        format!("{:.4}", r.test_hits10),
+    ]
+}
+
 /// The comparison as a Markdown table.
 pub fn markdown(rows: &[ModeRow]) -> String {
-    let mut s = String::from(
-        "| mode | triples/s | × sync | s/epoch | epochs → 95% | s → 95% | sooner than sync | best valid MRR | test MRR | test Hits@10 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-    );
+    let mut s =
+        format!("| {} |\n|---|{}\n", HEADERS.join(" | "), "---:|".repeat(HEADERS.len() - 1));
     for r in rows {
-        s += &format!(
-            "| {} | {:.0} | {:.2} | {:.3} | {} | {} | {} | {:.4} | {:.4} | {:.4} |\n",
-            r.mode.name(),
-            r.triples_per_s,
-            r.speed_vs_sync,
-            r.s_per_epoch,
-            r.epochs_to_target.map_or("never".into(), |e| e.to_string()),
-            r.s_to_target.map_or("never".into(), |s| format!("{s:.2}")),
-            r.sooner_than_sync.map_or("—".into(), |x| format!("{x:.2}×")),
-            r.best_valid_mrr,
-            r.test_mrr,
-            r.test_hits10
-        );
+        s += &format!("| {} |\n", cells(r).join(" | "));
     }
     s
 }
 
 /// The comparison as a plain-text table for the terminal.
 pub fn text(target: f64, rows: &[ModeRow]) -> String {
-    let mut s = format!(
-        "== comparison (target: 95% of sync's best valid MRR = {target:.4}) ==\n{:>8} {:>11} {:>8} {:>9} {:>13} {:>9} {:>9} {:>9} {:>9}\n",
-        "mode",
-        "triples/s",
-        "× sync",
-        "s/epoch",
-        "epochs→target",
-        "s→target",
-        "× sooner",
-        "test MRR",
-        "Hits@10"
-    );
+    let line = |c: &[String]| {
+        c.iter()
+            .zip(HEADERS)
+            .map(|(c, h)| format!("{c:>w$}", w = h.chars().count().max(8)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut s = format!("== comparison (target: 95% of sync's best valid MRR = {target:.4}) ==\n");
+    s += &line(&HEADERS.map(String::from));
+    s.push('\n');
     for r in rows {
-        s += &format!(
-            "{:>8} {:>11.0} {:>8.2} {:>9.3} {:>13} {:>9} {:>9} {:>9.4} {:>9.4}\n",
-            r.mode.name(),
-            r.triples_per_s,
-            r.speed_vs_sync,
-            r.s_per_epoch,
-            r.epochs_to_target.map_or("never".into(), |e| e.to_string()),
-            r.s_to_target.map_or("never".into(), |s| format!("{s:.2}")),
-            r.sooner_than_sync.map_or("—".into(), |x| format!("{x:.2}")),
-            r.test_mrr,
-            r.test_hits10
-        );
+        s += &line(&cells(r));
+        s.push('\n');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kge::eval::Metrics;
+    use crate::kge::train::EpochStats;
+
+    fn run(mode: Mode, curve: &[(f64, f64)]) -> RunResult {
+        let epochs = curve
+            .iter()
+            .enumerate()
+            .map(|(i, &(wall_s, mrr))| EpochStats {
+                epoch: i + 1,
+                wall_s,
+                epoch_s: 0.0,
+                loss: 0.0,
+                valid: Metrics { mrr, ..Metrics::default() },
+            })
+            .collect();
+        RunResult {
+            mode,
+            epochs,
+            test: Metrics::default(),
+            order: vec![],
+            entity_rows: vec![],
+            relations: vec![],
+            dense: vec![],
+        }
+    }
+
+    #[test]
+    fn time_to_target_is_measured_against_sync() {
+        let sync = run(Mode::Sync, &[(1.0, 0.5), (2.0, 0.8), (3.0, 1.0)]);
+        let oac = run(Mode::Oac, &[(0.5, 0.5), (1.0, 0.8), (1.5, 0.96)]);
+        let hog = run(Mode::Async, &[(0.4, 0.3), (0.8, 0.5), (1.2, 0.6)]);
+        let (target, rows) = compare(&[sync, oac, hog], 30).unwrap();
+        assert_eq!(target, 0.95);
+        assert_eq!((rows[0].epochs_to_target, rows[0].s_to_target), (Some(3), Some(3.0)));
+        assert_eq!((rows[1].epochs_to_target, rows[1].sooner_than_sync), (Some(3), Some(2.0)));
+        assert_eq!(rows[1].speed_vs_sync, 2.0);
+        assert_eq!(rows[2].epochs_to_target, None);
+        let md = markdown(&rows);
+        assert!(md.contains("| oac | 60 | 2.00 | 0.500 | 3 | 1.50 | 2.00× |"), "{md}");
+        assert!(text(target, &rows).contains("never"));
+        assert!(compare(&[run(Mode::Oac, &[])], 1).is_none());
+    }
 }
