@@ -117,3 +117,36 @@ pub fn evaluate_loaded(
     score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
     Ok(evaluate(score, ents.view(), rels.view(), &d.test, &Filter::of(d)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kge::train::{Mode, TrainConfig, train};
+
+    #[test]
+    fn saved_embeddings_are_numpy_f32_and_load_back_with_the_same_metrics() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 2, ..TrainConfig::default() };
+        let r = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
+        let dir = std::env::temp_dir().join(format!("ordo-kge-npy-{}", std::process::id()));
+        save(&dir, &d, cfg.dim, &r).unwrap();
+        let bytes = std::fs::read(dir.join("entities.npy")).unwrap();
+        assert_eq!(&bytes[..6], b"\x93NUMPY");
+        let header = String::from_utf8_lossy(&bytes[10..80]);
+        assert!(
+            header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8)"),
+            "{header}"
+        );
+        let (e, rel) = load(&dir).unwrap();
+        assert_eq!(e.as_slice().unwrap(), r.entity_embeddings(8).as_slice());
+        assert_eq!(rel.as_slice().unwrap(), r.relations.as_slice());
+        assert_eq!(evaluate_loaded(&d, cfg.score, &e, &rel).unwrap(), r.test);
+        let names = std::fs::read_to_string(dir.join("entities.txt")).unwrap();
+        assert_eq!(names.lines().collect::<Vec<_>>(), d.entities);
+        let umls = Dataset::load("umls").unwrap();
+        assert!(matches!(evaluate_loaded(&umls, cfg.score, &e, &rel), Err(NpyError::Shape(_))));
+        std::fs::remove_file(dir.join("relations.npy")).unwrap();
+        assert!(matches!(load(&dir), Err(NpyError::Read { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -133,13 +133,16 @@ pub fn plot_mrr(
         .map_err(|e| draw(&e))?;
     for (i, r) in results.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
+        // Earlier series are drawn wider, so a mode whose curve equals sync's (OAC) does not
+        // hide it.
+        let width = 2 + 2 * (results.len() - 1 - i) as u32;
         let pts: Vec<(f64, f64)> = r.epochs.iter().map(|e| (xval(e), e.valid.mrr)).collect();
         chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
             .map_err(|e| draw(&e))?
             .label(r.mode.name())
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
             });
         chart
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))

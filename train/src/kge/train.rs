@@ -370,3 +370,39 @@ fn drive(
         dense: model.dense(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divergence_stops_training_with_a_clear_error_in_every_mode() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 3, lr: 1e30, init: 1e18, ..TrainConfig::default() };
+        for mode in Mode::ALL {
+            let err = train(&d, &cfg, mode, &mut |_| {}, None).unwrap_err();
+            assert!(matches!(err, TrainError::Step(_)), "{mode:?}: {err}");
+            assert!(err.to_string().contains("training diverged"), "{err}");
+        }
+    }
+
+    #[test]
+    fn bad_hyper_parameters_are_errors() {
+        let d = Dataset::load("nations").unwrap();
+        let bad = [
+            TrainConfig { dim: 7, ..TrainConfig::default() },
+            TrainConfig { batch_size: 0, ..TrainConfig::default() },
+            TrainConfig { lr: f32::NAN, ..TrainConfig::default() },
+        ];
+        for cfg in bad {
+            assert!(train(&d, &cfg, Mode::Oac, &mut |_| {}, None).is_err(), "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn replay_rejects_an_order_from_another_epoch() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 1, ..TrainConfig::default() };
+        assert!(matches!(replay(&d, &cfg, &[vec![1000]]), Err(TrainError::Engine(_))));
+    }
+}
