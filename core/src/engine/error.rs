@@ -105,6 +105,9 @@ pub enum EngineError {
         cause: StopCause,
         /// How many batches were stamped (`ts = 0..stamped`).
         stamped: u64,
+        /// Input positions of the stamped batches, in computation order (replay them to
+        /// reconstruct the store, minus `unwritten`).
+        positions: Vec<usize>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,
     },

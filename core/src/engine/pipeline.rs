@@ -101,7 +101,8 @@ impl Engine {
         if let Some(cause) = stop.cause.into_inner().unwrap_or_else(|e| e.into_inner()) {
             let mut unwritten = stop.unwritten.into_inner().unwrap_or_else(|e| e.into_inner());
             unwritten.sort_unstable();
-            return Err(EngineError::Stopped { cause, stamped: seq.next_ts, unwritten });
+            let positions = seq.order.iter().map(|s| s.position).collect();
+            return Err(EngineError::Stopped { cause, stamped: seq.next_ts, positions, unwritten });
         }
         Ok(RunReport {
             mode: self.config.mode,

@@ -100,6 +100,7 @@ pub fn replay<M: Model>(
         model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
             cause: StopCause::StepFailed { batch_id: batch.id, source },
             stamped: 0,
+            positions: Vec::new(),
             unwritten: Vec::new(),
         })?;
         for (i, &r) in batch.rows.iter().enumerate() {

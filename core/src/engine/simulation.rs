@@ -1,1 +1,383 @@
-//! Deterministic simulation (in progress).
+//! Deterministic simulation (FoundationDB style): the engine's own reader, device and writer
+//! tasks, stepped one action at a time by an explicit schedule instead of OS threads.
+//!
+//! One action is: start a reader on the next batch, advance a reader by one step (register, or
+//! read one row, or hand the read batch to the input queue), run the device on the next batch,
+//! start a writer on the next stamped batch, or advance a writer by one step (write one row,
+//! finish the ts, or deregister). A schedule is a byte string: each byte picks one of the enabled
+//! actions; when it runs out, the first enabled action runs until everything is written. The
+//! oracle is [`replay`](super::replay) of the recorded order. No stage may ever be stuck:
+//! if nothing can act before every batch is written, the run fails with a deadlock. After every
+//! action the MFT's promise is checked too ([`Simulation::check_invariants`]).
+
+use super::context::{Progress, RunCtx};
+use super::device::{Sequencer, Stamped};
+use super::reader::{ReadTask, Staged};
+use super::writer::WriteTask;
+use super::{
+    Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StopCause, prepare, replay,
+};
+use crate::store::RowStore;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One action of the simulated pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Reader `r` takes the next batch.
+    StartRead(usize),
+    /// Reader `r` does one step.
+    Read(usize),
+    /// The device processes the next queued batch.
+    Device,
+    /// Writer `w` takes the next stamped batch.
+    StartWrite(usize),
+    /// Writer `w` does one step.
+    Write(usize),
+}
+
+/// The pipeline's state machines, advanced by [`step`](Simulation::step).
+pub struct Simulation<'s, M: Model> {
+    cx: RunCtx<'s>,
+    config: EngineConfig,
+    model: M,
+    device: CpuDevice,
+    seq: Sequencer,
+    feed: VecDeque<(usize, Batch<M::Data>)>,
+    readers: Vec<Option<ReadTask<M::Data>>>,
+    input: VecDeque<Staged<M::Data>>,
+    output: VecDeque<Stamped>,
+    writers: Vec<Option<WriteTask>>,
+    /// Rows of each stamped batch, by ts (for the MFT invariant check).
+    stamped_rows: Vec<Vec<u64>>,
+    /// Every ts below this was checked visible when the finished prefix passed it.
+    checked_prefix: u64,
+}
+
+impl<'s, M: Model> Simulation<'s, M> {
+    /// A simulation of `config`'s pipeline (its thread counts, depths and mode; the hook is not
+    /// used) training `model` on `batches` against `store`.
+    pub fn new(
+        config: EngineConfig,
+        model: M,
+        store: &'s RowStore,
+        batches: impl IntoIterator<Item = Batch<M::Data>>,
+    ) -> Result<Self, EngineError> {
+        config.validate()?;
+        let batches = prepare(&model, store, batches)?;
+        let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
+        Ok(Simulation {
+            cx,
+            readers: (0..config.readers).map(|_| None).collect(),
+            writers: (0..config.writers).map(|_| None).collect(),
+            config,
+            model,
+            device: CpuDevice::new(),
+            seq: Sequencer::default(),
+            feed: batches.into_iter().enumerate().collect(),
+            input: VecDeque::new(),
+            output: VecDeque::new(),
+            stamped_rows: Vec::new(),
+            checked_prefix: 0,
+        })
+    }
+
+    /// Whether every batch is written and every stage idle.
+    pub fn is_done(&self) -> bool {
+        self.feed.is_empty()
+            && self.input.is_empty()
+            && self.output.is_empty()
+            && self.readers.iter().all(Option::is_none)
+            && self.writers.iter().all(Option::is_none)
+    }
+
+    /// The actions that may be able to act now (a chosen one may still find itself blocked).
+    pub fn candidates(&self) -> Vec<Action> {
+        let mut a = Vec::new();
+        for (r, t) in self.readers.iter().enumerate() {
+            match t {
+                None if !self.feed.is_empty() => a.push(Action::StartRead(r)),
+                None => {}
+                Some(_) => a.push(Action::Read(r)),
+            }
+        }
+        if !self.input.is_empty() && self.output.len() < self.config.output_depth {
+            a.push(Action::Device);
+        }
+        for (w, t) in self.writers.iter().enumerate() {
+            match t {
+                None if !self.output.is_empty() => a.push(Action::StartWrite(w)),
+                None => {}
+                Some(_) => a.push(Action::Write(w)),
+            }
+        }
+        a
+    }
+
+    /// Do `action`. `Ok(false)` if it could not act (nothing changed).
+    pub fn step(&mut self, action: Action) -> Result<bool, EngineError> {
+        let cx = &self.cx;
+        let stop = |cause, seq: &Sequencer| EngineError::Stopped {
+            cause,
+            stamped: seq.next_ts,
+            positions: seq.order.iter().map(|s| s.position).collect(),
+            unwritten: Vec::new(),
+        };
+        match action {
+            Action::StartRead(r) => {
+                if self.readers[r].is_some() {
+                    return Ok(false);
+                }
+                let Some((pos, batch)) = self.feed.pop_front() else { return Ok(false) };
+                self.readers[r] = Some(ReadTask::new(pos, batch, cx.width));
+                Ok(true)
+            }
+            Action::Read(r) => {
+                let Some(task) = self.readers[r].as_mut() else { return Ok(false) };
+                if !task.is_done(cx) {
+                    return match task.advance(cx, None).map_err(|c| stop(c, &self.seq))? {
+                        Progress::Blocked => Ok(false),
+                        _ => Ok(true),
+                    };
+                }
+                if self.input.len() >= self.config.input_depth {
+                    return Ok(false);
+                }
+                let task = self.readers[r].take().expect("checked");
+                self.input.push_back(task.into_staged(cx.mode));
+                Ok(true)
+            }
+            Action::Device => {
+                if self.input.is_empty()
+                    || self.output.len() >= self.config.output_depth
+                    || !self.seq.admits(cx)
+                {
+                    return Ok(false);
+                }
+                let job = self.input.pop_front().expect("checked");
+                let stamped = self
+                    .seq
+                    .process(cx, &mut self.device, &mut self.model, job, None)
+                    .map_err(|c| stop(c, &self.seq))?;
+                self.stamped_rows.push(stamped.block.ids().to_vec());
+                self.output.push_back(stamped);
+                Ok(true)
+            }
+            Action::StartWrite(w) => {
+                if self.writers[w].is_some() {
+                    return Ok(false);
+                }
+                let Some(stamped) = self.output.pop_front() else { return Ok(false) };
+                self.writers[w] = Some(WriteTask::new(stamped));
+                Ok(true)
+            }
+            Action::Write(w) => {
+                let Some(task) = self.writers[w].as_mut() else { return Ok(false) };
+                match task.advance(cx, None).map_err(|c| stop(c, &self.seq))? {
+                    Progress::Done => self.writers[w] = None,
+                    Progress::Blocked => return Ok(false),
+                    Progress::Progressed => {}
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    /// Check the MFT's promise on the state reached: when the finished prefix passes `ts`, every
+    /// row write of `ts` is visible in the store (the row's version is `ts` or newer).
+    /// `Err` names the first violation.
+    pub fn check_invariants(&mut self) -> Result<(), String> {
+        if !self.cx.mode.timestamped() {
+            return Ok(());
+        }
+        let prefix = self.cx.mft.prefix();
+        while self.checked_prefix < prefix {
+            let ts = self.checked_prefix;
+            for &row in &self.stamped_rows[ts as usize] {
+                let v = self.cx.store.version(row).map_err(|e| e.to_string())?;
+                if self.cx.local(v).is_none_or(|seen| seen < ts) {
+                    return Err(format!("MFT passed ts {ts} but row {row} holds {v:?}"));
+                }
+            }
+            self.checked_prefix += 1;
+        }
+        Ok(())
+    }
+
+    fn failure(&self, message: String) -> EngineError {
+        EngineError::Stopped {
+            cause: StopCause::StageFailed { stage: "simulation", batch_id: u64::MAX, message },
+            stamped: self.seq.next_ts,
+            positions: self.seq.order.iter().map(|s| s.position).collect(),
+            unwritten: Vec::new(),
+        }
+    }
+
+    /// Run to completion: each byte of `schedule` picks an enabled action (`byte % count`; if
+    /// it is blocked, the next one that can act); then the first that can act, until done.
+    pub fn run(mut self, schedule: &[u8]) -> Result<(M, RunReport), EngineError> {
+        let mut bytes = schedule.iter();
+        while !self.is_done() {
+            let cands = self.candidates();
+            let start = bytes.next().map_or(0, |b| usize::from(*b) % cands.len().max(1));
+            let mut acted = false;
+            for k in 0..cands.len() {
+                if self.step(cands[(start + k) % cands.len()])? {
+                    acted = true;
+                    break;
+                }
+            }
+            if let Err(why) = self.check_invariants() {
+                return Err(self.failure(format!("invariant violated: {why}")));
+            }
+            if !acted {
+                return Err(self.failure(format!("deadlock: no stage can act ({cands:?})")));
+            }
+        }
+        let report = RunReport {
+            mode: self.config.mode,
+            order: self.seq.order,
+            ts_base: self.cx.base,
+            cache_peak: self.seq.cache_peak,
+            rows_validated: self.seq.rows_validated,
+            rows_replaced: self.seq.rows_replaced,
+            elapsed: Duration::ZERO,
+        };
+        Ok((self.model, report))
+    }
+}
+
+/// The outcome of comparing a run with the sequential replay of its recorded order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// Rows whose final bits differ from the replay's.
+    pub rows_differing: Vec<u64>,
+    /// Whether the dense parameters differ.
+    pub dense_differs: bool,
+}
+
+impl Comparison {
+    /// Bit-identical store and dense parameters.
+    pub fn is_equal(&self) -> bool {
+        self.rows_differing.is_empty() && !self.dense_differs
+    }
+}
+
+/// Compare `store` and `dense` after a run with the replay of `report`'s order, from `initial`
+/// (the store's snapshot before the run) and a fresh model `fresh`.
+pub fn compare_with_replay<M: Model>(
+    mut fresh: M,
+    initial: &[f32],
+    batches: &[Batch<M::Data>],
+    report: &RunReport,
+    store: &RowStore,
+    dense: &[f32],
+) -> Result<Comparison, EngineError> {
+    let mut table = initial.to_vec();
+    replay(&mut fresh, &mut table, batches, &report.positions())?;
+    let got = store.snapshot();
+    let w = store.width().max(1);
+    let rows_differing = (0..store.rows())
+        .filter(|&r| {
+            got[r * w..(r + 1) * w]
+                .iter()
+                .zip(&table[r * w..(r + 1) * w])
+                .any(|(a, b)| a.to_bits() != b.to_bits())
+        })
+        .map(|r| r as u64)
+        .collect();
+    let expected = fresh.dense();
+    let dense_differs = dense.len() != expected.len()
+        || dense.iter().zip(&expected).any(|(a, b)| a.to_bits() != b.to_bits());
+    Ok(Comparison { rows_differing, dense_differs })
+}
+
+/// A fuzz case: a small pipeline, a batch set over a few rows, and a schedule.
+#[derive(Debug, Clone, arbitrary::Arbitrary)]
+pub struct FuzzCase {
+    mode: u8,
+    rows: u8,
+    width: u8,
+    readers: u8,
+    writers: u8,
+    input_depth: u8,
+    output_depth: u8,
+    slots: u8,
+    /// Each batch: a bit mask of the rows it touches, and its scalar.
+    batches: Vec<(u8, i8)>,
+    schedule: Vec<u8>,
+}
+
+impl FuzzCase {
+    /// The engine configuration this case runs (`Oac`, `Sync` or `Bounded(1)`: the modes that
+    /// promise equivalence).
+    pub fn config(&self) -> EngineConfig {
+        let mode = match self.mode % 4 {
+            0 | 1 => Mode::Oac,
+            2 => Mode::Sync,
+            _ => Mode::Bounded(1),
+        };
+        let mut c = EngineConfig::new(mode)
+            .threads(1 + usize::from(self.readers % 3), 1 + usize::from(self.writers % 3))
+            .depths(1 + usize::from(self.input_depth % 3), 1 + usize::from(self.output_depth % 3));
+        if !self.slots.is_multiple_of(4) {
+            c.max_in_flight = Some(usize::from(self.slots % 8));
+        }
+        c
+    }
+
+    /// Rows in the store (1..=6).
+    pub fn rows(&self) -> usize {
+        1 + usize::from(self.rows % 6)
+    }
+
+    /// The batches (at most 8).
+    pub fn batches(&self) -> Vec<Batch<f32>> {
+        let rows = self.rows();
+        self.batches
+            .iter()
+            .take(8)
+            .enumerate()
+            .map(|(i, &(mask, data))| Batch {
+                id: i as u64,
+                rows: (0..rows as u64).filter(|r| mask & (1 << r) != 0).collect(),
+                data: f32::from(data) / 8.0,
+            })
+            .collect()
+    }
+
+    /// Run the case in the simulation and compare with the replay. `Err` describes a violation
+    /// of the claim (or a deadlock).
+    pub fn check(&self) -> Result<(), String> {
+        let width = 1 + usize::from(self.width % 2);
+        let rows = self.rows();
+        let batches = self.batches();
+        let store = RowStore::from_fn(rows, width, |r, c| (r * 3 + c) as f32 * 0.25);
+        let initial = store.snapshot();
+        let model = super::testing::MixModel::new(width);
+        let sim = Simulation::new(self.config(), model.clone(), &store, batches.clone())
+            .map_err(|e| e.to_string())?;
+        let (model_after, report) = sim.run(&self.schedule).map_err(|e| e.to_string())?;
+        if report.order.len() != batches.len() {
+            return Err(format!("{} of {} batches stamped", report.order.len(), batches.len()));
+        }
+        let cmp =
+            compare_with_replay(model, &initial, &batches, &report, &store, &model_after.dense())
+                .map_err(|e| e.to_string())?;
+        if cmp.is_equal() {
+            Ok(())
+        } else {
+            Err(format!("{cmp:?} for order {:?}", report.batch_ids()))
+        }
+    }
+}
+
+/// The body of the `engine_schedule` fuzz target: decode `data` as a [`FuzzCase`] and check it.
+/// Panics (with the case) when the claim is violated, so a unit test can replay a crash input.
+pub fn fuzz_check(data: &[u8]) {
+    let mut u = arbitrary::Unstructured::new(data);
+    let Ok(case) = <FuzzCase as arbitrary::Arbitrary>::arbitrary(&mut u) else { return };
+    if let Err(why) = case.check() {
+        panic!("engine_schedule: {why}\ncase: {case:?}");
+    }
+}
