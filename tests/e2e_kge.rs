@@ -55,6 +55,8 @@ fn oac_on_umls_equals_the_synchronous_replay_of_its_order() {
     assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations or their Adagrad sums differ");
     assert_eq!(curve(&oac), curve(&sync), "loss / valid-MRR curves differ");
     assert_eq!(oac.test, sync.test);
+    // OAC really ran asynchronously: batches read stale rows, and validation repaired them.
+    assert!(oac.rows_replaced > 0, "no stale read was repaired: the check would be vacuous");
     // Every batch of every epoch was stepped exactly once.
     for (e, order) in oac.order.iter().enumerate() {
         let mut ids = order.clone();

@@ -174,6 +174,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             r.test.hits10,
             r.triples_per_s(d.train.len())
         );
+        if mode == Mode::Oac {
+            println!(
+                "oac: validation replaced {} stale row reads with newer values from its cache",
+                r.rows_replaced
+            );
+        }
         if let Some(dir) = &o.save {
             let dir = if results.is_empty() && o.mode == mode && args.command.is_none() {
                 dir.clone()

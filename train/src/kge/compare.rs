@@ -143,6 +143,7 @@ mod tests {
             entity_rows: vec![],
             relations: vec![],
             dense: vec![],
+            rows_replaced: 0,
         }
     }
 

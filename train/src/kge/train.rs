@@ -180,6 +180,9 @@ pub struct RunResult {
     pub relations: Vec<f32>,
     /// Final dense state of the model (relations and their Adagrad sums).
     pub dense: Vec<f32>,
+    /// Rows that OAC's validation replaced with a newer value from its cache (stale reads it
+    /// repaired), over all epochs; 0 in other modes and in a replay.
+    pub rows_replaced: u64,
 }
 
 impl RunResult {
@@ -249,7 +252,8 @@ impl Mode {
     }
 }
 
-/// Run one epoch's batches through `mode` on the engine; returns the computation order.
+/// Run one epoch's batches through `mode` on the engine; returns the computation order and the
+/// number of rows OAC's validation replaced with newer cached values.
 fn run_epoch(
     mode: Mode,
     cfg: &TrainConfig,
@@ -258,7 +262,7 @@ fn run_epoch(
     batches: Vec<Batch<KgeBatch>>,
     observe: &mut dyn FnMut(Event<'_>),
     progress: Option<&StageHook>,
-) -> Result<Vec<u64>, TrainError> {
+) -> Result<(Vec<u64>, u64), TrainError> {
     let threads = cfg.threads.max(1);
     let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
     if let Some(h) = progress {
@@ -272,7 +276,7 @@ fn run_epoch(
         e => TrainError::Engine(e),
     })?;
     observe(Event::Batches(report.order.len()));
-    Ok(report.batch_ids())
+    Ok((report.batch_ids(), report.rows_replaced))
 }
 
 /// Train on `d` in `mode`, evaluating valid MRR after every epoch and test metrics at the end.
@@ -316,12 +320,13 @@ fn drive(
     let mut epochs = Vec::with_capacity(cfg.epochs);
     let mut orders = Vec::with_capacity(cfg.epochs);
     let mut wall = 0.0;
+    let mut rows_replaced = 0;
     for epoch in 0..cfg.epochs {
         let batches = sampling.epoch_batches(&d.train, epoch);
         let first_id = batches.first().map_or(0, |b| b.id);
         observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
         let start = Instant::now();
-        let order = match replay {
+        let (order, replaced) = match replay {
             Some(orders) => {
                 let positions = orders[epoch]
                     .iter()
@@ -339,13 +344,14 @@ fn drive(
                         e => TrainError::Engine(e),
                     },
                 )?;
-                orders[epoch].clone()
+                (orders[epoch].clone(), 0)
             }
             None => run_epoch(mode, cfg, &store, &mut model, batches, observe, progress)?,
         };
         let epoch_s = start.elapsed().as_secs_f64();
         wall += epoch_s;
         orders.push(order);
+        rows_replaced += replaced;
         let loss = model.take_loss();
         let snapshot = if replay.is_some() { table.clone() } else { store.snapshot() };
         let stats = EpochStats {
@@ -368,6 +374,7 @@ fn drive(
         entity_rows,
         relations: model.relations().to_vec(),
         dense: model.dense(),
+        rows_replaced,
     })
 }
 
