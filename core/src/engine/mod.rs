@@ -58,6 +58,8 @@ mod config;
 mod context;
 mod device;
 mod error;
+#[cfg(loom)]
+pub mod loom_harness;
 pub mod model;
 #[cfg(not(loom))]
 mod pipeline;

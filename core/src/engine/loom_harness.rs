@@ -1,0 +1,120 @@
+//! The pipeline on loom threads (built only under `--cfg loom`): the real reader, device and
+//! writer tasks over the real primitives, with mutex queues instead of crossbeam channels (loom
+//! cannot see inside those) and no `thread::scope` (loom has none). Used by
+//! `core/tests/loom_engine.rs`.
+
+use super::context::{Progress, RunCtx};
+use super::device::{Sequencer, Stamped};
+use super::reader::{ReadTask, Staged};
+use super::writer::WriteTask;
+use super::{Batch, CpuDevice, EngineConfig, Model, RunReport};
+use crate::store::RowStore;
+use crate::sync::{Arc, Condvar, Mutex, thread};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// A blocking queue (mutex + condvar): loom parks a waiting thread instead of exploring a spin.
+struct Queue<T> {
+    items: Mutex<(VecDeque<T>, bool)>,
+    ready: Condvar,
+}
+
+impl<T> Queue<T> {
+    fn new() -> Self {
+        Queue { items: Mutex::new((VecDeque::new(), false)), ready: Condvar::new() }
+    }
+
+    fn push(&self, item: T) {
+        self.items.lock().expect("queue").0.push_back(item);
+        self.ready.notify_all();
+    }
+
+    fn close(&self) {
+        self.items.lock().expect("queue").1 = true;
+        self.ready.notify_all();
+    }
+
+    /// The next item, or `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<T> {
+        let mut g = self.items.lock().expect("queue");
+        loop {
+            if let Some(item) = g.0.pop_front() {
+                return Some(item);
+            }
+            if g.1 {
+                return None;
+            }
+            g = self.ready.wait(g).expect("queue");
+        }
+    }
+}
+
+/// Run `batches` through the pipeline: one reader thread per entry of `readers` (the input
+/// positions it reads, in order), `writers` writer threads, the device on the calling thread.
+/// Panics on any stage error (a loom model treats that as a failure).
+pub fn run<M: Model>(
+    config: &EngineConfig,
+    mut model: M,
+    store: &'static RowStore,
+    batches: Vec<Batch<M::Data>>,
+    readers: &[Vec<usize>],
+    writers: usize,
+) -> (M, RunReport) {
+    let cx = Arc::new(RunCtx::new(store, config.mode, config.in_flight_slots()).expect("ctx"));
+    let n = batches.len();
+    let mut pending: Vec<Option<Batch<M::Data>>> = batches.into_iter().map(Some).collect();
+    let input: Arc<Queue<Staged<M::Data>>> = Arc::new(Queue::new());
+    let output: Arc<Queue<Stamped>> = Arc::new(Queue::new());
+    let mut handles = Vec::new();
+    for assigned in readers {
+        let mine: Vec<_> =
+            assigned.iter().map(|&p| (p, pending[p].take().expect("read once"))).collect();
+        let (cx, input) = (cx.clone(), input.clone());
+        handles.push(thread::spawn(move || {
+            for (p, batch) in mine {
+                let mut task = ReadTask::new(p, batch, cx.width);
+                loop {
+                    match task.advance(&cx, None).expect("reader") {
+                        Progress::Done => break,
+                        Progress::Progressed => {}
+                        Progress::Blocked => thread::yield_now(),
+                    }
+                }
+                input.push(task.into_staged(cx.mode));
+            }
+        }));
+    }
+    for _ in 0..writers {
+        let (cx, output) = (cx.clone(), output.clone());
+        handles.push(thread::spawn(move || {
+            while let Some(stamped) = output.pop() {
+                let mut task = WriteTask::new(stamped);
+                while task.advance(&cx, None).expect("writer") != Progress::Done {}
+            }
+        }));
+    }
+    let mut seq = Sequencer::default();
+    let mut device = CpuDevice::new();
+    for _ in 0..n {
+        let job = input.pop().expect("a reader pushes every batch");
+        while !seq.admits(&cx) {
+            thread::yield_now();
+        }
+        let stamped = seq.process(&cx, &mut device, &mut model, job, None).expect("device");
+        output.push(stamped);
+    }
+    output.close();
+    for h in handles {
+        h.join().expect("stage thread");
+    }
+    let report = RunReport {
+        mode: config.mode,
+        order: seq.order,
+        ts_base: cx.base,
+        cache_peak: seq.cache_peak,
+        rows_validated: seq.rows_validated,
+        rows_replaced: seq.rows_replaced,
+        elapsed: Duration::ZERO,
+    };
+    (model, report)
+}

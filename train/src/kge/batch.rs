@@ -1,0 +1,190 @@
+//! Training batches: positives, their uniformly corrupted negatives, and the entity rows they
+//! touch.
+//!
+//! **Replay invariant:** a batch is a pure function of `(seed, epoch, index)`: the epoch's
+//! shuffle comes from `(seed, epoch)` and the negatives from `(seed, batch id)`. So a recorded
+//! computation order (a list of batch ids) can be replayed exactly, without storing batches.
+
+use super::data::Triple;
+use ordo::engine::Batch;
+
+/// SplitMix64: a tiny, fixed, portable generator, so a seed means the same numbers everywhere
+/// and in every crate version.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator for `(seed, stream)`.
+    pub fn new(seed: u64, stream: u64) -> Self {
+        let mut g = SplitMix64(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        g.next_u64();
+        g
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`; multiply-shift, bias below 2⁻³²·n).
+    pub fn below(&mut self, n: u32) -> u32 {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
+    }
+
+    /// Uniform in `[-1, 1)`.
+    pub fn symmetric(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+/// The payload of one KGE batch. Entity references are *local*: positions in the batch's sorted
+/// row ids (what [`ordo::engine::BatchRows`] hands the step).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KgeBatch {
+    /// The batch id (for error messages).
+    pub id: u64,
+    /// Positives as `(head row, relation id, tail row)`.
+    pub pos: Vec<(u32, u32, u32)>,
+    /// Positives per negative-sharing chunk (the last chunk may be shorter).
+    pub chunk: usize,
+    /// Negatives per chunk and side.
+    pub negatives: usize,
+    /// Corrupted tails: `negatives` rows per chunk.
+    pub neg_tails: Vec<u32>,
+    /// Corrupted heads: `negatives` rows per chunk.
+    pub neg_heads: Vec<u32>,
+}
+
+/// How batches are cut and corrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sampling {
+    /// Master seed.
+    pub seed: u64,
+    /// Positives per batch.
+    pub batch_size: usize,
+    /// Negatives per positive and side (head and tail).
+    pub negatives: usize,
+    /// Positives that share one set of negatives (1 = every positive has its own).
+    pub chunk: usize,
+    /// Number of entities negatives are drawn from.
+    pub entities: u32,
+}
+
+impl Sampling {
+    /// Batches per epoch for `n` training triples.
+    pub fn batches_per_epoch(&self, n: usize) -> usize {
+        n.div_ceil(self.batch_size.max(1))
+    }
+
+    /// The epoch's training order: a Fisher–Yates shuffle seeded by `(seed, epoch)`.
+    pub fn epoch_order(&self, train: &[Triple], epoch: usize) -> Vec<Triple> {
+        let mut order = train.to_vec();
+        let mut g = SplitMix64::new(self.seed, 0x5EED_0000_0000 ^ epoch as u64);
+        for i in (1..order.len()).rev() {
+            order.swap(i, g.below(i as u32 + 1) as usize);
+        }
+        order
+    }
+
+    /// The id of batch `index` of `epoch`.
+    pub fn batch_id(&self, n_train: usize, epoch: usize, index: usize) -> u64 {
+        (epoch * self.batches_per_epoch(n_train) + index) as u64
+    }
+
+    /// Build batch `id` from its positives (a slice of the epoch order).
+    pub fn batch(&self, id: u64, positives: &[Triple]) -> Batch<KgeBatch> {
+        let chunk = self.chunk.max(1);
+        let chunks = positives.len().div_ceil(chunk);
+        let mut g = SplitMix64::new(self.seed, id);
+        let n = self.negatives;
+        let neg_t: Vec<u32> = (0..chunks * n).map(|_| g.below(self.entities)).collect();
+        let neg_h: Vec<u32> = (0..chunks * n).map(|_| g.below(self.entities)).collect();
+        let mut rows: Vec<u64> = positives
+            .iter()
+            .flat_map(|t| [t.h as u64, t.t as u64])
+            .chain(neg_t.iter().chain(&neg_h).map(|&e| e as u64))
+            .collect();
+        rows.sort_unstable();
+        rows.dedup();
+        let local =
+            |e: u32| rows.binary_search(&(e as u64)).expect("entity is in the row set") as u32;
+        let data = KgeBatch {
+            id,
+            pos: positives.iter().map(|t| (local(t.h), t.r, local(t.t))).collect(),
+            chunk,
+            negatives: n,
+            neg_tails: neg_t.iter().map(|&e| local(e)).collect(),
+            neg_heads: neg_h.iter().map(|&e| local(e)).collect(),
+        };
+        Batch { id, rows, data }
+    }
+
+    /// All batches of `epoch`, in id order.
+    pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<KgeBatch>> {
+        let order = self.epoch_order(train, epoch);
+        order
+            .chunks(self.batch_size.max(1))
+            .enumerate()
+            .map(|(i, pos)| self.batch(self.batch_id(train.len(), epoch, i), pos))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sampling() -> Sampling {
+        Sampling { seed: 3, batch_size: 4, negatives: 5, chunk: 2, entities: 50 }
+    }
+
+    fn train() -> Vec<Triple> {
+        (0..10).map(|i| Triple { h: i, r: i % 3, t: 49 - i }).collect()
+    }
+
+    #[test]
+    fn batches_are_a_pure_function_of_seed_and_id() {
+        let s = sampling();
+        let a = s.epoch_batches(&train(), 1);
+        assert_eq!(a, s.epoch_batches(&train(), 1));
+        assert_ne!(a, s.epoch_batches(&train(), 2));
+        assert_eq!(a.len(), 3);
+        assert_eq!(a.iter().map(|b| b.id).collect::<Vec<_>>(), [3, 4, 5]);
+        let other_seed = Sampling { seed: 4, ..s }.epoch_batches(&train(), 1);
+        assert_ne!(a[0].data.neg_tails, other_seed[0].data.neg_tails);
+    }
+
+    #[test]
+    fn rows_are_sorted_unique_and_cover_every_entity_used() {
+        let s = sampling();
+        let epoch = s.epoch_order(&train(), 0);
+        let mut seen = epoch.clone();
+        seen.sort();
+        assert_eq!(seen, train(), "an epoch is a permutation of train");
+        for b in s.epoch_batches(&train(), 0) {
+            assert!(b.rows.windows(2).all(|w| w[0] < w[1]));
+            let global = |l: u32| b.rows[l as usize] as u32;
+            let pos = &b.data.pos;
+            assert_eq!(b.data.neg_tails.len(), pos.len().div_ceil(2) * 5);
+            let mut used: Vec<u64> = pos
+                .iter()
+                .flat_map(|&(h, _, t)| [global(h), global(t)])
+                .chain(b.data.neg_tails.iter().chain(&b.data.neg_heads).map(|&l| global(l)))
+                .map(u64::from)
+                .collect();
+            used.sort();
+            used.dedup();
+            assert_eq!(used, b.rows);
+            let first = b.id as usize % 3 * 4;
+            assert!(
+                pos.iter()
+                    .zip(&epoch[first..])
+                    .all(|(&(h, r, t), tr)| { (global(h), r, global(t)) == (tr.h, tr.r, tr.t) })
+            );
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Save and load embeddings as `.npy` files (readable with `numpy.load`).
+//!
+//! A saved directory holds `entities.npy` (`entities × dim`, f32), `relations.npy`
+//! (`relations × dim`, f32) and `entities.txt` / `relations.txt` (one name per line, in row
+//! order), so `numpy.load("entities.npy")[i]` is the embedding of line `i` of `entities.txt`.
+//! Files are written to a temporary name and renamed, so a directory never holds a half-written
+//! file.
+
+use super::data::Dataset;
+use super::eval::{Filter, Metrics, evaluate};
+use super::score::ScoreFn;
+use super::train::RunResult;
+use ndarray::Array2;
+use ndarray_npy::{read_npy, write_npy};
+use std::path::Path;
+use thiserror::Error;
+
+/// Why embeddings could not be saved or loaded.
+#[derive(Debug, Error)]
+pub enum NpyError {
+    /// File-system error.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An `.npy` file could not be written.
+    #[error("{path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: ndarray_npy::WriteNpyError,
+    },
+    /// An `.npy` file could not be read (missing, not f32, not 2-D…).
+    #[error("{path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: ndarray_npy::ReadNpyError,
+    },
+    /// The loaded arrays do not fit the dataset or each other.
+    #[error("embeddings do not fit: {0}")]
+    Shape(String),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
+    move |source| NpyError::Io { path: path.display().to_string(), source }
+}
+
+fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
+    let tmp = path.with_extension("npy.tmp");
+    write_npy(&tmp, a)
+        .map_err(|source| NpyError::Write { path: tmp.display().to_string(), source })?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+fn write_text(path: &Path, lines: &[String]) -> Result<(), NpyError> {
+    let tmp = path.with_extension("txt.tmp");
+    std::fs::write(&tmp, lines.join("\n") + "\n").map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// Save the run's final embeddings (not the Adagrad sums) and names under `dir`.
+pub fn save(dir: &Path, d: &Dataset, dim: usize, r: &RunResult) -> Result<(), NpyError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let ents = Array2::from_shape_vec((d.entities.len(), dim), r.entity_embeddings(dim))
+        .map_err(|e| NpyError::Shape(e.to_string()))?;
+    let rels = Array2::from_shape_vec((d.relations.len(), dim), r.relations.clone())
+        .map_err(|e| NpyError::Shape(e.to_string()))?;
+    write_array(&dir.join("entities.npy"), &ents)?;
+    write_array(&dir.join("relations.npy"), &rels)?;
+    write_text(&dir.join("entities.txt"), &d.entities)?;
+    write_text(&dir.join("relations.txt"), &d.relations)
+}
+
+/// Load `entities.npy` and `relations.npy` from `dir`.
+pub fn load(dir: &Path) -> Result<(Array2<f32>, Array2<f32>), NpyError> {
+    let read = |f: &str| {
+        let path = dir.join(f);
+        read_npy::<_, Array2<f32>>(&path)
+            .map_err(|source| NpyError::Read { path: path.display().to_string(), source })
+    };
+    let (e, r) = (read("entities.npy")?, read("relations.npy")?);
+    if e.ncols() != r.ncols() {
+        return Err(NpyError::Shape(format!(
+            "entities are {} wide, relations {}",
+            e.ncols(),
+            r.ncols()
+        )));
+    }
+    Ok((e, r))
+}
+
+/// Filtered test metrics of loaded embeddings on `d` (its ids must match the saved names'
+/// order, which they do for the dataset the embeddings were trained on).
+pub fn evaluate_loaded(
+    d: &Dataset,
+    score: ScoreFn,
+    ents: &Array2<f32>,
+    rels: &Array2<f32>,
+) -> Result<Metrics, NpyError> {
+    if ents.nrows() != d.entities.len() || rels.nrows() != d.relations.len() {
+        return Err(NpyError::Shape(format!(
+            "{}×{} entities and {}×{} relations for a dataset of {} entities and {} relations",
+            ents.nrows(),
+            ents.ncols(),
+            rels.nrows(),
+            rels.ncols(),
+            d.entities.len(),
+            d.relations.len()
+        )));
+    }
+    score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
+    Ok(evaluate(score, ents.view(), rels.view(), &d.test, &Filter::of(d)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kge::train::{Mode, TrainConfig, train};
+
+    #[test]
+    fn saved_embeddings_are_numpy_f32_and_load_back_with_the_same_metrics() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 2, ..TrainConfig::default() };
+        let r = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
+        let dir = std::env::temp_dir().join(format!("ordo-kge-npy-{}", std::process::id()));
+        save(&dir, &d, cfg.dim, &r).unwrap();
+        let bytes = std::fs::read(dir.join("entities.npy")).unwrap();
+        assert_eq!(&bytes[..6], b"\x93NUMPY");
+        let header = String::from_utf8_lossy(&bytes[10..80]);
+        assert!(
+            header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8)"),
+            "{header}"
+        );
+        let (e, rel) = load(&dir).unwrap();
+        assert_eq!(e.as_slice().unwrap(), r.entity_embeddings(8).as_slice());
+        assert_eq!(rel.as_slice().unwrap(), r.relations.as_slice());
+        assert_eq!(evaluate_loaded(&d, cfg.score, &e, &rel).unwrap(), r.test);
+        let names = std::fs::read_to_string(dir.join("entities.txt")).unwrap();
+        assert_eq!(names.lines().collect::<Vec<_>>(), d.entities);
+        let umls = Dataset::load("umls").unwrap();
+        assert!(matches!(evaluate_loaded(&umls, cfg.score, &e, &rel), Err(NpyError::Shape(_))));
+        std::fs::remove_file(dir.join("relations.npy")).unwrap();
+        assert!(matches!(load(&dir), Err(NpyError::Read { .. })));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,415 @@
+//! The training loop: epochs of batches through one of the engine's modes, a valid-MRR
+//! evaluation after each epoch, test metrics at the end, and the recorded computation order.
+
+use super::batch::{KgeBatch, Sampling};
+use super::data::{Dataset, Triple};
+use super::eval::{Filter, Metrics, evaluate};
+use super::score::{DimError, Loss, ScoreFn};
+use super::step::{KgeModel, StepConfig, init_entities};
+use ndarray::{ArrayView2, s};
+use ordo::engine::{
+    self, Batch, Engine, EngineConfig, EngineError, Model, StageHook, StepError, StopCause,
+};
+use ordo::store::RowStore;
+use std::time::Instant;
+use thiserror::Error;
+
+/// How batches go through the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Mode {
+    /// One batch in flight: the reference.
+    Sync,
+    /// Hogwild: no validation; lost updates possible.
+    Async,
+    /// Async with a staleness bound (`--staleness`), as in Marius.
+    Bounded,
+    /// Optimistic Asynchrony Control: async throughput, equal to a synchronous order.
+    Oac,
+}
+
+impl Mode {
+    /// All modes, in the order `compare` runs them.
+    pub const ALL: [Mode; 4] = [Mode::Sync, Mode::Async, Mode::Bounded, Mode::Oac];
+
+    /// The lower-case name used on the command line and in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+            Mode::Bounded => "bounded",
+            Mode::Oac => "oac",
+        }
+    }
+}
+
+/// Every hyper-parameter of a run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrainConfig {
+    /// Scoring function.
+    pub score: ScoreFn,
+    /// Loss.
+    pub loss: Loss,
+    /// Embedding floats per entity and relation.
+    pub dim: usize,
+    /// Adagrad learning rate.
+    pub lr: f32,
+    /// L2 weight per use of an embedding.
+    pub reg: f32,
+    /// Initial embeddings are uniform in `[-init, init)`.
+    pub init: f32,
+    /// Passes over the training triples.
+    pub epochs: usize,
+    /// Positives per batch.
+    pub batch_size: usize,
+    /// Negatives per positive and side.
+    pub negatives: usize,
+    /// Positives sharing one set of negatives (1 = none shared).
+    pub chunk: usize,
+    /// Master seed (initialization, shuffles, negatives).
+    pub seed: u64,
+    /// Engine reader and writer threads.
+    pub threads: usize,
+    /// Staleness bound of [`Mode::Bounded`] (batches in flight).
+    pub staleness: usize,
+    /// Evaluate on at most the first this many valid and test triples (0 = all).
+    pub eval_limit: usize,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            score: ScoreFn::ComplEx,
+            loss: Loss::Softmax,
+            dim: 100,
+            lr: 0.1,
+            reg: 0.0,
+            init: 0.1,
+            epochs: 25,
+            batch_size: 128,
+            negatives: 64,
+            chunk: 16,
+            seed: 0,
+            threads: 1,
+            staleness: 4,
+            eval_limit: 0,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// The batch sampler for a dataset.
+    pub fn sampling(&self, d: &Dataset) -> Sampling {
+        Sampling {
+            seed: self.seed,
+            batch_size: self.batch_size,
+            negatives: self.negatives,
+            chunk: self.chunk,
+            entities: d.entities.len() as u32,
+        }
+    }
+
+    fn step_config(&self) -> StepConfig {
+        StepConfig { score: self.score, loss: self.loss, dim: self.dim, lr: self.lr, reg: self.reg }
+    }
+
+    /// A fresh model and entity store, initialized from the seed.
+    pub fn init(&self, d: &Dataset) -> Result<(KgeModel, RowStore), TrainError> {
+        self.score.check_dim(self.dim)?;
+        if self.batch_size == 0 || self.negatives == 0 || self.chunk == 0 {
+            return Err(TrainError::Config(
+                "--batch-size, --negatives and --chunk must be positive",
+            ));
+        }
+        if !(self.lr > 0.0 && self.lr.is_finite()) {
+            return Err(TrainError::Config("--lr must be a positive number"));
+        }
+        let n = d.entities.len();
+        let rows = init_entities(n, self.dim, self.init, self.seed);
+        let store =
+            RowStore::from_values(n, 2 * self.dim, &rows).expect("init has n × 2·dim floats");
+        Ok((KgeModel::new(self.step_config(), d.relations.len(), self.init, self.seed), store))
+    }
+}
+
+/// Why training stopped.
+#[derive(Debug, Error)]
+pub enum TrainError {
+    /// The embedding dimension does not suit the model.
+    #[error(transparent)]
+    Dim(#[from] DimError),
+    /// A hyper-parameter is out of range.
+    #[error("bad configuration: {0}")]
+    Config(&'static str),
+    /// A model step failed (e.g. the loss became NaN).
+    #[error("training failed: {0}")]
+    Step(StepError),
+    /// The engine refused the configuration or failed.
+    #[error("engine: {0}")]
+    Engine(EngineError),
+}
+
+/// One epoch's record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpochStats {
+    /// 1-based epoch number.
+    pub epoch: usize,
+    /// Training wall time up to the end of this epoch, seconds (evaluation excluded).
+    pub wall_s: f64,
+    /// This epoch's training wall time, seconds.
+    pub epoch_s: f64,
+    /// Mean loss per positive over the epoch.
+    pub loss: f64,
+    /// Filtered valid metrics after the epoch.
+    pub valid: Metrics,
+}
+
+/// The outcome of a run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The mode that ran.
+    pub mode: Mode,
+    /// Per-epoch records.
+    pub epochs: Vec<EpochStats>,
+    /// Filtered test metrics of the final embeddings.
+    pub test: Metrics,
+    /// The computation order of each epoch (batch ids in the order the device stepped them).
+    pub order: Vec<Vec<u64>>,
+    /// Final entity rows, `entities × 2·dim` (embedding, then Adagrad sums).
+    pub entity_rows: Vec<f32>,
+    /// Final relation embeddings, `relations × dim`.
+    pub relations: Vec<f32>,
+    /// Final dense state of the model (relations and their Adagrad sums).
+    pub dense: Vec<f32>,
+    /// Rows that OAC's validation replaced with a newer value from its cache (stale reads it
+    /// repaired), over all epochs; 0 in other modes and in a replay.
+    pub rows_replaced: u64,
+}
+
+impl RunResult {
+    /// Training triples per second over the whole run.
+    pub fn triples_per_s(&self, n_train: usize) -> f64 {
+        let wall = self.epochs.last().map_or(0.0, |e| e.wall_s);
+        (n_train * self.epochs.len()) as f64 / wall.max(1e-9)
+    }
+
+    /// Best valid MRR over the epochs.
+    pub fn best_valid_mrr(&self) -> f64 {
+        self.epochs.iter().map(|e| e.valid.mrr).fold(0.0, f64::max)
+    }
+
+    /// The first epoch whose valid MRR reaches `target`, if any.
+    pub fn first_reaching(&self, target: f64) -> Option<&EpochStats> {
+        self.epochs.iter().find(|e| e.valid.mrr >= target)
+    }
+
+    /// Entity embeddings only, `entities × dim`.
+    pub fn entity_embeddings(&self, dim: usize) -> Vec<f32> {
+        self.entity_rows.chunks(2 * dim).flat_map(|r| r[..dim].iter().copied()).collect()
+    }
+}
+
+/// What the loop tells its observer.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// An epoch of `batches` batches starts.
+    EpochStart {
+        /// 1-based epoch.
+        epoch: usize,
+        /// Batches in it.
+        batches: usize,
+    },
+    /// This many more batches were stepped.
+    Batches(usize),
+    /// An epoch ended and was evaluated.
+    EpochEnd(&'a EpochStats),
+}
+
+/// Metrics of the embeddings in `store` and `model` on `triples`.
+pub fn metrics(
+    cfg: &TrainConfig,
+    store_rows: &[f32],
+    relations: &[f32],
+    triples: &[Triple],
+    filter: &Filter,
+) -> Metrics {
+    let dim = cfg.dim;
+    let rows = ArrayView2::from_shape((store_rows.len() / (2 * dim), 2 * dim), store_rows)
+        .expect("rows are 2·dim wide");
+    let rel = ArrayView2::from_shape((relations.len() / dim, dim), relations).expect("dim wide");
+    evaluate(cfg.score, rows.slice(s![.., ..dim]), rel, triples, filter)
+}
+
+impl Mode {
+    /// The engine mode this runs as (`Bounded` with the configured staleness bound; `Async`
+    /// adds each step's delta to the store like Marius' and DGL-KE's `+=`).
+    pub fn engine_mode(self, cfg: &TrainConfig) -> engine::Mode {
+        match self {
+            Mode::Sync => engine::Mode::Sync,
+            Mode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
+            Mode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
+            Mode::Oac => engine::Mode::Oac,
+        }
+    }
+}
+
+/// Run one epoch's batches through `mode` on the engine; returns the computation order and the
+/// number of rows OAC's validation replaced with newer cached values.
+fn run_epoch(
+    mode: Mode,
+    cfg: &TrainConfig,
+    store: &RowStore,
+    model: &mut KgeModel,
+    batches: Vec<Batch<KgeBatch>>,
+    observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
+) -> Result<(Vec<u64>, u64), TrainError> {
+    let threads = cfg.threads.max(1);
+    let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
+    if let Some(h) = progress {
+        ecfg = ecfg.hook(h.clone());
+    }
+    let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
+    let report = engine.run(model, store, batches).map_err(|e| match e {
+        EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
+            TrainError::Step(source)
+        }
+        e => TrainError::Engine(e),
+    })?;
+    observe(Event::Batches(report.order.len()));
+    Ok((report.batch_ids(), report.rows_replaced))
+}
+
+/// Train on `d` in `mode`, evaluating valid MRR after every epoch and test metrics at the end.
+/// `progress`, if given, is installed as the engine's stage hook (e.g. to advance a progress
+/// bar at [`engine::HookPoint::Device`]); it must return [`engine::HookAction::Continue`].
+pub fn train(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
+) -> Result<RunResult, TrainError> {
+    drive(d, cfg, mode, None, observe, progress)
+}
+
+/// Replay recorded computation orders (one list of batch ids per epoch) sequentially
+/// ([`engine::replay`]) from the same initialization, with the same per-epoch evaluation: the
+/// synchronous run that an OAC run must equal bit for bit.
+pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunResult, TrainError> {
+    let cfg = TrainConfig { epochs: order.len(), ..*cfg };
+    drive(d, &cfg, Mode::Sync, Some(order), &mut |_| {}, None)
+}
+
+fn drive(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    replay: Option<&[Vec<u64>]>,
+    observe: &mut dyn FnMut(Event<'_>),
+    progress: Option<&StageHook>,
+) -> Result<RunResult, TrainError> {
+    let (mut model, store) = cfg.init(d)?;
+    // The replay's plain table (the engine's sequential reference), or unused.
+    let mut table = if replay.is_some() { store.snapshot() } else { Vec::new() };
+    let filter = Filter::of(d);
+    let sampling = cfg.sampling(d);
+    let limit = |v: &'_ [Triple]| {
+        v.len().min(if cfg.eval_limit == 0 { usize::MAX } else { cfg.eval_limit })
+    };
+    let (valid, test) = (&d.valid[..limit(&d.valid)], &d.test[..limit(&d.test)]);
+    let mut epochs = Vec::with_capacity(cfg.epochs);
+    let mut orders = Vec::with_capacity(cfg.epochs);
+    let mut wall = 0.0;
+    let mut rows_replaced = 0;
+    for epoch in 0..cfg.epochs {
+        let batches = sampling.epoch_batches(&d.train, epoch);
+        let first_id = batches.first().map_or(0, |b| b.id);
+        observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
+        let start = Instant::now();
+        let (order, replaced) = match replay {
+            Some(orders) => {
+                let positions = orders[epoch]
+                    .iter()
+                    .map(|&id| id.checked_sub(first_id).map(|p| p as usize))
+                    .collect::<Option<Vec<usize>>>()
+                    .ok_or(TrainError::Config(
+                        "the recorded order names a batch of another epoch",
+                    ))?;
+                engine::replay(&mut model, &mut table, &batches, &positions).map_err(
+                    |e| match e {
+                        EngineError::Stopped {
+                            cause: StopCause::StepFailed { source, .. },
+                            ..
+                        } => TrainError::Step(source),
+                        e => TrainError::Engine(e),
+                    },
+                )?;
+                (orders[epoch].clone(), 0)
+            }
+            None => run_epoch(mode, cfg, &store, &mut model, batches, observe, progress)?,
+        };
+        let epoch_s = start.elapsed().as_secs_f64();
+        wall += epoch_s;
+        orders.push(order);
+        rows_replaced += replaced;
+        let loss = model.take_loss();
+        let snapshot = if replay.is_some() { table.clone() } else { store.snapshot() };
+        let stats = EpochStats {
+            epoch: epoch + 1,
+            wall_s: wall,
+            epoch_s,
+            loss,
+            valid: metrics(cfg, &snapshot, model.relations(), valid, &filter),
+        };
+        observe(Event::EpochEnd(&stats));
+        epochs.push(stats);
+    }
+    let entity_rows = if replay.is_some() { table } else { store.snapshot() };
+    let test = metrics(cfg, &entity_rows, model.relations(), test, &filter);
+    Ok(RunResult {
+        mode,
+        epochs,
+        test,
+        order: orders,
+        entity_rows,
+        relations: model.relations().to_vec(),
+        dense: model.dense(),
+        rows_replaced,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn divergence_stops_training_with_a_clear_error_in_every_mode() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 3, lr: 1e30, init: 1e18, ..TrainConfig::default() };
+        for mode in Mode::ALL {
+            let err = train(&d, &cfg, mode, &mut |_| {}, None).unwrap_err();
+            assert!(matches!(err, TrainError::Step(_)), "{mode:?}: {err}");
+            assert!(err.to_string().contains("training diverged"), "{err}");
+        }
+    }
+
+    #[test]
+    fn bad_hyper_parameters_are_errors() {
+        let d = Dataset::load("nations").unwrap();
+        let bad = [
+            TrainConfig { dim: 7, ..TrainConfig::default() },
+            TrainConfig { batch_size: 0, ..TrainConfig::default() },
+            TrainConfig { lr: f32::NAN, ..TrainConfig::default() },
+        ];
+        for cfg in bad {
+            assert!(train(&d, &cfg, Mode::Oac, &mut |_| {}, None).is_err(), "{cfg:?}");
+        }
+    }
+
+    #[test]
+    fn replay_rejects_an_order_from_another_epoch() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 1, ..TrainConfig::default() };
+        assert!(matches!(replay(&d, &cfg, &[vec![1000]]), Err(TrainError::Engine(_))));
+    }
+}
