@@ -117,21 +117,35 @@ fn check_intervals(log: &[(u64, IntervalInfo, u64)]) {
     }
 }
 
+/// Spawn one thread per `(worker, steps)` of `plan`, each running [`work`].
+fn spawn_workers<S: Subject>(
+    d: &Arc<S>,
+    ghost: &Arc<Ghost>,
+    plan: &[(usize, usize)],
+) -> Vec<thread::JoinHandle<()>> {
+    plan.iter()
+        .map(|&(w, steps)| {
+            let (d, ghost) = (d.clone(), ghost.clone());
+            thread::spawn(move || work(&*d, &ghost, w, steps))
+        })
+        .collect()
+}
+
+/// Join the threads, then check the intervals.
+fn join_and_check(handles: Vec<thread::JoinHandle<()>>, ghost: &Ghost) {
+    for h in handles {
+        h.join().unwrap();
+    }
+    check_intervals(&ghost.log.lock().unwrap());
+}
+
 /// `threads` workers doing `steps` each against `make()`.
 fn run<S: Subject>(make: impl Fn() -> S + Sync + Send + 'static, threads: usize, steps: usize) {
     loom::model(move || {
         let d = Arc::new(make());
         let ghost = Arc::new(Ghost::default());
-        let handles: Vec<_> = (0..threads)
-            .map(|w| {
-                let (d, ghost) = (d.clone(), ghost.clone());
-                thread::spawn(move || work(&*d, &ghost, w, steps))
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        check_intervals(&ghost.log.lock().unwrap());
+        let plan: Vec<_> = (0..threads).map(|w| (w, steps)).collect();
+        join_and_check(spawn_workers(&d, &ghost, &plan), &ghost);
     });
 }
 
@@ -177,17 +191,7 @@ fn tau_bounded_by_y_repeated_steps() {
     loom::model(|| {
         let d = Arc::new(IntervalDispatcher::new(3, 2, Fixed).unwrap());
         let ghost = Arc::new(Ghost::default());
-        let handles: Vec<_> = [(0, 2), (1, 1), (2, 1)]
-            .into_iter()
-            .map(|(w, steps)| {
-                let (d, ghost) = (d.clone(), ghost.clone());
-                thread::spawn(move || work(&*d, &ghost, w, steps))
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
-        check_intervals(&ghost.log.lock().unwrap());
+        join_and_check(spawn_workers(&d, &ghost, &[(0, 2), (1, 1), (2, 1)]), &ghost);
     });
 }
 
@@ -205,18 +209,10 @@ fn changing_m_keeps_tau_bounded() {
     loom::model(|| {
         let d = Arc::new(IntervalDispatcher::with_capacity(2, 3, 1, Fixed).unwrap());
         let ghost = Arc::new(Ghost::default());
-        let mut handles: Vec<_> = (0..2)
-            .map(|w| {
-                let (d, ghost) = (d.clone(), ghost.clone());
-                thread::spawn(move || work(&*d, &ghost, w, 1))
-            })
-            .collect();
+        let mut handles = spawn_workers(&d, &ghost, &[(0, 1), (1, 1)]);
         let d2 = d.clone();
         handles.push(thread::spawn(move || d2.set_workers(1).unwrap()));
-        for h in handles {
-            h.join().unwrap();
-        }
-        check_intervals(&ghost.log.lock().unwrap());
+        join_and_check(handles, &ghost);
         let t = d.telemetry().unwrap();
         assert_eq!(t.accepted + t.rejected, t.started, "every started step decided once");
         assert_eq!(d.workers(), 1);
