@@ -131,8 +131,7 @@ pub struct IntervalDispatcher<P: UpdateInterval> {
     /// `s_started`: start indices handed out (may run past `MAX_START_INDEX` when exhausted).
     started: CachePadded<AtomicU64>,
     /// Σ y over closed intervals. Written only by a closer while the word is full.
-    closed_accepted: AtomicU64,
-    rejected: AtomicU64,
+    closed_accepted: CachePadded<AtomicU64>,
     /// The worker bound m and the per-worker start words.
     workers: Workers,
     policy: P,
@@ -163,8 +162,7 @@ impl<P: UpdateInterval> IntervalDispatcher<P> {
         Ok(Self {
             state: CachePadded::new(AtomicU64::new(first.pack())),
             started: CachePadded::new(AtomicU64::new(0)),
-            closed_accepted: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
+            closed_accepted: CachePadded::new(AtomicU64::new(0)),
             workers,
             policy,
         })
@@ -261,8 +259,7 @@ impl<P: UpdateInterval> Dispatcher for IntervalDispatcher<P> {
                 step < s.first
             };
             if s.is_full() || began_earlier {
-                // Relaxed: a statistic.
-                self.rejected.fetch_add(1, Ordering::Relaxed);
+                self.workers.count_rejected(worker);
                 return Decision::REJECTED;
             }
             let next = IntervalState { done: s.done + 1, ..s };
@@ -310,7 +307,7 @@ impl<P: UpdateInterval> Dispatcher for IntervalDispatcher<P> {
             // Relaxed: statistics.
             started: self.started.load(Ordering::Relaxed).min(MAX_START_INDEX + 1),
             accepted: self.accepted(),
-            rejected: self.rejected.load(Ordering::Relaxed),
+            rejected: self.workers.rejected(),
         })
     }
 }
