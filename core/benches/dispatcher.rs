@@ -6,13 +6,17 @@
 //! from the same kind of fetch-and-add, so the difference is the finish. y = 16, 64 (paper 001
 //! uses y₀ ∈ {64, 128}).
 //!
+//! Before the criterion groups, a *paired* run prints the Mutex/CAS time ratio as the median
+//! over rounds that alternate the two dispatchers back to back (robust to the load drifting
+//! between criterion's separate benchmarks on a shared machine; `ORDO_BENCH_PAIRED=0` skips it).
+//!
 //! `cargo bench -p ordo --bench dispatcher -- --warm-up-time 1 --measurement-time 3`
 
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use ordo::dispatcher::{DispatchError, Dispatcher, Fixed, IntervalDispatcher, StepIndex, WorkerId};
 use ordo::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
 
@@ -123,5 +127,47 @@ fn finish_step(c: &mut Criterion) {
     }
 }
 
+/// Median (and quartiles) of per-round `mutex time / cas time`, rounds alternating the order.
+fn paired_ratios() {
+    const ROUNDS: usize = 41;
+    const PAIRS: u64 = 200_000;
+    println!("paired: y threads  mutex/cas time ratio  median [q1 q3]  (rounds = {ROUNDS})");
+    for y in [16u32, 64] {
+        for threads in thread_counts() {
+            let mut ratios: Vec<f64> = (0..ROUNDS)
+                .map(|r| {
+                    let cas = || {
+                        pairs(&IntervalDispatcher::new(threads, y, Fixed).unwrap(), threads, PAIRS)
+                    };
+                    let mutex = || pairs(&MutexInterval::new(threads, y), threads, PAIRS);
+                    let (c, m) = if r % 2 == 0 {
+                        let c = cas();
+                        (c, mutex())
+                    } else {
+                        let m = mutex();
+                        (cas(), m)
+                    };
+                    m.as_secs_f64() / c.as_secs_f64()
+                })
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            let q = |f: f64| ratios[((ROUNDS - 1) as f64 * f).round() as usize];
+            println!(
+                "paired: {y:>2} {threads:>7}  {:>20.2}  [{:.2} {:.2}]",
+                q(0.5),
+                q(0.25),
+                q(0.75)
+            );
+        }
+    }
+}
+
 criterion_group!(benches, finish_step);
-criterion_main!(benches);
+
+fn main() {
+    if std::env::var("ORDO_BENCH_PAIRED").as_deref() != Ok("0") {
+        paired_ratios();
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -372,6 +372,29 @@ mod tests {
     }
 
     #[test]
+    fn start_indices_saturate_instead_of_wrapping() {
+        let d = IntervalDispatcher::new(1, 1, Fixed).unwrap();
+        d.started.store(MAX_START_INDEX, Ordering::Relaxed);
+        let last = d.try_start_step(0).unwrap();
+        assert_eq!(last, MAX_START_INDEX);
+        assert_eq!(d.try_start_step(0), None, "exhausted");
+        assert!(d.finish_step(0, last));
+        assert_eq!(d.current().first, EXHAUSTED, "no handed-out index reaches the next interval");
+        assert_eq!(d.telemetry().unwrap().started, MAX_START_INDEX + 1);
+    }
+
+    #[test]
+    fn policies_can_be_boxed() {
+        let p: Box<dyn UpdateInterval> = Box::new(Decay::new(1).unwrap());
+        let d = IntervalDispatcher::new(1, 2, p).unwrap();
+        for _ in 0..2 {
+            let i = d.try_start_step(0).unwrap();
+            assert!(d.finish_step(0, i));
+        }
+        assert_eq!(d.current().y, 1);
+    }
+
+    #[test]
     fn decay_shrinks_y_at_interval_boundaries_only() {
         let d = IntervalDispatcher::new(1, 3, Decay::new(2).unwrap()).unwrap();
         let mut ys = Vec::new();
