@@ -51,7 +51,13 @@
 //! accepted (paper 001 §1: θ_{i+1} ← θ_i − η∇L(θ_{i−τ_i}), one model version per accepted step)
 //! — counts only earlier steps of its own interval: **τ ≤ order − 1 ≤ y − 1**, one tighter than
 //! the paper's stated τ ≤ y. A policy changes `y` only for intervals not yet open, so it cannot
-//! break the bound.
+//! break the bound. (τ counts *accepted* steps. Under Hogwild a gradient is applied after its
+//! acceptance, so the model a worker copies can lag the accepted count; staleness in applied
+//! model versions is the SGD runtime's to measure. The loom test's ghost count, which sees the
+//! closing step only once it has opened the next interval, checks the paper's τ ≤ y.)
+//!
+//! Contract (Algorithm 1): a worker passes to `finish_step` the index its own latest
+//! `try_start_step` returned. An index never handed out is not detected.
 //!
 //! # Reported τ
 //! `try_start_step` records the state word it sees (just before taking its index) in the worker's
