@@ -218,3 +218,33 @@ fn changing_m_keeps_tau_bounded() {
         assert_eq!(d.workers(), 1);
     });
 }
+
+/// `Sequential`: at most one step in flight, and the dispatcher orders each step's model write
+/// (here a Relaxed store, as Hogwild would do) before the next step's model read.
+#[test]
+fn sequential_runs_one_step_at_a_time_and_publishes_its_update() {
+    use ordo::dispatcher::Sequential;
+    use ordo::sync::{AtomicU64, Ordering::Relaxed};
+    loom::model(|| {
+        let d = Arc::new(Sequential::new(3).unwrap());
+        let model = Arc::new(AtomicU64::new(0));
+        let in_flight = Arc::new(GhostU64::new(0));
+        let handles: Vec<_> = (0..3)
+            .map(|w| {
+                let (d, model, in_flight) = (d.clone(), model.clone(), in_flight.clone());
+                thread::spawn(move || {
+                    let Some(i) = d.try_start_step(w) else { return };
+                    assert_eq!(in_flight.fetch_add(1, SeqCst), 0, "two steps in flight");
+                    // Step i runs on the model of steps 0..i: it must see all i of them.
+                    assert_eq!(model.load(Relaxed), i, "step {i} missed an earlier update");
+                    model.store(i + 1, Relaxed);
+                    in_flight.fetch_sub(1, SeqCst);
+                    assert!(d.finish_step(w, i));
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    });
+}
