@@ -6,6 +6,7 @@
 //! concurrent readers and writers never race in Rust's memory model (no UB), and loom can check
 //! the protocol (a seqlock over plain memory would be a data race loom cannot see).
 
+use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, atomic_u32_slice, fence, spin_wait};
 use thiserror::Error;
 
@@ -143,6 +144,9 @@ impl RowStore {
                 // Relaxed: validated by the TID re-read below (seqlock pattern).
                 *o = f32::from_bits(cell.load(Ordering::Relaxed));
             }
+            if active(Mutant::StoreReadSkipsRecheck) {
+                return Ok(Version::from_word(before));
+            }
             // Acquire fence: if any load above saw a value of a later write, the writer's Release
             // fence (after its lock) synchronizes with this fence, so the re-read sees the lock or
             // a newer version and we retry.
@@ -181,7 +185,7 @@ impl RowStore {
                 word = tid.load(Ordering::Relaxed);
                 continue;
             }
-            if word >= new_word {
+            if word >= new_word && !active(Mutant::WriteIgnoresTs) {
                 // The row already holds this version or a newer one: an older write never lands.
                 return Ok(false);
             }
@@ -197,7 +201,9 @@ impl RowStore {
         }
         // Release fence: any reader that sees one of the values below also sees the lock
         // (its Acquire fence synchronizes with this one), so it retries instead of tearing.
-        fence(Ordering::Release);
+        if !active(Mutant::StoreWriteNoFence) {
+            fence(Ordering::Release);
+        }
         for (cell, v) in cells.iter().zip(values) {
             // Relaxed: published by the Release unlock below.
             cell.store(v.to_bits(), Ordering::Relaxed);
