@@ -133,11 +133,16 @@ impl Outstanding {
         min
     }
 
-    /// Remove a batch once all its row writes are finished in the MFT.
+    /// Remove a batch once all its row writes are finished in the MFT. Hand a registration back
+    /// only to the `Outstanding` that issued it (one from another set is ignored if its slot is
+    /// out of range here, never a panic).
     pub fn deregister(&self, registration: Registration) {
-        // Release: nothing after depends on it, but a scan that sees EMPTY must not be able to
-        // see it before the batch's earlier actions in this thread; Release is the cheap bound.
-        self.slots[registration.slot].store(EMPTY, Ordering::Release);
+        if let Some(slot) = self.slots.get(registration.slot) {
+            // Release: nothing after depends on it, but a scan that sees EMPTY must not be able
+            // to see it before the batch's earlier actions in this thread; Release is the cheap
+            // bound.
+            slot.store(EMPTY, Ordering::Release);
+        }
     }
 
     /// Number of batches registered right now (a racy snapshot, for telemetry).
