@@ -46,6 +46,19 @@ pub enum MftError {
 /// Backpressure: the done flags live in a ring of `capacity` slots, so a timestamp is accepted
 /// only while `ts < prefix + capacity`; [`admits`](Mft::admits) tells a producer when it may
 /// hand out the next timestamp, and `finish` refuses with an error (never corrupts) otherwise.
+///
+/// Checked by `core/tests/loom_mft.rs` (out-of-order finishers, visibility of writes, ring reuse)
+/// and `core/tests/prop_mft.rs` (a sequential model, with duplicates and window overruns).
+///
+/// ```
+/// use ordo::mft::Mft;
+/// let mft = Mft::new(4);
+/// mft.finish(1).unwrap(); // out of order: ts 0 is still running
+/// assert_eq!(mft.mft(), None);
+/// assert_eq!(mft.finish(0), Ok(2)); // the prefix moves over 0 and 1
+/// assert_eq!(mft.mft(), Some(1));
+/// assert!(mft.admits(5) && !mft.admits(6)); // window: prefix 2 + capacity 4
+/// ```
 pub struct Mft {
     /// `done[ts % capacity] == ts + 1` once `ts` has finished (0 = never used).
     done: Box<[AtomicU64]>,

@@ -49,6 +49,16 @@ pub enum OutstandingError {
 /// models a `SeqCst` fence as a global acquire-release, which is stronger than the fence rules
 /// of the Rust/C++ model, so it cannot tell the RMW read from a plain load; the RMW is kept for
 /// the argument above, which needs a modification of the prefix sequenced before the fence.
+///
+/// ```
+/// use ordo::{mft::Mft, outstanding::Outstanding};
+/// let (mft, out) = (Mft::new(8), Outstanding::new(4));
+/// let batch = out.register(&mft).unwrap(); // announces prefix 0, then reads its rows
+/// mft.finish(0).unwrap();
+/// assert_eq!(out.ste(&mft), 0); // the batch may still need ts 0 from the cache
+/// out.deregister(batch);
+/// assert_eq!(out.ste(&mft), 1); // cache entries with ts < 1 may be evicted
+/// ```
 pub struct Outstanding {
     /// One slot per in-flight batch: its announced prefix, or `EMPTY`.
     slots: Box<[AtomicU64]>,

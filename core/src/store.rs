@@ -78,6 +78,20 @@ impl Version {
 ///
 /// Readers are optimistic and never block writers: read the TID word, copy the values, re-read
 /// the word, retry if it changed or was locked.
+///
+/// Checked by `core/tests/loom_store.rs` (torn reads, older-overwrites-newer, under every
+/// interleaving loom explores) and `core/tests/prop_store.rs` (a sequential model, and random
+/// concurrent writers on real threads).
+///
+/// ```
+/// use ordo::store::{RowStore, Version};
+/// let store = RowStore::zeros(2, 3);
+/// assert_eq!(store.write_if_newer(1, 7, &[1.0, 2.0, 3.0]), Ok(true));
+/// assert_eq!(store.write_if_newer(1, 5, &[9.0; 3]), Ok(false)); // older: skipped
+/// let mut row = [0.0; 3];
+/// assert_eq!(store.read(1, &mut row), Ok(Version::Written(7)));
+/// assert_eq!(row, [1.0, 2.0, 3.0]);
+/// ```
 pub struct RowStore {
     width: usize,
     tids: Box<[AtomicU64]>,
