@@ -1,3 +1,6 @@
-//! Dense SGD with Interval-Asynchrony.
+//! Dense SGD with Interval-Asynchrony (paper 001) on Fashion-MNIST.
 
 pub mod cli;
+pub mod idx;
+pub mod mlp;
+pub mod train;

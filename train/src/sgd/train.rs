@@ -1,0 +1,188 @@
+//! One training run: an MLP on Fashion-MNIST under a dispatcher (or Sync), evaluated on the
+//! test split as it trains.
+
+use super::idx::FashionMnist;
+use super::mlp::{Mlp, MlpError};
+use ordo::dispatcher::Dispatcher;
+use ordo::sgd::{
+    Control, Every, RunReport, SgdConfig, SgdError, StepEvent, Stop, run_dispatched, run_sync,
+};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use thiserror::Error;
+
+/// How steps are dispatched.
+pub enum Algorithm {
+    /// Data-parallel synchronous SGD ([`ordo::sgd::run_sync`]).
+    Sync,
+    /// A dispatcher of Algorithm 1 ([`ordo::sgd::run_dispatched`]).
+    Dispatched(Box<dyn Dispatcher>),
+}
+
+/// Options of one run (defaults: the paper's η = 0.005, μ = 0.5, batch 16).
+#[derive(Debug, Clone)]
+pub struct TrainOptions {
+    /// Worker threads.
+    pub threads: usize,
+    /// η.
+    pub lr: f32,
+    /// μ.
+    pub momentum: f32,
+    /// Minibatch size per step.
+    pub batch: usize,
+    /// Hidden units of the MLP.
+    pub hidden: usize,
+    /// When to stop (a target accuracy may stop it earlier).
+    pub stop: Stop,
+    /// When to evaluate on the test split.
+    pub eval_every: Every,
+    /// Evaluate on the first this many test examples (all if `None`).
+    pub eval_limit: Option<usize>,
+    /// Stop once the test accuracy reaches this.
+    pub target_acc: Option<f64>,
+    /// Seed of the shuffle and the initial weights.
+    pub seed: u64,
+}
+
+impl Default for TrainOptions {
+    fn default() -> Self {
+        Self {
+            threads: 2,
+            lr: 0.005,
+            momentum: 0.5,
+            batch: 16,
+            hidden: 128,
+            stop: Stop::time(Duration::from_secs(30)),
+            eval_every: Every::Time(Duration::from_secs(1)),
+            eval_limit: None,
+            target_acc: None,
+            seed: 1,
+        }
+    }
+}
+
+/// A bad training argument.
+#[derive(Debug, Error)]
+pub enum TrainError {
+    /// Bad model shape.
+    #[error(transparent)]
+    Mlp(#[from] MlpError),
+    /// Bad runtime argument.
+    #[error(transparent)]
+    Sgd(#[from] SgdError),
+}
+
+/// One evaluation during training.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EvalPoint {
+    /// Model updates so far.
+    pub updates: u64,
+    /// Steps started so far.
+    pub started: u64,
+    /// Wall seconds since the start.
+    pub wall_s: f64,
+    /// Mean test cross-entropy.
+    pub test_loss: f64,
+    /// Test accuracy.
+    pub test_acc: f64,
+    /// Accepted / finished steps so far.
+    pub accept_rate: f64,
+    /// Mean τ of the accepted steps so far.
+    pub mean_tau: f64,
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct TrainOutcome {
+    /// The evaluations, in time order (the last one is of the final model).
+    pub curve: Vec<EvalPoint>,
+    /// The runtime's record.
+    pub report: RunReport,
+}
+
+impl TrainOutcome {
+    /// The best test accuracy seen.
+    pub fn best_acc(&self) -> f64 {
+        self.curve.iter().map(|p| p.test_acc).fold(0.0, f64::max)
+    }
+    /// Wall seconds of the first evaluation at or above `acc`.
+    pub fn time_to(&self, acc: f64) -> Option<f64> {
+        self.curve.iter().find(|p| p.test_acc >= acc).map(|p| p.wall_s)
+    }
+}
+
+/// Train an MLP on `data` with `algo`; `on_eval` sees each evaluation as it happens.
+/// `on_step` (e.g. a probing policy's loss feed) sees every step.
+pub fn train(
+    data: &FashionMnist,
+    algo: &Algorithm,
+    opts: &TrainOptions,
+    on_eval: &mut dyn FnMut(&EvalPoint),
+    on_step: Option<&(dyn Fn(&StepEvent) + Sync)>,
+) -> Result<TrainOutcome, TrainError> {
+    let mlp = Mlp::new(&data.train, opts.hidden, opts.batch, opts.seed)?;
+    let init = mlp.init_params(opts.seed);
+    let cfg =
+        SgdConfig { lr: opts.lr, momentum: opts.momentum, stop: opts.stop, every: opts.eval_every };
+    // Live counters for the progress table (the report has the exact per-step record).
+    let (finished, accepted, tau_sum) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let count = |e: &StepEvent| {
+        // Relaxed: statistics read by the monitor; exactness comes from the final report.
+        finished.fetch_add(1, Ordering::Relaxed);
+        if let Some(t) = e.tau {
+            accepted.fetch_add(1, Ordering::Relaxed);
+            tau_sum.fetch_add(t, Ordering::Relaxed);
+        }
+        if let Some(f) = on_step {
+            f(e);
+        }
+    };
+    let mut curve = Vec::new();
+    let mut evaluate = |updates, started, wall: Duration, params: &[f32], live: bool| {
+        let (test_loss, test_acc) = mlp.evaluate(params, &data.test, opts.eval_limit);
+        let (f, a, t) = if live {
+            let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
+            (load(&finished), load(&accepted), load(&tau_sum))
+        } else {
+            (f64::NAN, f64::NAN, f64::NAN)
+        };
+        let point = EvalPoint {
+            updates,
+            started,
+            wall_s: wall.as_secs_f64(),
+            test_loss,
+            test_acc,
+            accept_rate: if f > 0.0 { a / f } else { 1.0 },
+            mean_tau: if a > 0.0 { t / a } else { 0.0 },
+        };
+        on_eval(&point);
+        curve.push(point);
+        point
+    };
+    let mut monitor = |s: &ordo::sgd::Snapshot<'_>| {
+        let p = evaluate(s.updates, s.started, s.wall, s.params, true);
+        match opts.target_acc {
+            Some(t) if p.test_acc >= t => Control::Stop,
+            _ => Control::Continue,
+        }
+    };
+    let report = match algo {
+        Algorithm::Sync => {
+            let r = run_sync(&mlp, opts.threads, &init, &cfg, &mut monitor)?;
+            r.steps.iter().for_each(count);
+            r
+        }
+        Algorithm::Dispatched(d) => {
+            run_dispatched(&mlp, d.as_ref(), opts.threads, &init, &cfg, &mut monitor, Some(&count))?
+        }
+    };
+    // The final model, with exact statistics from the report.
+    let mut last =
+        evaluate(report.updates, report.started() as u64, report.wall, &report.params, false);
+    last.accept_rate = report.accept_rate();
+    last.mean_tau = report.mean_tau();
+    if let Some(p) = curve.last_mut() {
+        *p = last;
+    }
+    Ok(TrainOutcome { curve, report })
+}
