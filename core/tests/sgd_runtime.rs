@@ -329,3 +329,23 @@ fn bad_arguments_are_typed_errors() {
         Err(SgdError::NoWorkers)
     );
 }
+
+#[test]
+fn the_shipped_dispatchers_keep_their_staleness_bounds_in_the_runtime() {
+    use ordo::dispatcher::{Decay, Fixed, IntervalDispatcher, Sequential as Seq};
+    let report = go(&Seq::new(4).unwrap(), 4, &cfg(300));
+    assert!(report.steps.iter().all(|s| s.tau == Some(0)), "max τ {}", report.max_tau());
+    for y in [1u32, 3, 8] {
+        let report = go(&IntervalDispatcher::new(4, y, Fixed).unwrap(), 4, &cfg(400));
+        let accepted = report.steps.iter().filter(|s| s.accepted()).count() as u64;
+        assert_eq!(accepted, report.updates);
+        assert!(report.max_tau() < u64::from(y), "y = {y}: max τ = {}", report.max_tau());
+    }
+    // y-decay from 6, one less every 40 accepted steps: τ stays below the initial y.
+    let decaying = IntervalDispatcher::new(4, 6, Decay::new(40).unwrap()).unwrap();
+    let report = go(&decaying, 4, &cfg(400));
+    assert!(report.max_tau() < 6, "max τ = {}", report.max_tau());
+    // Late steps ran with y = 1: they are all fresh.
+    let late = report.steps.iter().rev().filter_map(|s| s.tau).take(20);
+    assert!(late.into_iter().all(|t| t == 0));
+}

@@ -258,7 +258,7 @@ mod tests {
         let e = Split::load(&short, &good_l).unwrap_err();
         assert!(matches!(e, IdxError::Truncated { expected: 24, found: 23, .. }), "{e}");
 
-        let cut_header = write(&d, "h", &IMAGES_MAGIC.to_be_bytes()[..3].to_vec(), false);
+        let cut_header = write(&d, "h", &IMAGES_MAGIC.to_be_bytes()[..3], false);
         assert!(matches!(Split::load(&cut_header, &good_l), Err(IdxError::Truncated { .. })));
 
         let three = write(&d, "t", &idx(IMAGES_MAGIC, &[3, 1, 1], &[0; 3]), false);

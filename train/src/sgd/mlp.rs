@@ -189,9 +189,8 @@ impl GradientModel for Mlp<'_> {
             s.o[y] -= 1.0;
             s.o.iter_mut().for_each(|o| *o *= inv);
             s.dh.fill(0.0);
-            for c in 0..CLASSES {
-                let dc = s.o[c];
-                gb2[c] += dc;
+            for (c, (&dc, gb)) in s.o.iter().zip(gb2.iter_mut()).enumerate() {
+                *gb += dc;
                 let row = c * hid..(c + 1) * hid;
                 gw2[row.clone()].iter_mut().zip(&s.h).for_each(|(g, h)| *g += dc * h);
                 s.dh.iter_mut().zip(&w2[row]).for_each(|(g, w)| *g += dc * w);

@@ -1,6 +1,8 @@
 //! Dense SGD with Interval-Asynchrony (paper 001) on Fashion-MNIST.
 
 pub mod cli;
+pub mod dispatchers;
 pub mod idx;
 pub mod mlp;
+pub mod output;
 pub mod train;

@@ -7,6 +7,7 @@ use ordo::dispatcher::Dispatcher;
 use ordo::sgd::{
     Control, Every, RunReport, SgdConfig, SgdError, StepEvent, Stop, run_dispatched, run_sync,
 };
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use thiserror::Error;
@@ -16,7 +17,7 @@ pub enum Algorithm {
     /// Data-parallel synchronous SGD ([`ordo::sgd::run_sync`]).
     Sync,
     /// A dispatcher of Algorithm 1 ([`ordo::sgd::run_dispatched`]).
-    Dispatched(Box<dyn Dispatcher>),
+    Dispatched(Arc<dyn Dispatcher>),
 }
 
 /// Options of one run (defaults: the paper's η = 0.005, μ = 0.5, batch 16).
