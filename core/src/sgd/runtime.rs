@@ -87,9 +87,10 @@ pub(super) fn check_args<M: GradientModel>(
 /// step started is already counted in its base. Hence the dispatcher's bounds hold for the
 /// recorded τ exactly (a sequential dispatcher gives τ = 0; an interval dispatcher τ ≤ y − 1).
 /// Without the lock, an update accepted but not yet ticketed when the next step copies would be
-/// counted against that step. (Hogwild: a copy may still see a ticketed update only partly
-/// written; τ counts updates *begun*, as the dispatcher orders them.) The lock is held for a `finish_step` and one RMW (nanoseconds
-/// against a gradient's milliseconds); the gradient writes themselves stay lock-free Hogwild.
+/// counted against that step. Hogwild still applies to the words: a copy may see a ticketed
+/// update only partly written, since τ counts updates *begun*, in the dispatcher's order. The
+/// lock is held for one `finish_step` and one RMW (nanoseconds against a gradient's
+/// milliseconds); the gradient writes themselves stay lock-free.
 ///
 /// ```
 /// use ordo::dispatcher::{DispatchError, Dispatcher};

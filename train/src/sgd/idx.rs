@@ -88,8 +88,8 @@ impl Split {
     /// Load images and labels (each `path` or `path.gz`) and check that they agree.
     pub fn load(images: &Path, labels: &Path) -> Result<Split, IdxError> {
         let (images, img) = read_maybe_gz(images)?;
-        let (labels, lab) = read_maybe_gz(labels)?;
         let (dims, pixels) = parse(&images, &img, IMAGES_MAGIC, 3)?;
+        let (labels, lab) = read_maybe_gz(labels)?;
         let (ldims, labs) = parse(&labels, &lab, LABELS_MAGIC, 1)?;
         if dims[0] != ldims[0] {
             return Err(IdxError::CountMismatch {
