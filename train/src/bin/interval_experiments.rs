@@ -16,6 +16,7 @@ use ordo_train::plot::{Chart, Series, line_chart};
 use ordo_train::sgd::dispatchers::{Built, Kind, Spec, YPolicy, build};
 use ordo_train::sgd::idx::FashionMnist;
 use ordo_train::sgd::mlp::Mlp;
+use ordo_train::sgd::net::Classifier;
 use ordo_train::sgd::train::Algorithm;
 use rayon::prelude::*;
 use std::path::PathBuf;

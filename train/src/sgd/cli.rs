@@ -3,7 +3,7 @@
 use super::dispatchers::{Kind, Spec, YPolicy, build};
 use super::idx::FashionMnist;
 use super::output::write_outputs;
-use super::train::{EvalPoint, TrainOptions, train};
+use super::train::{EvalPoint, ModelKind, TrainOptions, train};
 use ordo::dispatcher::ProbeConfig;
 use ordo::sgd::{Every, Stop};
 use std::path::PathBuf;
@@ -48,6 +48,9 @@ pub struct SgdArgs {
     /// Minibatch size.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
+    /// The network.
+    #[arg(long, value_enum, default_value_t = ModelKind::Mlp)]
+    pub model: ModelKind,
     /// Hidden units of the MLP (784-hidden-10).
     #[arg(long, default_value_t = 128)]
     pub hidden: usize,
@@ -114,6 +117,7 @@ impl SgdArgs {
             lr: self.lr,
             momentum: self.momentum,
             batch: self.batch,
+            model: self.model,
             hidden: self.hidden,
             stop,
             eval_every: Every::Time(seconds("--eval-every", self.eval_every)?),
@@ -131,13 +135,16 @@ pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
     let opts = args.options()?;
     let data = FashionMnist::load(&args.data)?;
     eprintln!(
-        "{}: m = {} threads, η = {}, μ = {}, batch {}, MLP 784-{}-10, {} train / {} test",
+        "{}: m = {} threads, η = {}, μ = {}, batch {}, {}, {} train / {} test",
         spec.label(),
         opts.threads,
         opts.lr,
         opts.momentum,
         opts.batch,
-        opts.hidden,
+        match opts.model {
+            ModelKind::Mlp => format!("MLP 784-{}-10", opts.hidden),
+            ModelKind::Cnn => "LeNet-like CNN".to_string(),
+        },
         data.train.n,
         data.test.n
     );

@@ -1,8 +1,10 @@
 //! One training run: an MLP on Fashion-MNIST under a dispatcher (or Sync), evaluated on the
 //! test split as it trains.
 
+use super::cnn::Cnn;
 use super::idx::FashionMnist;
-use super::mlp::{Mlp, MlpError};
+use super::mlp::Mlp;
+use super::net::{Classifier, NetError};
 use ordo::dispatcher::Dispatcher;
 use ordo::sgd::{
     Control, Every, RunReport, SgdConfig, SgdError, StepEvent, Stop, run_dispatched, run_sync,
@@ -20,6 +22,15 @@ pub enum Algorithm {
     Dispatched(Arc<dyn Dispatcher>),
 }
 
+/// Which network to train.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ModelKind {
+    /// MLP 784-hidden-10.
+    Mlp,
+    /// LeNet-like CNN (conv-pool-conv-pool-dense-dense), ~15k parameters.
+    Cnn,
+}
+
 /// Options of one run (defaults: the paper's η = 0.005, μ = 0.5, batch 16).
 #[derive(Debug, Clone)]
 pub struct TrainOptions {
@@ -31,6 +42,8 @@ pub struct TrainOptions {
     pub momentum: f32,
     /// Minibatch size per step.
     pub batch: usize,
+    /// The network.
+    pub model: ModelKind,
     /// Hidden units of the MLP.
     pub hidden: usize,
     /// When to stop (a target accuracy may stop it earlier).
@@ -52,6 +65,7 @@ impl Default for TrainOptions {
             lr: 0.005,
             momentum: 0.5,
             batch: 16,
+            model: ModelKind::Mlp,
             hidden: 128,
             stop: Stop::time(Duration::from_secs(30)),
             eval_every: Every::Time(Duration::from_secs(1)),
@@ -67,7 +81,7 @@ impl Default for TrainOptions {
 pub enum TrainError {
     /// Bad model shape.
     #[error(transparent)]
-    Mlp(#[from] MlpError),
+    Net(#[from] NetError),
     /// Bad runtime argument.
     #[error(transparent)]
     Sgd(#[from] SgdError),
@@ -112,17 +126,41 @@ impl TrainOutcome {
     }
 }
 
-/// Train an MLP on `data` with `algo`; `on_eval` sees each evaluation as it happens.
+/// A step observer.
+pub type OnStep<'a> = Option<&'a (dyn Fn(&StepEvent) + Sync)>;
+
+/// Train `opts.model` on `data` with `algo`; `on_eval` sees each evaluation as it happens.
 /// `on_step` (e.g. a probing policy's loss feed) sees every step.
 pub fn train(
     data: &FashionMnist,
     algo: &Algorithm,
     opts: &TrainOptions,
     on_eval: &mut dyn FnMut(&EvalPoint),
-    on_step: Option<&(dyn Fn(&StepEvent) + Sync)>,
+    on_step: OnStep<'_>,
 ) -> Result<TrainOutcome, TrainError> {
-    let mlp = Mlp::new(&data.train, opts.hidden, opts.batch, opts.seed)?;
-    let init = mlp.init_params(opts.seed);
+    match opts.model {
+        ModelKind::Mlp => {
+            let mlp = Mlp::new(&data.train, opts.hidden, opts.batch, opts.seed)?;
+            let init = mlp.init_params(opts.seed);
+            train_model(&mlp, init, data, algo, opts, on_eval, on_step)
+        }
+        ModelKind::Cnn => {
+            let cnn = Cnn::new(&data.train, opts.batch, opts.seed)?;
+            let init = cnn.init_params(opts.seed);
+            train_model(&cnn, init, data, algo, opts, on_eval, on_step)
+        }
+    }
+}
+
+fn train_model<M: Classifier>(
+    model: &M,
+    init: Vec<f32>,
+    data: &FashionMnist,
+    algo: &Algorithm,
+    opts: &TrainOptions,
+    on_eval: &mut dyn FnMut(&EvalPoint),
+    on_step: OnStep<'_>,
+) -> Result<TrainOutcome, TrainError> {
     let cfg =
         SgdConfig { lr: opts.lr, momentum: opts.momentum, stop: opts.stop, every: opts.eval_every };
     // Live counters for the progress table (the report has the exact per-step record).
@@ -139,29 +177,29 @@ pub fn train(
         }
     };
     let mut curve = Vec::new();
-    let mut evaluate = |updates, started, wall: Duration, params: &[f32], live: bool| {
-        let (test_loss, test_acc) = mlp.evaluate(params, &data.test, opts.eval_limit);
-        let (f, a, t) = if live {
+    // `exact`: (accept rate, mean τ) from the final report; otherwise the live counters.
+    let mut evaluate = |updates, started, wall: Duration, params: &[f32], exact: Option<_>| {
+        let (test_loss, test_acc) = model.evaluate(params, &data.test, opts.eval_limit);
+        let (accept_rate, mean_tau) = exact.unwrap_or_else(|| {
             let load = |c: &AtomicU64| c.load(Ordering::Relaxed) as f64;
-            (load(&finished), load(&accepted), load(&tau_sum))
-        } else {
-            (f64::NAN, f64::NAN, f64::NAN)
-        };
+            let (f, a, t) = (load(&finished), load(&accepted), load(&tau_sum));
+            (if f > 0.0 { a / f } else { 1.0 }, if a > 0.0 { t / a } else { 0.0 })
+        });
         let point = EvalPoint {
             updates,
             started,
             wall_s: wall.as_secs_f64(),
             test_loss,
             test_acc,
-            accept_rate: if f > 0.0 { a / f } else { 1.0 },
-            mean_tau: if a > 0.0 { t / a } else { 0.0 },
+            accept_rate,
+            mean_tau,
         };
         on_eval(&point);
         curve.push(point);
         point
     };
     let mut monitor = |s: &ordo::sgd::Snapshot<'_>| {
-        let p = evaluate(s.updates, s.started, s.wall, s.params, true);
+        let p = evaluate(s.updates, s.started, s.wall, s.params, None);
         match opts.target_acc {
             Some(t) if p.test_acc >= t => Control::Stop,
             _ => Control::Continue,
@@ -169,21 +207,22 @@ pub fn train(
     };
     let report = match algo {
         Algorithm::Sync => {
-            let r = run_sync(&mlp, opts.threads, &init, &cfg, &mut monitor)?;
+            let r = run_sync(model, opts.threads, &init, &cfg, &mut monitor)?;
             r.steps.iter().for_each(count);
             r
         }
-        Algorithm::Dispatched(d) => {
-            run_dispatched(&mlp, d.as_ref(), opts.threads, &init, &cfg, &mut monitor, Some(&count))?
-        }
+        Algorithm::Dispatched(d) => run_dispatched(
+            model,
+            d.as_ref(),
+            opts.threads,
+            &init,
+            &cfg,
+            &mut monitor,
+            Some(&count),
+        )?,
     };
     // The final model, with exact statistics from the report.
-    let mut last =
-        evaluate(report.updates, report.started() as u64, report.wall, &report.params, false);
-    last.accept_rate = report.accept_rate();
-    last.mean_tau = report.mean_tau();
-    if let Some(p) = curve.last_mut() {
-        *p = last;
-    }
+    let exact = Some((report.accept_rate(), report.mean_tau()));
+    evaluate(report.updates, report.started() as u64, report.wall, &report.params, exact);
     Ok(TrainOutcome { curve, report })
 }
