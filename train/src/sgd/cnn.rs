@@ -5,7 +5,7 @@
 
 use super::idx::Split;
 use super::net::{
-    Batches, CLASSES, Classifier, NetError, SplitMix, axpy, cross_entropy_grad, dot, softmax,
+    Batches, CLASSES, Classifier, DenseHead, NetError, SplitMix, axpy, cross_entropy_grad, dot,
 };
 use ordo::sgd::GradientModel;
 
@@ -30,6 +30,8 @@ const B3: usize = W3 + HID * FLAT;
 const W4: usize = B3 + HID;
 const B4: usize = W4 + CLASSES * HID;
 const NPARAMS: usize = B4 + CLASSES;
+/// Dense 192 → 64 (ReLU) → 10 (softmax): the parameters from `W3` on.
+const HEAD: DenseHead = DenseHead { inputs: FLAT, hidden: HID };
 
 /// The CNN bound to its training split. Parameters, flat: conv1 kernels `[6][5·5]`, biases,
 /// conv2 kernels `[12][6][5·5]`, biases, dense `[64][192]`, biases, dense `[10][64]`, biases.
@@ -189,28 +191,16 @@ impl<'d> Cnn<'d> {
         p.extend(std::iter::repeat_n(0.0, CLASSES));
         p
     }
+}
 
-    fn forward(&self, p: &[f32], image: &[u8], s: &mut CnnScratch) -> [f32; CLASSES] {
+impl Classifier for Cnn<'_> {
+    fn probs(&self, p: &[f32], image: &[u8], s: &mut CnnScratch) -> [f32; CLASSES] {
         s.x.iter_mut().zip(image).for_each(|(x, &px)| *x = f32::from(px) / 255.0);
         conv(Planes { data: &s.x, channels: 1, side: SIDE }, &p[K1..B1], &p[B1..K2], &mut s.a1);
         relu_pool(&s.a1, C1, S1, &mut s.p1, &mut s.arg1);
         conv(Planes { data: &s.p1, channels: C1, side: P1 }, &p[K2..B2], &p[B2..W3], &mut s.a2);
         relu_pool(&s.a2, C2, S2, &mut s.p2, &mut s.arg2);
-        for (j, h) in s.h.iter_mut().enumerate() {
-            *h = (dot(&p[W3 + j * FLAT..W3 + (j + 1) * FLAT], &s.p2) + p[B3 + j]).max(0.0);
-        }
-        let mut o = [0.0f32; CLASSES];
-        for (c, o) in o.iter_mut().enumerate() {
-            *o = dot(&p[W4 + c * HID..W4 + (c + 1) * HID], &s.h) + p[B4 + c];
-        }
-        softmax(&mut o);
-        o
-    }
-}
-
-impl Classifier for Cnn<'_> {
-    fn probs(&self, params: &[f32], image: &[u8], s: &mut CnnScratch) -> [f32; CLASSES] {
-        self.forward(params, image, s)
+        HEAD.forward(&p[W3..], &s.p2, &mut s.h)
     }
 }
 
@@ -246,26 +236,10 @@ impl GradientModel for Cnn<'_> {
         let inv = 1.0 / self.batches.size() as f32;
         let mut loss = 0.0f32;
         for i in self.batches.examples(batch) {
-            let mut o = self.forward(p, self.data.image(i), s);
+            let mut o = self.probs(p, self.data.image(i), s);
             loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
-            // Dense 64 → 10.
-            s.dh.fill(0.0);
-            for (c, &dc) in o.iter().enumerate() {
-                grad[B4 + c] += dc;
-                axpy(&mut grad[W4 + c * HID..W4 + (c + 1) * HID], dc, &s.h);
-                axpy(&mut s.dh, dc, &p[W4 + c * HID..W4 + (c + 1) * HID]);
-            }
-            // Dense 192 → 64 (ReLU).
-            s.dp2.fill(0.0);
-            for j in 0..HID {
-                if s.h[j] <= 0.0 {
-                    continue;
-                }
-                let dj = s.dh[j];
-                grad[B3 + j] += dj;
-                axpy(&mut grad[W3 + j * FLAT..W3 + (j + 1) * FLAT], dj, &s.p2);
-                axpy(&mut s.dp2, dj, &p[W3 + j * FLAT..W3 + (j + 1) * FLAT]);
-            }
+            // Dense 192 → 64 (ReLU) → 10.
+            HEAD.backward(&p[W3..], &s.p2, &s.h, &o, &mut grad[W3..], &mut s.dh, Some(&mut s.dp2));
             // Pool 2 and conv 2.
             relu_pool_back(&s.p2, &s.arg2, &s.dp2, &mut s.d2);
             s.dp1.fill(0.0);

@@ -2,9 +2,7 @@
 //! [`GradientModel`] for the SGD runtime.
 
 use super::idx::Split;
-use super::net::{
-    Batches, CLASSES, Classifier, NetError, SplitMix, axpy, cross_entropy_grad, dot, softmax,
-};
+use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, SplitMix, cross_entropy_grad};
 use ordo::sgd::GradientModel;
 
 /// An MLP bound to its training split.
@@ -49,33 +47,15 @@ impl<'d> Mlp<'d> {
         p
     }
 
-    fn split<'p>(&self, p: &'p [f32]) -> (&'p [f32], &'p [f32], &'p [f32], &'p [f32]) {
-        let (w1, rest) = p.split_at(self.hidden * self.data.dim);
-        let (b1, rest) = rest.split_at(self.hidden);
-        let (w2, b2) = rest.split_at(CLASSES * self.hidden);
-        (w1, b1, w2, b2)
-    }
-
-    /// Forward pass of `image`: hidden activations into `s.h`, class probabilities returned.
-    fn forward(&self, p: &[f32], image: &[u8], s: &mut MlpScratch) -> [f32; CLASSES] {
-        let (w1, b1, w2, b2) = self.split(p);
-        let d = self.data.dim;
-        s.x.iter_mut().zip(image).for_each(|(x, &px)| *x = f32::from(px) / 255.0);
-        for (j, h) in s.h.iter_mut().enumerate() {
-            *h = (dot(&w1[j * d..(j + 1) * d], &s.x) + b1[j]).max(0.0);
-        }
-        let mut o = [0.0f32; CLASSES];
-        for (c, o) in o.iter_mut().enumerate() {
-            *o = dot(&w2[c * self.hidden..(c + 1) * self.hidden], &s.h) + b2[c];
-        }
-        softmax(&mut o);
-        o
+    fn head(&self) -> DenseHead {
+        DenseHead { inputs: self.data.dim, hidden: self.hidden }
     }
 }
 
 impl Classifier for Mlp<'_> {
-    fn probs(&self, params: &[f32], image: &[u8], s: &mut MlpScratch) -> [f32; CLASSES] {
-        self.forward(params, image, s)
+    fn probs(&self, p: &[f32], image: &[u8], s: &mut MlpScratch) -> [f32; CLASSES] {
+        s.x.iter_mut().zip(image).for_each(|(x, &px)| *x = f32::from(px) / 255.0);
+        self.head().forward(p, &s.x, &mut s.h)
     }
 }
 
@@ -83,7 +63,7 @@ impl GradientModel for Mlp<'_> {
     type Scratch = MlpScratch;
 
     fn num_params(&self) -> usize {
-        self.hidden * self.data.dim + self.hidden + CLASSES * self.hidden + CLASSES
+        self.head().len()
     }
 
     fn scratch(&self) -> MlpScratch {
@@ -97,31 +77,12 @@ impl GradientModel for Mlp<'_> {
     /// Mean cross-entropy of the minibatch and its gradient (backpropagation).
     fn gradient(&self, p: &[f32], batch: u64, s: &mut MlpScratch, grad: &mut [f32]) -> f32 {
         grad.fill(0.0);
-        let (d, hid) = (self.data.dim, self.hidden);
-        let (_, _, w2, _) = self.split(p);
-        let (gw1, rest) = grad.split_at_mut(hid * d);
-        let (gb1, rest) = rest.split_at_mut(hid);
-        let (gw2, gb2) = rest.split_at_mut(CLASSES * hid);
         let inv = 1.0 / self.batches.size() as f32;
         let mut loss = 0.0f32;
         for i in self.batches.examples(batch) {
-            let mut o = self.forward(p, self.data.image(i), s);
+            let mut o = self.probs(p, self.data.image(i), s);
             loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
-            s.dh.fill(0.0);
-            for (c, (&dc, gb)) in o.iter().zip(gb2.iter_mut()).enumerate() {
-                *gb += dc;
-                let row = c * hid..(c + 1) * hid;
-                axpy(&mut gw2[row.clone()], dc, &s.h);
-                axpy(&mut s.dh, dc, &w2[row]);
-            }
-            for j in 0..hid {
-                if s.h[j] <= 0.0 {
-                    continue; // ReLU is flat here: no gradient reaches W1's row j.
-                }
-                let dj = s.dh[j];
-                gb1[j] += dj;
-                axpy(&mut gw1[j * d..(j + 1) * d], dj, &s.x);
-            }
+            self.head().backward(p, &s.x, &s.h, &o, grad, &mut s.dh, None);
         }
         loss * inv
     }

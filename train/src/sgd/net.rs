@@ -109,6 +109,89 @@ pub trait Classifier: GradientModel {
     }
 }
 
+/// The dense head of both classifiers: `h = ReLU(W1·x + b1)`, then `softmax(W2·h + b2)`.
+/// Its parameters, flat: `W1` (`hidden × inputs`, row-major), `b1`, `W2` (`10 × hidden`), `b2`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DenseHead {
+    /// Inputs `x`.
+    pub inputs: usize,
+    /// Hidden units `h`.
+    pub hidden: usize,
+}
+
+impl DenseHead {
+    /// Number of parameters.
+    pub fn len(&self) -> usize {
+        self.hidden * self.inputs + self.hidden + CLASSES * self.hidden + CLASSES
+    }
+
+    /// `true` for a head with no parameters (never, for a valid shape).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn w1(&self, j: usize) -> std::ops::Range<usize> {
+        j * self.inputs..(j + 1) * self.inputs
+    }
+    fn b1(&self) -> usize {
+        self.hidden * self.inputs
+    }
+    fn w2(&self, c: usize) -> std::ops::Range<usize> {
+        let at = self.b1() + self.hidden;
+        at + c * self.hidden..at + (c + 1) * self.hidden
+    }
+    fn b2(&self) -> usize {
+        self.b1() + self.hidden + CLASSES * self.hidden
+    }
+
+    /// Forward: hidden activations into `h`, class probabilities returned.
+    pub fn forward(&self, p: &[f32], x: &[f32], h: &mut [f32]) -> [f32; CLASSES] {
+        for (j, hj) in h.iter_mut().enumerate() {
+            *hj = (dot(&p[self.w1(j)], x) + p[self.b1() + j]).max(0.0);
+        }
+        let mut o = [0.0f32; CLASSES];
+        for (c, oc) in o.iter_mut().enumerate() {
+            *oc = dot(&p[self.w2(c)], h) + p[self.b2() + c];
+        }
+        softmax(&mut o);
+        o
+    }
+
+    /// Backward from `dlogits`: add the parameter gradients into `g` (same layout as `p`),
+    /// using `dh` as scratch; if `dx` is given, overwrite it with the input gradient.
+    #[allow(clippy::too_many_arguments)] // the activations of one forward pass, kept apart
+    pub fn backward(
+        &self,
+        p: &[f32],
+        x: &[f32],
+        h: &[f32],
+        dlogits: &[f32; CLASSES],
+        g: &mut [f32],
+        dh: &mut [f32],
+        mut dx: Option<&mut [f32]>,
+    ) {
+        dh.fill(0.0);
+        for (c, &dc) in dlogits.iter().enumerate() {
+            g[self.b2() + c] += dc;
+            axpy(&mut g[self.w2(c)], dc, h);
+            axpy(dh, dc, &p[self.w2(c)]);
+        }
+        if let Some(dx) = dx.as_deref_mut() {
+            dx.fill(0.0);
+        }
+        for j in 0..self.hidden {
+            if h[j] <= 0.0 {
+                continue; // ReLU is flat here: no gradient reaches W1's row j.
+            }
+            g[self.b1() + j] += dh[j];
+            axpy(&mut g[self.w1(j)], dh[j], x);
+            if let Some(dx) = dx.as_deref_mut() {
+                axpy(dx, dh[j], &p[self.w1(j)]);
+            }
+        }
+    }
+}
+
 /// Softmax of logits, in place.
 pub fn softmax(o: &mut [f32; CLASSES]) {
     let max = o.iter().copied().fold(f32::NEG_INFINITY, f32::max);
