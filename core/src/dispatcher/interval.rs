@@ -51,7 +51,13 @@
 //! accepted (paper 001 §1: θ_{i+1} ← θ_i − η∇L(θ_{i−τ_i}), one model version per accepted step)
 //! — counts only earlier steps of its own interval: **τ ≤ order − 1 ≤ y − 1**, one tighter than
 //! the paper's stated τ ≤ y. A policy changes `y` only for intervals not yet open, so it cannot
-//! break the bound.
+//! break the bound. (τ counts *accepted* steps. Under Hogwild a gradient is applied after its
+//! acceptance, so the model a worker copies can lag the accepted count; staleness in applied
+//! model versions is the SGD runtime's to measure. The loom test's ghost count, which sees the
+//! closing step only once it has opened the next interval, checks the paper's τ ≤ y.)
+//!
+//! Contract (Algorithm 1): a worker passes to `finish_step` the index its own latest
+//! `try_start_step` returned. An index never handed out is not detected.
 //!
 //! # Reported τ
 //! `try_start_step` records the state word it sees (just before taking its index) in the worker's
@@ -131,8 +137,7 @@ pub struct IntervalDispatcher<P: UpdateInterval> {
     /// `s_started`: start indices handed out (may run past `MAX_START_INDEX` when exhausted).
     started: CachePadded<AtomicU64>,
     /// Σ y over closed intervals. Written only by a closer while the word is full.
-    closed_accepted: AtomicU64,
-    rejected: AtomicU64,
+    closed_accepted: CachePadded<AtomicU64>,
     /// The worker bound m and the per-worker start words.
     workers: Workers,
     policy: P,
@@ -163,8 +168,7 @@ impl<P: UpdateInterval> IntervalDispatcher<P> {
         Ok(Self {
             state: CachePadded::new(AtomicU64::new(first.pack())),
             started: CachePadded::new(AtomicU64::new(0)),
-            closed_accepted: AtomicU64::new(0),
-            rejected: AtomicU64::new(0),
+            closed_accepted: CachePadded::new(AtomicU64::new(0)),
             workers,
             policy,
         })
@@ -261,8 +265,7 @@ impl<P: UpdateInterval> Dispatcher for IntervalDispatcher<P> {
                 step < s.first
             };
             if s.is_full() || began_earlier {
-                // Relaxed: a statistic.
-                self.rejected.fetch_add(1, Ordering::Relaxed);
+                self.workers.count_rejected(worker);
                 return Decision::REJECTED;
             }
             let next = IntervalState { done: s.done + 1, ..s };
@@ -310,7 +313,7 @@ impl<P: UpdateInterval> Dispatcher for IntervalDispatcher<P> {
             // Relaxed: statistics.
             started: self.started.load(Ordering::Relaxed).min(MAX_START_INDEX + 1),
             accepted: self.accepted(),
-            rejected: self.rejected.load(Ordering::Relaxed),
+            rejected: self.workers.rejected(),
         })
     }
 }
@@ -372,6 +375,29 @@ mod tests {
         assert_eq!(dn.tau, Some(0));
         let t = d.telemetry().unwrap();
         assert_eq!((t.started, t.accepted, t.rejected), (5, 3, 1));
+    }
+
+    #[test]
+    fn start_indices_saturate_instead_of_wrapping() {
+        let d = IntervalDispatcher::new(1, 1, Fixed).unwrap();
+        d.started.store(MAX_START_INDEX, Ordering::Relaxed);
+        let last = d.try_start_step(0).unwrap();
+        assert_eq!(last, MAX_START_INDEX);
+        assert_eq!(d.try_start_step(0), None, "exhausted");
+        assert!(d.finish_step(0, last));
+        assert_eq!(d.current().first, EXHAUSTED, "no handed-out index reaches the next interval");
+        assert_eq!(d.telemetry().unwrap().started, MAX_START_INDEX + 1);
+    }
+
+    #[test]
+    fn policies_can_be_boxed() {
+        let p: Box<dyn UpdateInterval> = Box::new(Decay::new(1).unwrap());
+        let d = IntervalDispatcher::new(1, 2, p).unwrap();
+        for _ in 0..2 {
+            let i = d.try_start_step(0).unwrap();
+            assert!(d.finish_step(0, i));
+        }
+        assert_eq!(d.current().y, 1);
     }
 
     #[test]

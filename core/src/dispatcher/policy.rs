@@ -28,6 +28,12 @@ pub trait UpdateInterval: Send + Sync {
     fn next_y(&self, closed: &ClosedInterval) -> u32;
 }
 
+impl<T: UpdateInterval + ?Sized> UpdateInterval for Box<T> {
+    fn next_y(&self, closed: &ClosedInterval) -> u32 {
+        (**self).next_y(closed)
+    }
+}
+
 /// Keep `y` constant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Fixed;

@@ -14,19 +14,28 @@ use crate::sync::{AtomicU64, AtomicUsize, Ordering};
 
 use super::{DispatchError, WorkerId};
 
-/// The bound `m` and one padded start word per worker (padding keeps workers from sharing a
-/// cache line).
+/// One worker's start word and its count of rejected steps.
+#[derive(Default)]
+struct Slot {
+    seen: AtomicU64,
+    rejected: AtomicU64,
+}
+
+/// The bound `m` and one padded slot per worker (padding keeps workers from sharing a cache
+/// line, so per-worker statistics cost no contention).
 pub(crate) struct Workers {
     m: AtomicUsize,
-    slots: Box<[CachePadded<AtomicU64>]>,
+    slots: Box<[CachePadded<Slot>]>,
+    /// Rejections of finishes that named no valid worker.
+    stray_rejected: AtomicU64,
 }
 
 impl Workers {
     /// `m` workers now, room for `capacity` (at least `m`).
     pub(crate) fn new(m: usize, capacity: usize) -> Result<Self, DispatchError> {
         let capacity = capacity.max(1);
-        let slots = (0..capacity).map(|_| CachePadded::new(AtomicU64::new(0))).collect();
-        let w = Self { m: AtomicUsize::new(1), slots };
+        let slots = (0..capacity).map(|_| CachePadded::new(Slot::default())).collect();
+        let w = Self { m: AtomicUsize::new(1), slots, stray_rejected: AtomicU64::new(0) };
         w.set(m)?;
         Ok(w)
     }
@@ -67,7 +76,7 @@ impl Workers {
     pub(crate) fn record(&self, worker: WorkerId, value: u64) {
         if let Some(s) = self.slots.get(worker) {
             // Relaxed: written and read back by the same worker (module docs).
-            s.store(value, Ordering::Relaxed);
+            s.seen.store(value, Ordering::Relaxed);
         }
     }
 
@@ -75,6 +84,21 @@ impl Workers {
     #[inline]
     pub(crate) fn seen(&self, worker: WorkerId) -> Option<u64> {
         // Relaxed: written and read back by the same worker (module docs).
-        self.slots.get(worker).map(|s| s.load(Ordering::Relaxed))
+        self.slots.get(worker).map(|s| s.seen.load(Ordering::Relaxed))
+    }
+
+    /// Count a rejected step of `worker`.
+    #[inline]
+    pub(crate) fn count_rejected(&self, worker: WorkerId) {
+        let counter = self.slots.get(worker).map_or(&self.stray_rejected, |s| &s.rejected);
+        // Relaxed: a statistic; an RMW (on the worker's own line) so misuse cannot lose counts.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Rejected steps over all workers (a statistic; exact once the workers are quiescent).
+    pub(crate) fn rejected(&self) -> u64 {
+        // Relaxed: statistics.
+        let stray = self.stray_rejected.load(Ordering::Relaxed);
+        stray + self.slots.iter().map(|s| s.rejected.load(Ordering::Relaxed)).sum::<u64>()
     }
 }
