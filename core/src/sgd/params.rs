@@ -4,7 +4,7 @@ use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 /// The global model `θ` and its momentum velocity `v`, shared by all workers.
 ///
-/// Invariant (Hogwild semantics, paper 001 §3 and its ref. [14]): every word is an atomic
+/// Invariant (Hogwild semantics, paper 001 §3 and its ref. 14): every word is an atomic
 /// `f32` (bit-cast `u32`), so concurrent copies and updates never tear a word and never
 /// race in the Rust sense; they may interleave *between* words and lose concurrent updates
 /// of the same word, which Hogwild SGD tolerates. All data accesses are `Relaxed`: no word

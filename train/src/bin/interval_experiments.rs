@@ -1,5 +1,5 @@
 //! Paper 001's experiments on our data (Fashion-MNIST, an MLP instead of CIFAR + LeNet):
-//! acceptance rate vs y (Fig. 2), τ distribution and E[τ] vs y against Async (Fig. 3), and a
+//! acceptance rate vs y (Fig. 2), τ distribution and E(τ) vs y against Async (Fig. 3), and a
 //! Table-1-style comparison of Sync, Async, ElAsync and Interval (fixed / decay / probe) over
 //! thread counts (with Fig. 4/5-style plots).
 //!
@@ -117,7 +117,7 @@ fn run_one(
     })
 }
 
-/// Accept rate, E[τ], max τ and updates per second of a Fig. 2/3 run, as table cells.
+/// Accept rate, E(τ), max τ and updates per second of a Fig. 2/3 run, as table cells.
 fn fig_cells(r: &Run, seconds: f64) -> String {
     let max_tau = r.taus.iter().max().unwrap_or(&0);
     let rate = r.updates as f64 / seconds;
