@@ -12,6 +12,8 @@ pub mod engine;
 pub mod mft;
 pub mod mutation;
 pub mod outstanding;
+#[cfg(not(loom))]
+pub mod sgd;
 pub mod store;
 pub mod sync;
 pub mod validation_cache;

@@ -3,4 +3,5 @@
 #![warn(missing_docs)]
 
 pub mod kge;
+pub mod plot;
 pub mod sgd;

@@ -1,10 +1,207 @@
-//! `ordo-train sgd`.
+//! `ordo-train sgd`: train an MLP on Fashion-MNIST with a dispatcher of paper 001.
 
-/// Arguments of `ordo-train sgd`.
+use super::dispatchers::{Kind, Spec, YPolicy, build};
+use super::idx::FashionMnist;
+use super::output::write_outputs;
+use super::train::{EvalPoint, ModelKind, TrainOptions, train};
+use ordo::dispatcher::ProbeConfig;
+use ordo::sgd::{Every, Stop};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Arguments of `ordo-train sgd` (defaults: the paper's η = 0.005, μ = 0.5, batch 16, y0 = 64).
 #[derive(Debug, clap::Args)]
-pub struct SgdArgs {}
+pub struct SgdArgs {
+    /// Folder with Fashion-MNIST's IDX files (`train-images-idx3-ubyte[.gz]`, …).
+    #[arg(long, default_value = "../shared/datasets/fashion_mnist")]
+    pub data: PathBuf,
+    /// Dispatching algorithm.
+    #[arg(long, value_enum, default_value_t = Kind::Interval)]
+    pub dispatcher: Kind,
+    /// Initial asynchrony interval y (interval only).
+    #[arg(long, default_value_t = 64)]
+    pub y: u32,
+    /// How y changes (interval only).
+    #[arg(long, value_enum, default_value_t = YPolicy::Fixed)]
+    pub y_policy: YPolicy,
+    /// Accepted steps per y − 1 (y-policy decay).
+    #[arg(long, default_value_t = 4096)]
+    pub decay_every: u64,
+    /// Candidates per probing phase (y-policy probe).
+    #[arg(long, default_value_t = 8)]
+    pub probe_window: u32,
+    /// Accepted steps per probed candidate (y-policy probe).
+    #[arg(long, default_value_t = 512)]
+    pub probe_steps: u64,
+    /// Accepted steps per execution phase (y-policy probe).
+    #[arg(long, default_value_t = 4096)]
+    pub exec_steps: u64,
+    /// Worker threads m.
+    #[arg(long, default_value_t = 2)]
+    pub threads: usize,
+    /// Learning rate η.
+    #[arg(long, default_value_t = 0.005)]
+    pub lr: f32,
+    /// Momentum μ.
+    #[arg(long, default_value_t = 0.5)]
+    pub momentum: f32,
+    /// Minibatch size.
+    #[arg(long, default_value_t = 16)]
+    pub batch: usize,
+    /// The network.
+    #[arg(long, value_enum, default_value_t = ModelKind::Mlp)]
+    pub model: ModelKind,
+    /// Hidden units of the MLP (784-hidden-10).
+    #[arg(long, default_value_t = 128)]
+    pub hidden: usize,
+    /// Stop after this many model updates.
+    #[arg(long)]
+    pub steps: Option<u64>,
+    /// Stop after this many seconds (default 30 when --steps is not given).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Stop once the test accuracy reaches this (0..1).
+    #[arg(long)]
+    pub target_acc: Option<f64>,
+    /// Evaluate on the test split every this many seconds.
+    #[arg(long, default_value_t = 1.0)]
+    pub eval_every: f64,
+    /// Evaluate on the first N test examples only (default: all 10,000).
+    #[arg(long)]
+    pub eval_limit: Option<usize>,
+    /// Seed of the shuffle and the initial weights.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Write curve.csv, steps.csv and PNG plots here.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+fn seconds(name: &str, s: f64) -> Result<Duration, String> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| format!("{name} must be a positive number of seconds, got {s}"))
+}
+
+impl SgdArgs {
+    /// The dispatcher request.
+    pub fn spec(&self) -> Spec {
+        Spec {
+            kind: self.dispatcher,
+            threads: self.threads,
+            y: self.y,
+            policy: self.y_policy,
+            decay_every: self.decay_every,
+            y_probe: ProbeConfig {
+                window: self.probe_window,
+                spacing: u64::from(self.y / 8).max(1),
+                probe_steps: self.probe_steps,
+                exec_steps: self.exec_steps,
+            },
+            ..Spec::paper(self.dispatcher, self.threads)
+        }
+    }
+
+    /// The training options.
+    pub fn options(&self) -> Result<TrainOptions, String> {
+        let stop = match (self.steps, self.seconds) {
+            (None, None) => Stop::time(Duration::from_secs(30)),
+            (steps, secs) => Stop {
+                max_updates: steps,
+                max_time: secs.map(|s| seconds("--seconds", s)).transpose()?,
+            },
+        };
+        Ok(TrainOptions {
+            threads: self.threads,
+            lr: self.lr,
+            momentum: self.momentum,
+            batch: self.batch,
+            model: self.model,
+            hidden: self.hidden,
+            stop,
+            eval_every: Every::Time(seconds("--eval-every", self.eval_every)?),
+            eval_limit: self.eval_limit,
+            target_acc: self.target_acc,
+            seed: self.seed,
+        })
+    }
+}
 
 /// Run `ordo-train sgd`.
-pub fn run(_args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
-    Err("sgd: not built yet".into())
+pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let spec = args.spec();
+    let built = build(&spec)?;
+    let opts = args.options()?;
+    let data = FashionMnist::load(&args.data)?;
+    eprintln!(
+        "{}: m = {} threads, η = {}, μ = {}, batch {}, {}, {} train / {} test",
+        spec.label(),
+        opts.threads,
+        opts.lr,
+        opts.momentum,
+        opts.batch,
+        match opts.model {
+            ModelKind::Mlp => format!("MLP 784-{}-10", opts.hidden),
+            ModelKind::Cnn => "LeNet-like CNN".to_string(),
+        },
+        data.train.n,
+        data.test.n
+    );
+    let bar = progress_bar(&opts);
+    // indicatif hides the bar (and its println) when stderr is not a terminal: print plainly.
+    let say = |line: String| if bar.is_hidden() { eprintln!("{line}") } else { bar.println(line) };
+    say(format!(
+        "{:>9} {:>8} {:>9} {:>8} {:>8} {:>7}",
+        "updates", "wall s", "test loss", "test acc", "accept", "mean τ"
+    ));
+    let mut on_eval = |p: &EvalPoint| {
+        say(row(p));
+        match opts.stop.max_updates {
+            Some(_) => bar.set_position(p.updates),
+            None => bar.set_position((p.wall_s * 1000.0) as u64),
+        }
+        bar.set_message(format!("acc {:.3}", p.test_acc));
+    };
+    let outcome =
+        train(&data, &built.algo, &opts, &mut on_eval, built.feed.as_deref().map(|f| f as _))?;
+    bar.finish_and_clear();
+    if let Some(last) = outcome.curve.last() {
+        eprintln!("final: {}", row(last));
+    }
+    eprintln!(
+        "best test accuracy {:.4}; {} steps started, accept rate {:.3}, mean τ {:.2}, max τ {}",
+        outcome.best_acc(),
+        outcome.report.started(),
+        outcome.report.accept_rate(),
+        outcome.report.mean_tau(),
+        outcome.report.max_tau()
+    );
+    if let Some(dir) = &args.out {
+        write_outputs(dir, &spec.label(), &outcome)?;
+        eprintln!("wrote {}", dir.display());
+    }
+    Ok(())
+}
+
+fn row(p: &EvalPoint) -> String {
+    format!(
+        "{:>9} {:>8.2} {:>9.4} {:>8.4} {:>8.3} {:>7.2}",
+        p.updates, p.wall_s, p.test_loss, p.test_acc, p.accept_rate, p.mean_tau
+    )
+}
+
+fn progress_bar(opts: &TrainOptions) -> indicatif::ProgressBar {
+    let (len, unit) = match (opts.stop.max_updates, opts.stop.max_time) {
+        (Some(n), _) => (n, "updates"),
+        (None, Some(t)) => (t.as_millis() as u64, "ms"),
+        (None, None) => (0, ""),
+    };
+    let bar = indicatif::ProgressBar::new(len);
+    let style = indicatif::ProgressStyle::with_template(&format!(
+        "{{elapsed_precise}} [{{bar:40}}] {{pos}}/{{len}} {unit} {{msg}}"
+    ))
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
 }

@@ -1,0 +1,51 @@
+//! End to end: `ordo-train`'s MLP trained on Fashion-MNIST by the SGD runtime under the
+//! Interval-Asynchrony dispatcher passes 80% test accuracy (paper 001's setting, except a larger
+//! learning rate so the test stays short). Skipped, with a message, without the dataset.
+#![cfg(not(loom))]
+
+use ordo::sgd::{Every, Stop};
+use ordo_train::sgd::dispatchers::{Kind, Spec, build};
+use ordo_train::sgd::idx::FashionMnist;
+use ordo_train::sgd::train::{TrainOptions, train};
+use std::time::Duration;
+
+#[test]
+fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
+    let Some(dir) = ordo_tests::shared_datasets().map(|d| d.join("fashion_mnist")) else {
+        eprintln!("skipped: no shared datasets folder (set ORDO_DATASETS)");
+        return;
+    };
+    if !dir.is_dir() {
+        eprintln!("skipped: {} is absent", dir.display());
+        return;
+    }
+    let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
+    assert_eq!((data.train.n, data.test.n, data.train.dim), (60_000, 10_000, 784));
+    let spec = Spec { y: 4, ..Spec::paper(Kind::Interval, 2) };
+    let built = build(&spec).unwrap();
+    let opts = TrainOptions {
+        threads: 2,
+        lr: 0.03,
+        hidden: 64,
+        stop: Stop { max_updates: Some(20_000), max_time: Some(Duration::from_secs(40)) },
+        eval_every: Every::Updates(500),
+        eval_limit: None,
+        target_acc: Some(0.81),
+        ..TrainOptions::default()
+    };
+    let outcome = train(&data, &built.algo, &opts, &mut |_| {}, None).unwrap();
+    let report = &outcome.report;
+    assert!(report.max_tau() < 4, "interval y = 4 but max τ = {}", report.max_tau());
+    // The last curve point is the final model on the whole test split.
+    let last = outcome.curve.last().expect("the final model is evaluated");
+    assert_eq!(last.updates, report.updates);
+    eprintln!(
+        "{} updates in {:.1} s, accept rate {:.2}, test loss {:.3}, test accuracy {:.3}",
+        report.updates,
+        report.wall.as_secs_f64(),
+        report.accept_rate(),
+        last.test_loss,
+        last.test_acc
+    );
+    assert!(last.test_acc > 0.80, "test accuracy {}", last.test_acc);
+}
