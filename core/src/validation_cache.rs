@@ -125,10 +125,10 @@ impl ValidationCache {
     /// inserted in increasing order.
     pub fn insert(&mut self, ts: u64, block: &Arc<RowBlock>) {
         debug_assert!(self.blocks.back().is_none_or(|(t, _)| *t < ts), "inserts in ts order");
-        if let Some(&max) = block.ids().last() {
-            if max as usize >= self.index.len() {
-                self.index.resize(max as usize + 1, ABSENT);
-            }
+        if let Some(&max) = block.ids().last()
+            && max as usize >= self.index.len()
+        {
+            self.index.resize(max as usize + 1, ABSENT);
         }
         for (i, &id) in block.ids().iter().enumerate() {
             self.index[id as usize] = Entry { ts, index: i as u32 };
