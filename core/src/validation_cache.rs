@@ -9,58 +9,46 @@
 use crate::engine::{BatchRows, RowBlock, Staleness};
 use crate::mutation::{self, Mutant};
 use crate::sync::Arc;
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// A multiplicative hasher for row ids (they are dense integers; SipHash would dominate the
-/// device stage's time).
-#[derive(Default, Clone, Copy)]
-struct RowIdHasher(u64);
-
-impl Hasher for RowIdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        let h = (x ^ (x >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.0 = h ^ (h >> 32);
-    }
-}
+use std::collections::VecDeque;
 
 /// Where the newest cached update of a row lives: the block stamped `ts`, row `index` in it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Entry {
     ts: u64,
     index: u32,
 }
 
+/// No update of this row in the current run.
+const ABSENT: Entry = Entry { ts: u64::MAX, index: 0 };
+
 /// Row id → newest device update, with eviction by the safe-to-evict stamp.
 ///
 /// **Invariant (bounded size):** after [`evict_before(ste)`](ValidationCache::evict_before)
-/// every entry has `ts ≥ ste`, and each row has at most one entry (its newest update). So the
-/// cache holds at most the rows of the batches stamped at or after `ste`, the minimum finished
-/// prefix announced by the batches in flight ([`crate::outstanding`]): the rows of the batches
-/// that ran while the oldest in-flight batch was between its read and its validation.
-/// (This is "the rows of in-flight batches" of ARCHITECTURE.md made precise: a reader that stalls
-/// pins `ste`, so batches that already finished may still be needed by it, and are kept.)
+/// the cache holds only the blocks stamped `ts ≥ ste`, and a row's entry counts only if its
+/// block is held (`ts ≥ ste`). `ste` is the minimum finished prefix announced by the batches in
+/// flight ([`crate::outstanding`]), so the cache holds at most the rows of the batches that ran
+/// while the oldest in-flight batch was between its read and its validation. (This is "the rows
+/// of in-flight batches" of ARCHITECTURE.md made precise: a reader that stalls pins `ste`, and
+/// batches that already finished may still be needed by it, so they are kept.)
 ///
-/// **Invariant (validation):** [`validate`](ValidationCache::validate) replaces a row exactly when
-/// the cache holds a newer update than the version the batch read (`cache ts > read ts`); with
-/// eviction below the STE, that is exactly when the store copy the batch read was stale.
+/// **Invariant (validation):** [`validate`](ValidationCache::validate) replaces a row exactly
+/// when the cache holds a newer update than the version the batch read (`cache ts > read ts`);
+/// with eviction below the STE, that is exactly when the store copy the batch read was stale.
 ///
-/// The values are not copied on insert: an entry points into the shared [`RowBlock`] that the
-/// writers also hold, and the block is freed when its last entry is evicted or overwritten and
-/// its writes are done.
+/// Layout (CPU device): values are never copied on insert; an entry points into the shared
+/// [`RowBlock`] that the writers also hold, and a block is freed when it is evicted and its
+/// writes are done. The row → entry map is a dense array indexed by row id (16 bytes per row
+/// of the store, grown on demand), so a lookup is one array access; eviction is lazy: it drops
+/// whole blocks, and an entry whose `ts` is below the current STE reads as absent.
 #[derive(Default)]
 pub struct ValidationCache {
-    entries: HashMap<u64, Entry, BuildHasherDefault<RowIdHasher>>,
-    /// Inserted blocks in increasing ts order (the device inserts in computation order).
+    index: Vec<Entry>,
+    /// Held blocks in increasing ts order (the device inserts in computation order).
     blocks: VecDeque<(u64, Arc<RowBlock>)>,
+    /// Rows in the held blocks.
+    rows: usize,
+    /// The STE of the last eviction: entries below it are evicted.
+    ste: u64,
     peak: usize,
 }
 
@@ -70,49 +58,42 @@ impl ValidationCache {
         Self::default()
     }
 
-    /// Number of rows cached.
+    /// Rows held (in the held blocks): the cache's size, an upper bound on distinct rows.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.rows
     }
 
-    /// Whether no row is cached.
+    /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.rows == 0
     }
 
-    /// The largest number of rows cached at once since creation (or [`clear`](Self::clear)).
+    /// The largest [`len`](Self::len) since creation (or [`clear`](Self::clear)).
     pub fn peak(&self) -> usize {
         self.peak
     }
 
-    /// Total rows of the blocks still referenced (an upper bound on `len`, see the invariant).
-    pub fn rows_of_live_blocks(&self) -> usize {
-        self.blocks.iter().map(|(_, b)| b.len()).sum()
-    }
-
-    /// Smallest ts still cached, if any.
+    /// Smallest ts still held, if any.
     pub fn oldest_ts(&self) -> Option<u64> {
         self.blocks.front().map(|(ts, _)| *ts)
     }
 
     /// Evict every entry with `ts < ste` (the safe-to-evict finished prefix, see
-    /// [`crate::outstanding::Outstanding::ste`]).
+    /// [`crate::outstanding::Outstanding::ste`]). The STE never decreases.
     pub fn evict_before(&mut self, ste: u64) {
+        self.ste = self.ste.max(ste);
         while let Some((ts, _)) = self.blocks.front() {
-            let ts = *ts;
-            let evict =
-                if mutation::active(Mutant::EvictStePlusOne) { ts <= ste } else { ts < ste };
-            if !evict {
+            if !self.evicted(*ts) {
                 break;
             }
             let (_, block) = self.blocks.pop_front().expect("front exists");
-            for id in block.ids() {
-                // Only the entry this block put there; a newer block may own the row now.
-                if self.entries.get(id).is_some_and(|e| e.ts == ts) {
-                    self.entries.remove(id);
-                }
-            }
+            self.rows -= block.len();
         }
+    }
+
+    /// Whether an entry stamped `ts` is evicted.
+    fn evicted(&self, ts: u64) -> bool {
+        if mutation::active(Mutant::EvictStePlusOne) { ts <= self.ste } else { ts < self.ste }
     }
 
     /// Replace every row of `rows` whose cached ts is newer than the ts it was read at
@@ -120,20 +101,21 @@ impl ValidationCache {
     pub fn validate(&self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
         let mut st = Staleness::default();
         for (i, r) in read.iter().enumerate().take(rows.len()) {
-            let id = rows.ids()[i];
-            let Some(e) = self.entries.get(&id) else { continue };
+            let id = rows.ids()[i] as usize;
+            let Some(&e) = self.index.get(id) else { continue };
+            if e == ABSENT || self.evicted(e.ts) {
+                continue;
+            }
             let newer = match *r {
                 None => true,
                 Some(r) if mutation::active(Mutant::ValidateGe) => e.ts >= r,
                 Some(r) => e.ts > r,
             };
             if newer {
-                let block = self.block(e.ts);
-                rows.row_mut(i).copy_from_slice(block.row(e.index as usize));
+                rows.row_mut(i).copy_from_slice(self.block(e.ts).row(e.index as usize));
                 st.replaced += 1;
                 // Gap in versions: how many stamps newer the cached update is (initial = -1).
-                let gap = e.ts + 1 - r.map_or(0, |r| r + 1);
-                st.max_gap = st.max_gap.max(gap);
+                st.max_gap = st.max_gap.max(e.ts + 1 - r.map_or(0, |r| r + 1));
             }
         }
         st
@@ -143,32 +125,47 @@ impl ValidationCache {
     /// inserted in increasing order.
     pub fn insert(&mut self, ts: u64, block: &Arc<RowBlock>) {
         debug_assert!(self.blocks.back().is_none_or(|(t, _)| *t < ts), "inserts in ts order");
-        for (i, id) in block.ids().iter().enumerate() {
-            self.entries.insert(*id, Entry { ts, index: i as u32 });
+        if let Some(&max) = block.ids().last()
+            && max as usize >= self.index.len()
+        {
+            self.index.resize(max as usize + 1, ABSENT);
+        }
+        for (i, &id) in block.ids().iter().enumerate() {
+            self.index[id as usize] = Entry { ts, index: i as u32 };
         }
         self.blocks.push_back((ts, block.clone()));
-        self.peak = self.peak.max(self.entries.len());
+        self.rows += block.len();
+        self.peak = self.peak.max(self.rows);
     }
 
     /// Drop everything (between runs: every cached update is in the store by then).
     pub fn clear(&mut self) {
-        self.entries.clear();
+        self.index.fill(ABSENT);
         self.blocks.clear();
+        self.rows = 0;
+        self.ste = 0;
         self.peak = 0;
     }
 
     fn block(&self, ts: u64) -> &RowBlock {
-        let i =
-            self.blocks.binary_search_by_key(&ts, |(t, _)| *t).expect("an entry's block is live");
-        &self.blocks[i].1
+        let front = self.blocks.front().expect("an entry's block is held").0;
+        // Stamps are usually contiguous (one block per ts); fall back to a search otherwise.
+        match self.blocks.get((ts - front) as usize) {
+            Some((t, b)) if *t == ts => b,
+            _ => {
+                let i = self.blocks.binary_search_by_key(&ts, |(t, _)| *t).expect("held block");
+                &self.blocks[i].1
+            }
+        }
     }
 }
 
 impl std::fmt::Debug for ValidationCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ValidationCache")
-            .field("rows", &self.len())
+            .field("rows", &self.rows)
             .field("blocks", &self.blocks.len())
+            .field("ste", &self.ste)
             .field("peak", &self.peak)
             .finish()
     }
@@ -177,6 +174,7 @@ impl std::fmt::Debug for ValidationCache {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::engine::BatchRows;
 
     fn block(ids: &[u64], v: f32) -> Arc<RowBlock> {
         Arc::new(RowBlock::new(ids.to_vec(), 1, vec![v; ids.len()]).unwrap())
@@ -187,7 +185,7 @@ mod tests {
         let mut c = ValidationCache::new();
         c.insert(0, &block(&[1, 2], 10.0));
         c.insert(1, &block(&[2, 3], 20.0));
-        assert_eq!(c.len(), 3);
+        assert_eq!(c.len(), 4, "rows held in blocks");
         let ids = [1, 2, 3];
         let mut vals = [0.0; 3];
         let st =
@@ -196,10 +194,13 @@ mod tests {
         assert_eq!(vals, [0.0, 20.0, 0.0]);
         assert_eq!(st, Staleness { replaced: 1, max_gap: 2 });
         c.evict_before(1);
-        assert_eq!(c.len(), 2, "row 1 (ts 0) gone, row 2 now belongs to ts 1");
+        assert_eq!(c.len(), 2, "block 0 gone");
+        let mut vals = [0.0; 3];
+        c.validate(&[None, None, None], &mut BatchRows::new(&ids, 1, &mut vals).unwrap());
+        assert_eq!(vals, [0.0, 20.0, 20.0], "row 1's entry (ts 0) is evicted");
         assert_eq!(c.oldest_ts(), Some(1));
         c.evict_before(2);
         assert!(c.is_empty());
-        assert_eq!(c.peak(), 3);
+        assert_eq!(c.peak(), 4);
     }
 }

@@ -19,7 +19,10 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 ///
 /// The engine calls these methods from one thread, one batch at a time, in this order per batch:
 /// `evict_before` and `validate` (`Oac` only), `step`, then `insert` (`Oac` only). Run-local
-/// stamps are used throughout (see [`crate::engine`]).
+/// stamps are used throughout (see [`crate::engine`]). A device that keeps its own cache should
+/// carry the mutation hooks [`Mutant::EvictStePlusOne`] (in its eviction test) and
+/// [`Mutant::ValidateGe`] (in its comparison) as [`ValidationCache`] does, so the engine's checks
+/// can be shown to catch those bugs on it too. [`Arc`] is `ordo::sync::Arc`.
 pub trait DeviceStage<M: Model> {
     /// Forget the cache (called at the start of every run).
     fn reset(&mut self);
