@@ -196,10 +196,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(out) = &o.out {
         std::fs::create_dir_all(out)?;
-        plot::write_csv(&out.join("metrics.csv"), &results)?;
         let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
-        plot::plot_mrr(&out.join("mrr_vs_time.png"), &title, &results, plot::XAxis::WallTime)?;
-        plot::plot_mrr(&out.join("mrr_vs_epoch.png"), &title, &results, plot::XAxis::Epoch)?;
+        plot::write_outputs(out, &title, &results)?;
         println!("wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png}}", out.display());
     }
     Ok(())
