@@ -35,7 +35,7 @@ struct Args {
     /// Engine reader and writer threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Write each table's metrics.csv and plots under DIR/<dataset>-<model>/.
+    /// Write each table's metrics.csv and plots under `DIR/<dataset>-<model>/`.
     #[arg(long)]
     out: Option<PathBuf>,
 }
