@@ -15,7 +15,7 @@ use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
 /// Source of the validation-cache kernels (`vc_validate`, `vc_insert`, `vc_evict`, `vc_rehash`).
 pub const VALIDATION_CACHE_SRC: &str = include_str!("kernels/validation_cache.cu");
 
-/// Source of the KGE kernels (`kge_scores`, `kge_softmax`, `kge_entity_grad`,
+/// Source of the KGE kernels (`kge_scores`, `kge_loss`, `kge_entity_grad`,
 /// `kge_relation_grad`, `kge_adagrad`).
 pub const KGE_SRC: &str = include_str!("kernels/kge.cu");
 
@@ -28,7 +28,7 @@ pub const VALIDATION_CACHE_KERNELS: [&str; 4] =
     ["vc_validate", "vc_insert", "vc_evict", "vc_rehash"];
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const KGE_KERNELS: [&str; 5] =
-    ["kge_scores", "kge_softmax", "kge_entity_grad", "kge_relation_grad", "kge_adagrad"];
+    ["kge_scores", "kge_loss", "kge_entity_grad", "kge_relation_grad", "kge_adagrad"];
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const BENCH_KERNELS: [&str; 2] = ["copy_f32", "add_f32"];
 

@@ -5,7 +5,7 @@
 
 use ordo_gpu::Gpu;
 use ordo_gpu::kge::{
-    DeviceKgeBatch, KgeHyper, KgeKernels, KgeModel, KgeReference, KgeShape, reference_step,
+    DeviceKgeBatch, KgeHyper, KgeKernels, KgeLoss, KgeModel, KgeReference, KgeShape, reference_step,
 };
 use ordo_gpu::workload::{Rng, random_kge_batch};
 
@@ -54,12 +54,15 @@ fn kge_kernels_match_the_f64_reference() {
         return;
     }
     let gpu = Gpu::open(0).unwrap();
-    let hyper = KgeHyper { lr: 0.1, eps: 1e-6 };
-    for model in [KgeModel::DistMult, KgeModel::ComplEx] {
+    let cases = [KgeModel::DistMult, KgeModel::ComplEx]
+        .into_iter()
+        .flat_map(|m| [(m, KgeLoss::Softmax), (m, KgeLoss::Logistic)]);
+    for (model, loss) in cases {
+        let hyper = KgeHyper { lr: 0.1, eps: 1e-6, reg: 0.01, loss };
         for (dim, seed) in [(6, 1), (64, 2), (200, 3)] {
             let shape = KgeShape { model, dim, relations: 5 };
             let (run, want) = run_gpu(&gpu, shape, hyper, seed);
-            let tag = format!("{model:?} dim {dim}");
+            let tag = format!("{model:?} {loss:?} dim {dim}");
             let [scores, coef, egrad, rgrad] = &run.intermediates;
             assert_close(&format!("{tag} scores"), scores, &want.scores);
             assert_close(&format!("{tag} coefficients"), coef, &want.coefficients);
@@ -79,7 +82,7 @@ fn kge_kernels_are_bitwise_deterministic() {
         return;
     }
     let gpu = Gpu::open(0).unwrap();
-    let hyper = KgeHyper { lr: 0.05, eps: 1e-8 };
+    let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.05) };
     for model in [KgeModel::DistMult, KgeModel::ComplEx] {
         let shape = KgeShape { model, dim: 128, relations: 7 };
         let (a, _) = run_gpu(&gpu, shape, hyper, 42);

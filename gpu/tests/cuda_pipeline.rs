@@ -46,7 +46,7 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>,
     let live = 2 * depth + ahead + 2;
     let cache = oac.then(|| CacheConfig::for_in_flight(live, MAX_ROWS, WIDTH).unwrap());
     let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache, timing: true };
-    let hyper = KgeHyper { lr: 0.05, eps: 1e-8 };
+    let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.05) };
     let mut p = Pipeline::new(gpu, config, |s| {
         Ok(KgeDeviceStep::new(KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper))
     })

@@ -4,4 +4,5 @@
 
 pub mod kge;
 pub mod plot;
+pub mod rng;
 pub mod sgd;

@@ -1,8 +1,9 @@
-//! Small PNG charts (plotters, bitmap backend) with an embedded font, for trainers' `--out`.
+//! Small PNG charts (plotters, bitmap backend) with an embedded font, for every trainer's
+//! `--out` (the SGD curves and histograms, the KGE MRR figures in [`crate::kge::plot`]).
 //!
 //! plotters is built without its system-font feature, so text needs a font we supply: DejaVu
-//! Sans Mono (`train/assets/`, Bitstream Vera / public-domain license beside it), registered
-//! once as `"sans-serif"`.
+//! Sans Mono (`train/assets/`, Bitstream Vera / public-domain license beside it), compiled into
+//! the binary and registered once as `"sans-serif"`; it is the only font in the crate.
 //!
 //! ```no_run
 //! use ordo_train::plot::{Chart, Series, line_chart};
@@ -32,6 +33,14 @@ pub enum PlotError {
     /// Nothing to draw (no series, or no finite points).
     #[error("chart {0:?} has no finite points to draw")]
     Empty(String),
+    /// A data file beside the chart (e.g. a CSV) could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
     /// plotters failed (e.g. the file could not be written).
     #[error("drawing {path}: {message}")]
     Draw {
@@ -64,6 +73,41 @@ pub struct Chart<'a> {
     pub log2_x: bool,
 }
 
+/// How a line chart is drawn beyond its titles; [`LineStyle::default`] is what [`line_chart`]
+/// uses (800×500, ranges fitted to the data, Palette99 colors, lines only, legend middle right).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LineStyle<'a> {
+    /// Image size in pixels.
+    pub size: (u32, u32),
+    /// Fixed x range (in plotted units); `None` fits the data with 5% padding.
+    pub x_range: Option<(f64, f64)>,
+    /// Fixed y range; `None` fits the data with 5% padding.
+    pub y_range: Option<(f64, f64)>,
+    /// Mark every point with a dot.
+    pub markers: bool,
+    /// Draw earlier series wider (`2 + 2·(n−1−i)` px), so a later line that equals an earlier
+    /// one (e.g. OAC on top of sync) does not hide it; otherwise all lines are 2 px.
+    pub widen_earlier: bool,
+    /// Put the legend in the lower right instead of the middle right (plotters' default).
+    pub legend_lower_right: bool,
+    /// Line colors as RGB, cycled; empty = plotters' Palette99.
+    pub palette: &'a [(u8, u8, u8)],
+}
+
+impl Default for LineStyle<'_> {
+    fn default() -> Self {
+        LineStyle {
+            size: (800, 500),
+            x_range: None,
+            y_range: None,
+            markers: false,
+            widen_earlier: false,
+            legend_lower_right: false,
+            palette: &[],
+        }
+    }
+}
+
 fn font() -> Result<(), PlotError> {
     static DONE: OnceLock<bool> = OnceLock::new();
     let ok = *DONE
@@ -88,6 +132,16 @@ fn bounds(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
 
 /// Draw `series` as lines with a legend into the PNG `path` (800×500).
 pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(), PlotError> {
+    line_chart_styled(path, chart, &LineStyle::default(), series)
+}
+
+/// [`line_chart`] with a [`LineStyle`].
+pub fn line_chart_styled(
+    path: &Path,
+    chart: &Chart<'_>,
+    style: &LineStyle<'_>,
+    series: &[Series],
+) -> Result<(), PlotError> {
     font()?;
     let tx = |x: f64| if chart.log2_x { x.log2() } else { x };
     let pts: Vec<Vec<(f64, f64)>> = series
@@ -102,10 +156,13 @@ pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(
         .collect();
     let all = || pts.iter().flatten();
     let empty = || PlotError::Empty(chart.title.to_string());
-    let (x0, x1) = bounds(all().map(|p| p.0)).ok_or_else(empty)?;
-    let (y0, y1) = bounds(all().map(|p| p.1)).ok_or_else(empty)?;
+    if all().next().is_none() {
+        return Err(empty());
+    }
+    let (x0, x1) = style.x_range.or_else(|| bounds(all().map(|p| p.0))).ok_or_else(empty)?;
+    let (y0, y1) = style.y_range.or_else(|| bounds(all().map(|p| p.1))).ok_or_else(empty)?;
     let err = draw_err(path);
-    let root = BitMapBackend::new(path, (800, 500)).into_drawing_area();
+    let root = BitMapBackend::new(path, style.size).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut ctx = ChartBuilder::on(&root)
         .caption(chart.title, (FAMILY, 22))
@@ -134,16 +191,34 @@ pub fn line_chart(path: &Path, chart: &Chart<'_>, series: &[Series]) -> Result<(
         .label_style((FAMILY, 14))
         .draw()
         .map_err(|e| err(&e))?;
+    let n = series.len();
     for (i, (s, p)) in series.iter().zip(&pts).enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        ctx.draw_series(LineSeries::new(p.iter().copied(), color.stroke_width(2)))
+        let color = match style.palette {
+            [] => Palette99::pick(i).to_rgba(),
+            pal => {
+                let (r, g, b) = pal[i % pal.len()];
+                RGBColor(r, g, b).to_rgba()
+            }
+        };
+        let width = if style.widen_earlier { 2 + 2 * (n - 1 - i) as u32 } else { 2 };
+        ctx.draw_series(LineSeries::new(p.iter().copied(), color.stroke_width(width)))
             .map_err(|e| err(&e))?
             .label(s.label.as_str())
             .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
             });
+        if style.markers {
+            ctx.draw_series(p.iter().map(|&q| Circle::new(q, 3, color.filled())))
+                .map_err(|e| err(&e))?;
+        }
     }
+    let position = if style.legend_lower_right {
+        SeriesLabelPosition::LowerRight
+    } else {
+        SeriesLabelPosition::MiddleRight
+    };
     ctx.configure_series_labels()
+        .position(position)
         .label_font((FAMILY, 14))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
@@ -215,6 +290,19 @@ mod tests {
             line_chart(&p, &chart, std::slice::from_ref(&s)).unwrap();
             assert_eq!(&std::fs::read(&p).unwrap()[1..4], b"PNG");
         }
+        let p = tmp("styled.png");
+        let style = LineStyle {
+            size: (900, 600),
+            x_range: Some((0.0, 20.0)),
+            y_range: Some((0.0, 1.0)),
+            markers: true,
+            widen_earlier: true,
+            legend_lower_right: true,
+            palette: &[(200, 30, 30)],
+        };
+        let chart = Chart { title: "s", x_label: "x", y_label: "y", log2_x: false };
+        line_chart_styled(&p, &chart, &style, &[s.clone(), s]).unwrap();
+        assert_eq!(&std::fs::read(&p).unwrap()[1..4], b"PNG");
         let p = tmp("bar.png");
         let chart = Chart { title: "b", x_label: "x", y_label: "y", log2_x: false };
         bar_chart(&p, &chart, &[("one".into(), 1.0), ("two".into(), 3.0)]).unwrap();

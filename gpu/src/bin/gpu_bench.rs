@@ -232,7 +232,7 @@ fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError
         let mut k = KgeKernels::new(gpu, s.clone(), shape, &rng.params(11, args.dim))?;
         let db = DeviceKgeBatch::upload(&s, &shape, &batch)?;
         let mut rows = s.clone_htod(&rng.params(ents, args.dim))?;
-        let hyper = KgeHyper { lr: 0.01, eps: 1e-8 };
+        let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.01) };
         k.step(&db, &mut rows, &hyper)?;
         let iters = 50;
         let ms = timed(gpu, &s, || {
@@ -371,7 +371,7 @@ fn run(args: &Args) -> Result<(), GpuError> {
             let wargs = Args { table_rows: kg.entities, ..args.clone() };
             let init =
                 |t: &mut [f32]| t.copy_from_slice(&Rng::new(6).params(kg.entities, args.dim));
-            let hyper = KgeHyper { lr: 0.1, eps: 1e-10 };
+            let hyper = KgeHyper::new(0.1);
             let rows = modes(&gpu, &wargs, 2 * args.dim, &init, &batches, &|s| {
                 Ok(KgeDeviceStep::new(KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper))
             })?;

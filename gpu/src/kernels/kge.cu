@@ -1,5 +1,6 @@
-// KGE step kernels: DistMult (model 0) and ComplEx (model 1) scores, softmax cross-entropy
-// coefficients, gradients, Adagrad. The math is specified by src/kge/reference.rs (f64).
+// KGE step kernels: DistMult (model 0) and ComplEx (model 1) scores, softmax cross-entropy or
+// logistic loss coefficients (summed over groups, with L2 on each group's positive), gradients,
+// Adagrad. The math is specified by src/kge/reference.rs (f64).
 //
 // Layout: entity rows and relation rows are 2*dim floats: parameters, then Adagrad sums.
 // ComplEx: dim = 2m, real parts at [0, m), imaginary parts at [m, 2m).
@@ -44,22 +45,58 @@ extern "C" __global__ void kge_scores(u32 model, u32 dim, u32 n, const u32* __re
     }
 }
 
-// Softmax cross-entropy per group: one thread per group. coef[j] = (softmax_j - [j == 0]) * inv_b;
-// losses[g] = logsumexp(group) - score of the positive.
-extern "C" __global__ void kge_softmax(u32 groups, u32 group, const float* __restrict__ scores,
-                                       float inv_b, float* __restrict__ coef,
-                                       float* __restrict__ losses) {
+__device__ __forceinline__ float kge_softplus(float x) {
+    return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+}
+
+__device__ __forceinline__ float kge_sigmoid(float x) {
+    if (x >= 0.0f) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+}
+
+// Loss per group (summed over groups on the host, not averaged): one thread per group.
+// loss 0 = softmax cross-entropy: coef[j] = softmax_j - [j == 0], loss = logsumexp - s[0];
+// loss 1 = logistic (n = max(group - 1, 1)): coef[0] = -sigmoid(-s[0]), coef[j] = sigmoid(s[j]) / n,
+// loss = softplus(-s[0]) + sum_j softplus(s[j]) / n.
+// Plus the L2 term of the group's positive: reg * (|h|^2 + |r|^2 + |t|^2).
+extern "C" __global__ void kge_loss(u32 groups, u32 group, u32 loss_kind, float reg, u32 dim,
+                                    const u32* __restrict__ triples,
+                                    const float* __restrict__ ent,
+                                    const float* __restrict__ rel,
+                                    const float* __restrict__ scores, float* __restrict__ coef,
+                                    float* __restrict__ losses) {
+    const u32 w = 2u * dim;
     for (u32 g = blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += gridDim.x * blockDim.x) {
         const float* s = scores + (size_t)g * group;
-        float mx = s[0];
-        for (u32 j = 1; j < group; ++j) mx = fmaxf(mx, s[j]);
-        float z = 0.0f;
-        for (u32 j = 0; j < group; ++j) z += expf(s[j] - mx);
-        losses[g] = mx + logf(z) - s[0];
-        for (u32 j = 0; j < group; ++j) {
-            const float p = expf(s[j] - mx) / z;
-            coef[(size_t)g * group + j] = (p - (j == 0 ? 1.0f : 0.0f)) * inv_b;
+        float* c = coef + (size_t)g * group;
+        float loss;
+        if (loss_kind == 0u) {
+            float mx = s[0];
+            for (u32 j = 1; j < group; ++j) mx = fmaxf(mx, s[j]);
+            float z = 0.0f;
+            for (u32 j = 0; j < group; ++j) z += expf(s[j] - mx);
+            loss = mx + logf(z) - s[0];
+            for (u32 j = 0; j < group; ++j) c[j] = expf(s[j] - mx) / z - (j == 0 ? 1.0f : 0.0f);
+        } else {
+            const float n = (float)(group > 1u ? group - 1u : 1u);
+            loss = kge_softplus(-s[0]);
+            c[0] = -kge_sigmoid(-s[0]);
+            for (u32 j = 1; j < group; ++j) {
+                loss += kge_softplus(s[j]) / n;
+                c[j] = kge_sigmoid(s[j]) / n;
+            }
         }
+        if (reg != 0.0f) {
+            const u32 j = g * group;
+            const float* h = ent + (size_t)triples[3 * j] * w;
+            const float* r = rel + (size_t)triples[3 * j + 1] * w;
+            const float* t = ent + (size_t)triples[3 * j + 2] * w;
+            float sq = 0.0f;
+            for (u32 k = 0; k < dim; ++k) sq += h[k] * h[k] + r[k] * r[k] + t[k] * t[k];
+            loss += reg * sq;
+        }
+        losses[g] = loss;
     }
 }
 
@@ -86,8 +123,9 @@ __device__ __forceinline__ float kge_relation_partial(u32 model, u32 dim, u32 k,
 }
 
 // Gradient of each entity row of the batch: one block per row (grid-stride), one thread per
-// component; contributions summed in CSR order (items: score << 1 | role).
-extern "C" __global__ void kge_entity_grad(u32 model, u32 dim, u32 rows,
+// component; contributions summed in CSR order (items: score << 1 | role). A group's positive
+// (score index a multiple of `group`) adds the L2 gradient 2 * reg * (the row's own value).
+extern "C" __global__ void kge_entity_grad(u32 model, u32 dim, u32 rows, u32 group, float reg,
                                            const u32* __restrict__ offsets,
                                            const u32* __restrict__ items,
                                            const u32* __restrict__ triples,
@@ -96,6 +134,7 @@ extern "C" __global__ void kge_entity_grad(u32 model, u32 dim, u32 rows,
                                            const float* __restrict__ rel,
                                            float* __restrict__ grad) {
     const u32 w = 2u * dim;
+    const float two_reg = 2.0f * reg;
     for (u32 row = blockIdx.x; row < rows; row += gridDim.x) {
         for (u32 k = threadIdx.x; k < dim; k += blockDim.x) {
             float g = 0.0f;
@@ -105,6 +144,7 @@ extern "C" __global__ void kge_entity_grad(u32 model, u32 dim, u32 rows,
                 const float* r = rel + (size_t)triples[3 * j + 1] * w;
                 const float* t = ent + (size_t)triples[3 * j + 2] * w;
                 g += coef[j] * kge_entity_partial(model, dim, k, role, h, r, t);
+                if (j % group == 0u) g += two_reg * ent[(size_t)row * w + k];
             }
             grad[(size_t)row * dim + k] = g;
         }
@@ -112,15 +152,18 @@ extern "C" __global__ void kge_entity_grad(u32 model, u32 dim, u32 rows,
 }
 
 // Gradient of each relation: one block per relation (grid-stride), one thread per component;
-// contributions (score indices) summed in CSR order.
-extern "C" __global__ void kge_relation_grad(u32 model, u32 dim, u32 relations,
+// contributions (score indices) summed in CSR order; a group's positive adds 2 * reg * r.
+extern "C" __global__ void kge_relation_grad(u32 model, u32 dim, u32 relations, u32 group,
+                                             float reg,
                                              const u32* __restrict__ offsets,
                                              const u32* __restrict__ items,
                                              const u32* __restrict__ triples,
                                              const float* __restrict__ coef,
                                              const float* __restrict__ ent,
+                                             const float* __restrict__ rel,
                                              float* __restrict__ grad) {
     const u32 w = 2u * dim;
+    const float two_reg = 2.0f * reg;
     for (u32 rr = blockIdx.x; rr < relations; rr += gridDim.x) {
         for (u32 k = threadIdx.x; k < dim; k += blockDim.x) {
             float g = 0.0f;
@@ -129,6 +172,7 @@ extern "C" __global__ void kge_relation_grad(u32 model, u32 dim, u32 relations,
                 const float* h = ent + (size_t)triples[3 * j] * w;
                 const float* t = ent + (size_t)triples[3 * j + 2] * w;
                 g += coef[j] * kge_relation_partial(model, dim, k, h, t);
+                if (j % group == 0u) g += two_reg * rel[(size_t)rr * w + k];
             }
             grad[(size_t)rr * dim + k] = g;
         }

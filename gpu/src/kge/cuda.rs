@@ -72,7 +72,7 @@ impl DeviceKgeBatch {
 /// # let batch = ordo_gpu::kge::KgeBatch { rows: 2, triples: vec![[0, 0, 1]], group: 1 };
 /// let b = DeviceKgeBatch::upload(&stream, &shape, &batch)?;
 /// let mut rows = stream.clone_htod(&vec![0.1f32; 2 * 128])?;
-/// k.step(&b, &mut rows, &KgeHyper { lr: 0.1, eps: 1e-10 })?;
+/// k.step(&b, &mut rows, &KgeHyper::new(0.1))?;
 /// println!("loss {}", k.last_loss()?);
 /// # Ok::<(), ordo_gpu::GpuError>(())
 /// ```
@@ -81,7 +81,7 @@ pub struct KgeKernels {
     shape: KgeShape,
     stream: Arc<CudaStream>,
     f_scores: CudaFunction,
-    f_softmax: CudaFunction,
+    f_loss: CudaFunction,
     f_entity_grad: CudaFunction,
     f_relation_grad: CudaFunction,
     f_adagrad: CudaFunction,
@@ -108,7 +108,7 @@ impl KgeKernels {
         count_u32("embedding size", 2 * shape.dim)?;
         count_u32("relations", shape.relations)?;
         let f = kernels::load(gpu, "kge.cu", kernels::KGE_SRC, &kernels::KGE_KERNELS)?;
-        let [f_scores, f_softmax, f_entity_grad, f_relation_grad, f_adagrad]: [CudaFunction; 5] =
+        let [f_scores, f_loss, f_entity_grad, f_relation_grad, f_adagrad]: [CudaFunction; 5] =
             f.try_into().map_err(|_| GpuError::Pipeline("kernel count"))?;
         Ok(KgeKernels {
             relations: upload(&stream, relations)?,
@@ -120,7 +120,7 @@ impl KgeKernels {
             stream,
             shape,
             f_scores,
-            f_softmax,
+            f_loss,
             f_entity_grad,
             f_relation_grad,
             f_adagrad,
@@ -138,7 +138,7 @@ impl KgeKernels {
         &self.stream
     }
 
-    /// One step: scores, softmax coefficients, gradients, then Adagrad on the batch's entity
+    /// One step: scores, loss coefficients, gradients, then Adagrad on the batch's entity
     /// rows (`entities`: `batch.rows() × 2·dim` floats on the device, updated in place) and on
     /// every relation row.
     pub fn step(
@@ -172,7 +172,7 @@ impl KgeKernels {
         let (model, dim) = (self.shape.model.code(), d as u32);
         let nrel = self.shape.relations as u32;
         let groups_u = groups as u32;
-        let inv_b = 1.0f32 / groups as f32;
+        let loss_kind = hyper.loss.code();
         let s = &self.stream;
         let grad_threads = (dim.div_ceil(32) * 32).min(256);
 
@@ -184,15 +184,17 @@ impl KgeKernels {
         // `scores` holds ≥ n floats.
         unsafe { l.launch(cfg(n.div_ceil(4), 128)) }?;
 
-        let mut l = s.launch_builder(&self.f_softmax);
-        l.arg(&groups_u).arg(&batch.group).arg(&self.scores).arg(&inv_b);
-        l.arg(&mut self.coef).arg(&mut self.losses);
-        // SAFETY: matches `kge_softmax`; `groups × group = n` scores and coefficients,
-        // `groups` losses.
+        let mut l = s.launch_builder(&self.f_loss);
+        l.arg(&groups_u).arg(&batch.group).arg(&loss_kind).arg(&hyper.reg).arg(&dim);
+        l.arg(&batch.triples).arg(&*entities).arg(&self.relations);
+        l.arg(&self.scores).arg(&mut self.coef).arg(&mut self.losses);
+        // SAFETY: matches `kge_loss`; `groups × group = n` scores and coefficients, `groups`
+        // losses; the positives' triples index rows and relations as for `kge_scores`.
         unsafe { l.launch(cfg(groups.div_ceil(128), 128)) }?;
 
         let mut l = s.launch_builder(&self.f_entity_grad);
-        l.arg(&model).arg(&dim).arg(&batch.rows).arg(&batch.entity_offsets);
+        l.arg(&model).arg(&dim).arg(&batch.rows).arg(&batch.group).arg(&hyper.reg);
+        l.arg(&batch.entity_offsets);
         l.arg(&batch.entity_items).arg(&batch.triples).arg(&self.coef).arg(&*entities);
         l.arg(&self.relations).arg(&mut self.entity_grad);
         // SAFETY: matches `kge_entity_grad`; offsets has rows + 1 entries bounding items, whose
@@ -200,9 +202,9 @@ impl KgeKernels {
         unsafe { l.launch(cfg(rows, grad_threads)) }?;
 
         let mut l = s.launch_builder(&self.f_relation_grad);
-        l.arg(&model).arg(&dim).arg(&nrel).arg(&batch.relation_offsets);
-        l.arg(&batch.relation_items).arg(&batch.triples).arg(&self.coef).arg(&*entities);
-        l.arg(&mut self.relation_grad);
+        l.arg(&model).arg(&dim).arg(&nrel).arg(&batch.group).arg(&hyper.reg);
+        l.arg(&batch.relation_offsets).arg(&batch.relation_items).arg(&batch.triples);
+        l.arg(&self.coef).arg(&*entities).arg(&self.relations).arg(&mut self.relation_grad);
         // SAFETY: matches `kge_relation_grad`; offsets has relations + 1 entries;
         // `relation_grad` holds relations × dim floats.
         unsafe { l.launch(cfg(self.shape.relations, grad_threads)) }?;
@@ -232,11 +234,11 @@ impl KgeKernels {
         self.download(&self.relations, self.shape.relations * 2 * self.shape.dim)
     }
 
-    /// The last step's mean loss, summed on the host in group order (blocking).
+    /// The last step's loss, summed over the groups on the host in group order (blocking).
     pub fn last_loss(&self) -> Result<f64, GpuError> {
         let (_, groups, _) = self.last.ok_or(GpuError::Pipeline("no step yet"))?;
         let losses = self.download(&self.losses, groups)?;
-        Ok(losses.iter().map(|&x| f64::from(x)).sum::<f64>() / groups.max(1) as f64)
+        Ok(losses.iter().map(|&x| f64::from(x)).sum::<f64>())
     }
 
     /// The last step's scores, coefficients, entity and relation gradients (blocking; tests).

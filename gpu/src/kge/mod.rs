@@ -8,13 +8,20 @@
 //! * Scores: DistMult `s = Σ_k h_k r_k t_k`; ComplEx with `d = 2m` (real parts `0..m`, imaginary
 //!   parts `m..2m`) `s = Re Σ_k h_k r_k conj(t_k) = Σ_k (a c e + b c f + a d f − b d e)` with
 //!   `h = a + ib`, `r = c + id`, `t = e + if`.
-//! * Loss: the scored triples come in groups of `group = 1 + negatives`, the first of each
-//!   group the positive; per group `L = −s_pos + log Σ_j exp s_j`, averaged over the `B` groups.
-//!   `∂L/∂s_j = (softmax_j − [j = pos]) / B`.
+//! * Loss, **summed** over the `B` groups (not averaged: the step of `ordo-train`'s CPU trainer,
+//!   whose batches are the sum of their positives' losses): the scored triples come in groups of
+//!   `group = 1 + negatives`, the first of each group the positive. Softmax cross-entropy
+//!   ([`KgeLoss::Softmax`]): `L = −s_pos + log Σ_j exp s_j`, `∂L/∂s_j = softmax_j − [j = pos]`.
+//!   Logistic ([`KgeLoss::Logistic`], `n = max(group − 1, 1)`): `L = softplus(−s_pos) +
+//!   Σ_{j≥1} softplus(s_j) / n`, `∂L/∂s_pos = −σ(−s_pos)`, `∂L/∂s_j = σ(s_j) / n`.
+//! * L2 ([`KgeHyper::reg`]): each group's positive adds `reg · (‖h‖² + ‖r‖² + ‖t‖²)` to the loss
+//!   and `2 · reg · x` to the gradient of each of its three embeddings `x`. (`ordo-train` scores
+//!   each positive in two groups, tail- and head-corrupted, so it passes half its weight.)
 //! * Gradients: chain rule through the scores (see [`partials`]); every parameter's gradient is
 //!   computed from the values *before* the step.
 //! * Adagrad: `G += g²; θ −= lr · g / (√G + eps)` for every entity row of the batch and every
-//!   relation.
+//!   relation (a relation no triple uses has `g = 0`, so with `eps > 0` it is left unchanged, as
+//!   the CPU trainer, which updates only the relations it touched, leaves it).
 //!
 //! **Determinism:** on the GPU every output is owned by one thread (or one warp with a fixed
 //! shuffle tree), and sums over contributions run in a fixed order given by [`Contributions`]
@@ -22,12 +29,26 @@
 //! same bits on the same device and build, which is what OAC's replay check compares. Against
 //! the f64 reference ([`reference_step`]) the kernels agree to about 1e-6 relative (f32
 //! rounding, `expf`/`logf`); the CUDA tests use 1e-5.
+//!
+//! **Against the CPU trainer** (`ordo-train`, `train/src/kge/step.rs`): the same step by
+//! definition (summed loss, shared negatives expressed as repeated rows in the groups, the same
+//! Adagrad and eps, relation update from the pre-step values), checked without a GPU by
+//! `train/tests/gpu_reference.rs` (this reference in f64 vs the trainer in f32, 1e-5 relative on
+//! the scale of each vector). Not bit-equal: the f32 sums run in other orders (the trainer sums
+//! through ndarray's matrix products chunk by chunk, the kernels lane-strided then by a shuffle
+//! tree for a score and in CSR order for a gradient), and `expf`/`logf` differ from Rust's. One
+//! step differs by f32 rounding (≈ 1e-6 relative); over many steps the differences compound like
+//! any two f32 orders, so GPU runs are compared with the CPU bit-for-bit only against a replay
+//! *on the GPU*, and with the CPU replay within a tolerance (see `train/tests/gpu_kge.rs`).
 
 mod cuda;
 mod reference;
 
 pub use cuda::{DeviceKgeBatch, KgeKernels};
 pub use reference::{KgeReference, partials, reference_loss, reference_step};
+
+/// Adagrad's epsilon of `ordo-train`'s CPU trainer (`train/src/kge/step.rs`), the default here.
+pub const ADAGRAD_EPS: f32 = 1e-10;
 
 use thiserror::Error;
 
@@ -50,13 +71,49 @@ impl KgeModel {
     }
 }
 
-/// Learning rate and Adagrad's epsilon.
+/// The loss over a group (a positive and its negatives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum KgeLoss {
+    /// Softmax cross-entropy over the group.
+    #[default]
+    Softmax,
+    /// Logistic: the positive against 1, the mean over the negatives against 0.
+    Logistic,
+}
+
+impl KgeLoss {
+    /// The kernels' loss code.
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            KgeLoss::Softmax => 0,
+            KgeLoss::Logistic => 1,
+        }
+    }
+}
+
+/// Learning rate, Adagrad's epsilon, the L2 weight and the loss.
+///
+/// ```
+/// let h = ordo_gpu::kge::KgeHyper::new(0.1);
+/// assert_eq!((h.eps, h.reg), (ordo_gpu::kge::ADAGRAD_EPS, 0.0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct KgeHyper {
     /// Learning rate.
     pub lr: f32,
     /// Added to `√G` in Adagrad's denominator.
     pub eps: f32,
+    /// L2 weight on each group's positive embeddings (see the module docs).
+    pub reg: f32,
+    /// The loss over each group.
+    pub loss: KgeLoss,
+}
+
+impl KgeHyper {
+    /// Softmax loss, no L2, [`ADAGRAD_EPS`], learning rate `lr`.
+    pub fn new(lr: f32) -> Self {
+        KgeHyper { lr, eps: ADAGRAD_EPS, reg: 0.0, loss: KgeLoss::Softmax }
+    }
 }
 
 /// Shapes of a KGE step.

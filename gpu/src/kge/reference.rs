@@ -1,7 +1,7 @@
 //! The f64 reference of the KGE step: the specification the CUDA kernels are tested against
 //! (within 1e-5 relative), written for obviousness rather than speed.
 
-use super::{KgeBatch, KgeError, KgeHyper, KgeModel, KgeShape, check_params};
+use super::{KgeBatch, KgeError, KgeHyper, KgeLoss, KgeModel, KgeShape, check_params};
 
 /// The score `s(h, r, t)` (see the module docs of [`crate::kge`]).
 pub fn score(model: KgeModel, h: &[f64], r: &[f64], t: &[f64]) -> f64 {
@@ -47,7 +47,7 @@ pub fn partials(model: KgeModel, h: &[f64], r: &[f64], t: &[f64]) -> [Vec<f64>; 
 /// Everything one reference step computes, in f64.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KgeReference {
-    /// Mean softmax cross-entropy over the positives.
+    /// The loss summed over the groups (with the L2 term).
     pub loss: f64,
     /// One score per scored triple.
     pub scores: Vec<f64>,
@@ -66,12 +66,13 @@ pub struct KgeReference {
 /// The loss of `batch` at the given (f64) parameters, rows `2·dim` wide.
 pub fn reference_loss(
     shape: &KgeShape,
+    hyper: &KgeHyper,
     batch: &KgeBatch,
     entities: &[f64],
     relations: &[f64],
 ) -> f64 {
     let scores = scores(shape, batch, entities, relations);
-    softmax(batch, &scores).0
+    group_loss(hyper.loss, batch, &scores).0 + l2(shape, hyper, batch, entities, relations)
 }
 
 fn emb(rows: &[f64], i: u32, dim: usize) -> &[f64] {
@@ -87,21 +88,56 @@ fn scores(shape: &KgeShape, batch: &KgeBatch, ent: &[f64], rel: &[f64]) -> Vec<f
         .collect()
 }
 
-/// (mean loss, ∂L/∂s per score).
-fn softmax(batch: &KgeBatch, scores: &[f64]) -> (f64, Vec<f64>) {
-    let b = batch.positives();
+/// The positives' triples (the first of each group).
+fn positives(batch: &KgeBatch) -> impl Iterator<Item = &[u32; 3]> {
+    batch.triples.iter().step_by(batch.group.max(1))
+}
+
+/// `reg · Σ over the groups' positives of ‖h‖² + ‖r‖² + ‖t‖²`.
+fn l2(shape: &KgeShape, hyper: &KgeHyper, batch: &KgeBatch, ent: &[f64], rel: &[f64]) -> f64 {
+    let d = shape.dim;
+    let sq = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>();
+    let sum: f64 = positives(batch)
+        .map(|&[h, r, t]| sq(emb(ent, h, d)) + sq(emb(rel, r, d)) + sq(emb(ent, t, d)))
+        .sum();
+    f64::from(hyper.reg) * sum
+}
+
+fn softplus(x: f64) -> f64 {
+    if x > 0.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() }
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// (loss summed over the groups, ∂L/∂s per score), without the L2 term.
+fn group_loss(loss: KgeLoss, batch: &KgeBatch, scores: &[f64]) -> (f64, Vec<f64>) {
     let mut coef = vec![0.0; scores.len()];
-    let mut loss = 0.0;
+    let mut total = 0.0;
     for (g, s) in scores.chunks(batch.group).enumerate() {
-        let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        let z: f64 = s.iter().map(|x| (x - max).exp()).sum();
-        loss += max + z.ln() - s[0];
-        for (j, x) in s.iter().enumerate() {
-            let p = (x - max).exp() / z;
-            coef[g * batch.group + j] = (p - if j == 0 { 1.0 } else { 0.0 }) / b as f64;
+        let c = &mut coef[g * batch.group..(g + 1) * batch.group];
+        match loss {
+            KgeLoss::Softmax => {
+                let max = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let z: f64 = s.iter().map(|x| (x - max).exp()).sum();
+                total += max + z.ln() - s[0];
+                for (j, x) in s.iter().enumerate() {
+                    c[j] = (x - max).exp() / z - if j == 0 { 1.0 } else { 0.0 };
+                }
+            }
+            KgeLoss::Logistic => {
+                let n = (s.len() - 1).max(1) as f64;
+                total += softplus(-s[0]);
+                c[0] = -sigmoid(-s[0]);
+                for j in 1..s.len() {
+                    total += softplus(s[j]) / n;
+                    c[j] = sigmoid(s[j]) / n;
+                }
+            }
         }
     }
-    (loss / b.max(1) as f64, coef)
+    (total, coef)
 }
 
 fn adagrad(rows: &mut [f64], grads: &[f64], dim: usize, hyper: &KgeHyper) {
@@ -130,16 +166,21 @@ pub fn reference_step(
     let mut ent: Vec<f64> = entities.iter().map(|&x| f64::from(x)).collect();
     let mut rel: Vec<f64> = relations.iter().map(|&x| f64::from(x)).collect();
     let scores = scores(shape, batch, &ent, &rel);
-    let (loss, coefficients) = softmax(batch, &scores);
+    let (loss, coefficients) = group_loss(hyper.loss, batch, &scores);
+    let loss = loss + l2(shape, hyper, batch, &ent, &rel);
+    let two_reg = 2.0 * f64::from(hyper.reg);
     let mut entity_grads = vec![0.0; batch.rows * d];
     let mut relation_grads = vec![0.0; shape.relations * d];
     for (j, &[h, r, t]) in batch.triples.iter().enumerate() {
-        let [dh, dr, dt] = partials(shape.model, emb(&ent, h, d), emb(&rel, r, d), emb(&ent, t, d));
+        let (he, re, te) = (emb(&ent, h, d), emb(&rel, r, d), emb(&ent, t, d));
+        let [dh, dr, dt] = partials(shape.model, he, re, te);
         let c = coefficients[j];
+        // The group's positive carries the L2 term.
+        let w = if j % batch.group == 0 { two_reg } else { 0.0 };
         for k in 0..d {
-            entity_grads[h as usize * d + k] += c * dh[k];
-            relation_grads[r as usize * d + k] += c * dr[k];
-            entity_grads[t as usize * d + k] += c * dt[k];
+            entity_grads[h as usize * d + k] += c * dh[k] + w * he[k];
+            relation_grads[r as usize * d + k] += c * dr[k] + w * re[k];
+            entity_grads[t as usize * d + k] += c * dt[k] + w * te[k];
         }
     }
     adagrad(&mut ent, &entity_grads, d, hyper);
@@ -172,9 +213,12 @@ mod tests {
     /// The analytic gradients equal central finite differences of the loss (in f64).
     #[test]
     fn gradients_match_finite_differences() {
-        for model in [KgeModel::DistMult, KgeModel::ComplEx] {
+        let cases = [KgeModel::DistMult, KgeModel::ComplEx]
+            .into_iter()
+            .flat_map(|m| [(m, KgeLoss::Softmax), (m, KgeLoss::Logistic)]);
+        for (model, loss) in cases {
             let (shape, batch, ent, rel) = setup(model, 7);
-            let hyper = KgeHyper { lr: 0.1, eps: 1e-6 };
+            let hyper = KgeHyper { lr: 0.1, eps: 1e-6, reg: 0.01, loss };
             let r = reference_step(&shape, &hyper, &batch, &ent, &rel).unwrap();
             let ent64: Vec<f64> = ent.iter().map(|&x| f64::from(x)).collect();
             let rel64: Vec<f64> = rel.iter().map(|&x| f64::from(x)).collect();
@@ -190,8 +234,8 @@ mod tests {
                     r1[idx] += h;
                     r2[idx] -= h;
                 }
-                (reference_loss(&shape, &batch, &e1, &r1)
-                    - reference_loss(&shape, &batch, &e2, &r2))
+                (reference_loss(&shape, &hyper, &batch, &e1, &r1)
+                    - reference_loss(&shape, &hyper, &batch, &e2, &r2))
                     / (2.0 * h)
             };
             for row in 0..batch.rows {
@@ -200,7 +244,7 @@ mod tests {
                     let got = r.entity_grads[row * d + k];
                     assert!(
                         (got - want).abs() < 1e-7,
-                        "{model:?} entity {row}/{k}: {got} vs {want}"
+                        "{model:?} {loss:?} entity {row}/{k}: {got} vs {want}"
                     );
                 }
             }
@@ -210,7 +254,7 @@ mod tests {
                     let got = r.relation_grads[rr * d + k];
                     assert!(
                         (got - want).abs() < 1e-7,
-                        "{model:?} relation {rr}/{k}: {got} vs {want}"
+                        "{model:?} {loss:?} relation {rr}/{k}: {got} vs {want}"
                     );
                 }
             }
@@ -235,7 +279,7 @@ mod tests {
     #[test]
     fn adagrad_updates_embedding_and_sum() {
         let mut row = [1.0, 2.0, 0.0, 3.0];
-        adagrad(&mut row, &[0.5, -1.0], 2, &KgeHyper { lr: 0.1, eps: 0.0 });
+        adagrad(&mut row, &[0.5, -1.0], 2, &KgeHyper { eps: 0.0, ..KgeHyper::new(0.1) });
         assert_eq!(row[2], 0.25);
         assert_eq!(row[3], 4.0);
         let lr = f64::from(0.1f32);
@@ -247,16 +291,16 @@ mod tests {
     #[test]
     fn a_step_lowers_the_batch_loss() {
         let (shape, batch, ent, rel) = setup(KgeModel::ComplEx, 11);
-        let hyper = KgeHyper { lr: 0.01, eps: 1e-6 };
+        let hyper = KgeHyper { lr: 0.01, eps: 1e-6, reg: 0.01, loss: KgeLoss::Softmax };
         let r = reference_step(&shape, &hyper, &batch, &ent, &rel).unwrap();
-        let after = reference_loss(&shape, &batch, &r.entities, &r.relations);
+        let after = reference_loss(&shape, &hyper, &batch, &r.entities, &r.relations);
         assert!(after < r.loss, "{after} !< {}", r.loss);
     }
 
     #[test]
     fn wrong_parameter_lengths_are_typed_errors() {
         let (shape, batch, ent, rel) = setup(KgeModel::DistMult, 1);
-        let hyper = KgeHyper { lr: 0.1, eps: 1e-6 };
+        let hyper = KgeHyper::new(0.1);
         let err = reference_step(&shape, &hyper, &batch, &ent[1..], &rel).unwrap_err();
         assert!(matches!(err, KgeError::LengthMismatch { what: "entity rows", .. }));
     }

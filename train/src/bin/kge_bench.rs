@@ -35,7 +35,7 @@ struct Args {
     /// Engine reader and writer threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Write each table's metrics.csv and plots under DIR/<dataset>-<model>/.
+    /// Write each table's metrics.csv and plots under `DIR/<dataset>-<model>/`.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -119,20 +119,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if let Some(out) = &args.out {
                 let dir = out.join(format!("{}-{score:?}", d.name).to_lowercase());
                 std::fs::create_dir_all(&dir)?;
-                plot::write_csv(&dir.join("metrics.csv"), &results)?;
                 let title = format!("{} · {score:?} dim {}", d.name, cfg.dim);
-                plot::plot_mrr(
-                    &dir.join("mrr_vs_time.png"),
-                    &title,
-                    &results,
-                    plot::XAxis::WallTime,
-                )?;
-                plot::plot_mrr(
-                    &dir.join("mrr_vs_epoch.png"),
-                    &title,
-                    &results,
-                    plot::XAxis::Epoch,
-                )?;
+                plot::write_outputs(&dir, &title, &results)?;
             }
         }
     }

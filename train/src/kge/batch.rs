@@ -8,38 +8,7 @@
 use super::data::Triple;
 use ordo::engine::Batch;
 
-/// SplitMix64: a tiny, fixed, portable generator, so a seed means the same numbers everywhere
-/// and in every crate version.
-#[derive(Debug, Clone)]
-pub struct SplitMix64(u64);
-
-impl SplitMix64 {
-    /// A generator for `(seed, stream)`.
-    pub fn new(seed: u64, stream: u64) -> Self {
-        let mut g = SplitMix64(seed ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03));
-        g.next_u64();
-        g
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`; multiply-shift, bias below 2⁻³²·n).
-    pub fn below(&mut self, n: u32) -> u32 {
-        (((self.next_u64() >> 32) * n as u64) >> 32) as u32
-    }
-
-    /// Uniform in `[-1, 1)`.
-    pub fn symmetric(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
+pub use crate::rng::SplitMix64;
 
 /// The payload of one KGE batch. Entity references are *local*: positions in the batch's sorted
 /// row ids (what [`ordo::engine::BatchRows`] hands the step).

@@ -9,10 +9,11 @@
 
 use super::compare;
 use super::data::Dataset;
+use super::gpu::{Device, check_device};
 use super::npy;
 use super::plot;
 use super::score::{Loss, ScoreFn};
-use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, train};
+use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, TrainError, train};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{HookAction, HookPoint, StageHook};
 use std::path::PathBuf;
@@ -100,6 +101,11 @@ struct KgeOpts {
     /// No progress bars.
     #[arg(long, global = true)]
     quiet: bool,
+    /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
+    /// validation cache; checked first, fails with the reason when CUDA is not usable).
+    /// Evaluation runs on the CPU either way.
+    #[arg(long, value_enum, default_value = "cpu", global = true)]
+    device: Device,
 }
 
 impl KgeOpts {
@@ -119,6 +125,7 @@ impl KgeOpts {
             threads: self.threads,
             staleness: self.staleness,
             eval_limit: self.eval_limit,
+            device: self.device,
         }
     }
 }
@@ -128,6 +135,8 @@ type BoxError = Box<dyn std::error::Error>;
 /// Run `ordo-train kge`.
 pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let o = &args.opts;
+    // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
+    check_device(o.device).map_err(TrainError::Cuda)?;
     let d = Dataset::load(&o.dataset)?;
     eprintln!("{}", d.summary());
     if let Some(w) = d.skip_warning() {
@@ -149,7 +158,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         _ => vec![o.mode],
     };
     println!(
-        "{:?} dim {} · {:?} loss · batch {} · {} negatives/side (chunks of {}) · lr {} · {} epochs · seed {}",
+        "{:?} dim {} · {:?} loss · batch {} · {} negatives/side (chunks of {}) · lr {} · {} epochs · seed {} · {:?}",
         cfg.score,
         cfg.dim,
         cfg.loss,
@@ -158,7 +167,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         cfg.chunk,
         cfg.lr,
         cfg.epochs,
-        cfg.seed
+        cfg.seed,
+        cfg.device
     );
     let mut results = Vec::new();
     for mode in modes {
@@ -196,10 +206,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(out) = &o.out {
         std::fs::create_dir_all(out)?;
-        plot::write_csv(&out.join("metrics.csv"), &results)?;
         let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
-        plot::plot_mrr(&out.join("mrr_vs_time.png"), &title, &results, plot::XAxis::WallTime)?;
-        plot::plot_mrr(&out.join("mrr_vs_epoch.png"), &title, &results, plot::XAxis::Epoch)?;
+        plot::write_outputs(out, &title, &results)?;
         println!("wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png}}", out.display());
     }
     Ok(())

@@ -3,13 +3,15 @@
 //! [`data`] loads datasets, [`score`] holds the DistMult/ComplEx math, [`batch`] cuts batches and
 //! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
 //! filtered metrics, [`train`] is the epoch loop over the engine's modes, [`npy`] saves and loads
-//! embeddings, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy, [`cli`] is `ordo-train kge`.
+//! embeddings, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy,
+//! [`gpu`] runs the step on a CUDA GPU (`--device cuda`), [`cli`] is `ordo-train kge`.
 
 pub mod batch;
 pub mod cli;
 pub mod compare;
 pub mod data;
 pub mod eval;
+pub mod gpu;
 pub mod npy;
 pub mod plot;
 pub mod score;

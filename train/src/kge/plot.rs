@@ -1,39 +1,14 @@
 //! The CSV and PNG outputs of `--out DIR`: valid MRR against training wall time and against
 //! epoch, one line per mode (the OAC paper's Figures 2 and 3 for our data).
 //!
-//! Text is drawn with DejaVu Sans (`train/assets/`, its license beside it), registered from
-//! bytes compiled into the binary, so plots need no system fonts.
+//! The figures are drawn by the crate's one chart module, [`crate::plot`]; this file only picks
+//! the points, the axes (from zero) and the style (900×600, dots, earlier modes wider).
 
-use super::train::RunResult;
-use plotters::prelude::*;
+use super::train::{EpochStats, RunResult};
+pub use crate::plot::PlotError;
+use crate::plot::{Chart, LineStyle, Series, line_chart_styled};
 use std::io::Write;
 use std::path::Path;
-use std::sync::Once;
-
-/// The font family name the plots use.
-const FONT: &str = "ordo-dejavu-sans";
-static FONT_BYTES: &[u8] = include_bytes!("../../assets/DejaVuSans.ttf");
-
-/// Why an output could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum PlotError {
-    /// File-system error.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// The drawing backend failed.
-    #[error("{path}: cannot draw the plot: {msg}")]
-    Draw {
-        /// The file.
-        path: String,
-        /// The backend's message.
-        msg: String,
-    },
-}
 
 /// The horizontal axis of a plot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,16 +56,16 @@ pub fn write_csv(path: &Path, results: &[RunResult]) -> Result<(), PlotError> {
     std::fs::rename(&tmp, path).map_err(err)
 }
 
-fn register_font() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // The bytes are a valid TrueType font compiled in; failure would only lose the text.
-        let _ = plotters::style::register_font(FONT, FontStyle::Normal, FONT_BYTES);
-    });
+/// Write `metrics.csv` ([`write_csv`]), `mrr_vs_time.png` and `mrr_vs_epoch.png`
+/// ([`plot_mrr`]) into the existing directory `dir`.
+pub fn write_outputs(dir: &Path, title: &str, results: &[RunResult]) -> Result<(), PlotError> {
+    write_csv(&dir.join("metrics.csv"), results)?;
+    plot_mrr(&dir.join("mrr_vs_time.png"), title, results, XAxis::WallTime)?;
+    plot_mrr(&dir.join("mrr_vs_epoch.png"), title, results, XAxis::Epoch)
 }
 
-const COLORS: [RGBColor; 4] =
-    [RGBColor(200, 30, 30), RGBColor(240, 140, 0), RGBColor(120, 60, 180), RGBColor(20, 90, 200)];
+/// Line colors of the modes, in run order (sync, async, bounded, oac).
+const COLORS: [(u8, u8, u8); 4] = [(200, 30, 30), (240, 140, 0), (120, 60, 180), (20, 90, 200)];
 
 /// Plot valid MRR of every run against `x`, as a 900×600 PNG at `path`.
 pub fn plot_mrr(
@@ -99,62 +74,35 @@ pub fn plot_mrr(
     results: &[RunResult],
     x: XAxis,
 ) -> Result<(), PlotError> {
-    register_font();
-    let draw = |e: &dyn std::fmt::Display| PlotError::Draw {
-        path: path.display().to_string(),
-        msg: e.to_string(),
-    };
-    let xval = |e: &super::train::EpochStats| match x {
+    let xval = |e: &EpochStats| match x {
         XAxis::WallTime => e.wall_s,
         XAxis::Epoch => e.epoch as f64,
     };
     let xmax = results.iter().flat_map(|r| r.epochs.iter().map(xval)).fold(1e-9, f64::max);
     let ymax =
         results.iter().flat_map(|r| r.epochs.iter().map(|e| e.valid.mrr)).fold(0.05, f64::max);
-    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| draw(&e))?;
     let xlabel = match x {
         XAxis::WallTime => "training wall time (s)",
         XAxis::Epoch => "epoch",
     };
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("valid MRR vs {xlabel} — {title}"), (FONT, 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..xmax * 1.03, 0.0..(ymax * 1.08).min(1.0))
-        .map_err(|e| draw(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc(xlabel)
-        .y_desc("filtered valid MRR")
-        .label_style((FONT, 15))
-        .draw()
-        .map_err(|e| draw(&e))?;
-    for (i, r) in results.iter().enumerate() {
-        let color = COLORS[i % COLORS.len()];
-        // Earlier series are drawn wider, so a mode whose curve equals sync's (OAC) does not
-        // hide it.
-        let width = 2 + 2 * (results.len() - 1 - i) as u32;
-        let pts: Vec<(f64, f64)> = r.epochs.iter().map(|e| (xval(e), e.valid.mrr)).collect();
-        chart
-            .draw_series(LineSeries::new(pts.clone(), color.stroke_width(width)))
-            .map_err(|e| draw(&e))?
-            .label(r.mode.name())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
-            });
-        chart
-            .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
-            .map_err(|e| draw(&e))?;
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .label_font((FONT, 16))
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| draw(&e))?;
-    root.present().map_err(|e| draw(&e))
+    let series: Vec<Series> = results
+        .iter()
+        .map(|r| Series {
+            label: r.mode.name().to_string(),
+            points: r.epochs.iter().map(|e| (xval(e), e.valid.mrr)).collect(),
+        })
+        .collect();
+    let caption = format!("valid MRR vs {xlabel} — {title}");
+    let chart =
+        Chart { title: &caption, x_label: xlabel, y_label: "filtered valid MRR", log2_x: false };
+    let style = LineStyle {
+        size: (900, 600),
+        x_range: Some((0.0, xmax * 1.03)),
+        y_range: Some((0.0, (ymax * 1.08).min(1.0))),
+        markers: true,
+        widen_earlier: true,
+        legend_lower_right: true,
+        palette: &COLORS,
+    };
+    line_chart_styled(path, &chart, &style, &series)
 }

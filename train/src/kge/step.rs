@@ -14,8 +14,8 @@ use ndarray::{Array2, ArrayView2};
 use ordo::engine::{BatchRows, Model, StepError};
 use thiserror::Error;
 
-/// Adagrad's denominator guard.
-const ADAGRAD_EPS: f32 = 1e-10;
+/// Adagrad's denominator guard (`--device cuda` passes the same to ordo-gpu's kernels).
+pub const ADAGRAD_EPS: f32 = 1e-10;
 
 /// The loss became NaN or infinite: training diverged.
 #[derive(Debug, Clone, Copy, PartialEq, Error)]

@@ -4,6 +4,7 @@
 use super::batch::{KgeBatch, Sampling};
 use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate};
+use super::gpu::{CudaKgeModel, Device, check_device, cuda_device};
 use super::score::{DimError, Loss, ScoreFn};
 use super::step::{KgeModel, StepConfig, init_entities};
 use ndarray::{ArrayView2, s};
@@ -11,6 +12,8 @@ use ordo::engine::{
     self, Batch, Engine, EngineConfig, EngineError, Model, StageHook, StepError, StopCause,
 };
 use ordo::store::RowStore;
+use ordo_gpu::GpuError;
+use ordo_gpu::pipeline::CudaDevice;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -73,6 +76,8 @@ pub struct TrainConfig {
     pub staleness: usize,
     /// Evaluate on at most the first this many valid and test triples (0 = all).
     pub eval_limit: usize,
+    /// Where the step runs ([`Device::Cuda`]: ordo-gpu's kernels and device stage).
+    pub device: Device,
 }
 
 impl Default for TrainConfig {
@@ -92,6 +97,7 @@ impl Default for TrainConfig {
             threads: 1,
             staleness: 4,
             eval_limit: 0,
+            device: Device::Cpu,
         }
     }
 }
@@ -146,6 +152,70 @@ pub enum TrainError {
     /// The engine refused the configuration or failed.
     #[error("engine: {0}")]
     Engine(EngineError),
+    /// `--device cuda` could not be used (no usable CUDA, or a CUDA call failed).
+    #[error("--device cuda: {0}")]
+    Cuda(#[from] GpuError),
+}
+
+/// The step the engine runs: the CPU model, or the same step on a CUDA GPU.
+enum Stepper {
+    Cpu(KgeModel),
+    Cuda(Box<CudaKgeModel>),
+}
+
+impl Stepper {
+    fn take_loss(&mut self) -> f64 {
+        match self {
+            Stepper::Cpu(m) => m.take_loss(),
+            Stepper::Cuda(m) => m.take_loss(),
+        }
+    }
+
+    fn relations(&self) -> Result<Vec<f32>, GpuError> {
+        match self {
+            Stepper::Cpu(m) => Ok(m.relations().to_vec()),
+            Stepper::Cuda(m) => m.relations(),
+        }
+    }
+
+    fn dense(&self) -> Result<Vec<f32>, GpuError> {
+        match self {
+            Stepper::Cpu(m) => Ok(m.dense()),
+            Stepper::Cuda(m) => m.try_dense(),
+        }
+    }
+}
+
+impl Model for Stepper {
+    type Data = KgeBatch;
+
+    fn row_width(&self) -> usize {
+        match self {
+            Stepper::Cpu(m) => m.row_width(),
+            Stepper::Cuda(m) => m.row_width(),
+        }
+    }
+
+    fn step(
+        &mut self,
+        b: &KgeBatch,
+        rows: &mut ordo::engine::BatchRows<'_>,
+    ) -> Result<(), StepError> {
+        match self {
+            Stepper::Cpu(m) => m.step(b, rows),
+            Stepper::Cuda(m) => m.step(b, rows),
+        }
+    }
+
+    fn dense(&self) -> Vec<f32> {
+        Stepper::dense(self).unwrap_or_default()
+    }
+}
+
+/// Rows a batch can touch: its positives' heads and tails and its chunks' negatives.
+fn max_batch_rows(cfg: &TrainConfig, entities: usize) -> usize {
+    let chunks = cfg.batch_size.div_ceil(cfg.chunk.max(1));
+    (2 * cfg.batch_size + 2 * chunks * cfg.negatives).min(entities)
 }
 
 /// One epoch's record.
@@ -254,11 +324,13 @@ impl Mode {
 
 /// Run one epoch's batches through `mode` on the engine; returns the computation order and the
 /// number of rows OAC's validation replaced with newer cached values.
+#[allow(clippy::too_many_arguments)]
 fn run_epoch(
     mode: Mode,
     cfg: &TrainConfig,
     store: &RowStore,
-    model: &mut KgeModel,
+    model: &mut Stepper,
+    device: Option<&mut CudaDevice>,
     batches: Vec<Batch<KgeBatch>>,
     observe: &mut dyn FnMut(Event<'_>),
     progress: Option<&StageHook>,
@@ -269,12 +341,19 @@ fn run_epoch(
         ecfg = ecfg.hook(h.clone());
     }
     let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
-    let report = engine.run(model, store, batches).map_err(|e| match e {
-        EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
-            TrainError::Step(source)
+    let result = match device {
+        None => engine.run(model, store, batches),
+        Some(dev) => {
+            let r = engine.run_with(dev, model, store, batches);
+            // The device stage keeps a CUDA failure of its cache calls for the next step; one
+            // raised by the last insert is only seen here.
+            if let Some(e) = dev.take_error() {
+                return Err(TrainError::Cuda(e));
+            }
+            r
         }
-        e => TrainError::Engine(e),
-    })?;
+    };
+    let report = result.map_err(engine_error)?;
     observe(Event::Batches(report.order.len()));
     Ok((report.batch_ids(), report.rows_replaced))
 }
@@ -294,10 +373,21 @@ pub fn train(
 
 /// Replay recorded computation orders (one list of batch ids per epoch) sequentially
 /// ([`engine::replay`]) from the same initialization, with the same per-epoch evaluation: the
-/// synchronous run that an OAC run must equal bit for bit.
+/// synchronous run that an OAC run must equal bit for bit. With `cfg.device` = CUDA the replay
+/// steps on the GPU too (no device stage: one batch at a time); a GPU run equals bit for bit only
+/// a GPU replay (see [`super::gpu`]).
 pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunResult, TrainError> {
     let cfg = TrainConfig { epochs: order.len(), ..*cfg };
     drive(d, &cfg, Mode::Sync, Some(order), &mut |_| {}, None)
+}
+
+fn engine_error(e: EngineError) -> TrainError {
+    match e {
+        EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
+            TrainError::Step(source)
+        }
+        e => TrainError::Engine(e),
+    }
 }
 
 fn drive(
@@ -308,7 +398,24 @@ fn drive(
     observe: &mut dyn FnMut(Event<'_>),
     progress: Option<&StageHook>,
 ) -> Result<RunResult, TrainError> {
-    let (mut model, store) = cfg.init(d)?;
+    check_device(cfg.device)?;
+    let (cpu_model, store) = cfg.init(d)?;
+    let (mut model, mut device) = match cfg.device {
+        Device::Cpu => (Stepper::Cpu(cpu_model), None),
+        Device::Cuda => {
+            let gpu = ordo_gpu::Gpu::open(0)?;
+            let model = Stepper::Cuda(Box::new(CudaKgeModel::new(&gpu, &cpu_model)?));
+            // A replay steps on the calling thread without a device stage.
+            let device = match replay {
+                Some(_) => None,
+                None => {
+                    let n = d.entities.len();
+                    Some(cuda_device(&gpu, n, max_batch_rows(cfg, n), cfg.dim)?)
+                }
+            };
+            (model, device)
+        }
+    };
     // The replay's plain table (the engine's sequential reference), or unused.
     let mut table = if replay.is_some() { store.snapshot() } else { Vec::new() };
     let filter = Filter::of(d);
@@ -335,18 +442,20 @@ fn drive(
                     .ok_or(TrainError::Config(
                         "the recorded order names a batch of another epoch",
                     ))?;
-                engine::replay(&mut model, &mut table, &batches, &positions).map_err(
-                    |e| match e {
-                        EngineError::Stopped {
-                            cause: StopCause::StepFailed { source, .. },
-                            ..
-                        } => TrainError::Step(source),
-                        e => TrainError::Engine(e),
-                    },
-                )?;
+                engine::replay(&mut model, &mut table, &batches, &positions)
+                    .map_err(engine_error)?;
                 (orders[epoch].clone(), 0)
             }
-            None => run_epoch(mode, cfg, &store, &mut model, batches, observe, progress)?,
+            None => run_epoch(
+                mode,
+                cfg,
+                &store,
+                &mut model,
+                device.as_mut(),
+                batches,
+                observe,
+                progress,
+            )?,
         };
         let epoch_s = start.elapsed().as_secs_f64();
         wall += epoch_s;
@@ -359,21 +468,22 @@ fn drive(
             wall_s: wall,
             epoch_s,
             loss,
-            valid: metrics(cfg, &snapshot, model.relations(), valid, &filter),
+            valid: metrics(cfg, &snapshot, &model.relations()?, valid, &filter),
         };
         observe(Event::EpochEnd(&stats));
         epochs.push(stats);
     }
     let entity_rows = if replay.is_some() { table } else { store.snapshot() };
-    let test = metrics(cfg, &entity_rows, model.relations(), test, &filter);
+    let relations = model.relations()?;
+    let test = metrics(cfg, &entity_rows, &relations, test, &filter);
     Ok(RunResult {
         mode,
         epochs,
         test,
         order: orders,
         entity_rows,
-        relations: model.relations().to_vec(),
-        dense: model.dense(),
+        relations,
+        dense: model.dense()?,
         rows_replaced,
     })
 }

@@ -5,8 +5,9 @@
 
 use super::idx::Split;
 use super::net::{
-    Batches, CLASSES, Classifier, DenseHead, NetError, SplitMix, axpy, cross_entropy_grad, dot,
+    Batches, CLASSES, Classifier, DenseHead, NetError, axpy, cross_entropy_grad, dot,
 };
+use crate::rng::SplitMix64;
 use ordo::sgd::GradientModel;
 
 const SIDE: usize = 28;
@@ -178,7 +179,7 @@ impl<'d> Cnn<'d> {
 
     /// He-uniform kernels and weights, zero biases.
     pub fn init_params(&self, seed: u64) -> Vec<f32> {
-        let mut rng = SplitMix(seed ^ 0xC0DE);
+        let mut rng = SplitMix64(seed ^ 0xC0DE);
         let mut p = Vec::with_capacity(NPARAMS);
         let he = |fan_in: usize| (6.0 / fan_in as f32).sqrt();
         p.extend(rng.uniform(C1 * K * K, he(K * K)));
@@ -278,7 +279,7 @@ mod tests {
         let data = random_split(4, SIDE * SIDE, 5);
         let cnn = Cnn::new(&data, 2, 1).unwrap();
         let mut p = cnn.init_params(2);
-        let mut rng = SplitMix(3);
+        let mut rng = SplitMix64(3);
         p.iter_mut().for_each(|x| *x += 0.05 * rng.symmetric());
         // Every 29th weight and every bias of each layer (the test stays ~1 s). Small steps:
         // max-pooling and ReLU kinks are close together in a CNN.

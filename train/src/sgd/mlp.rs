@@ -2,7 +2,8 @@
 //! [`GradientModel`] for the SGD runtime.
 
 use super::idx::Split;
-use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, SplitMix, cross_entropy_grad};
+use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, cross_entropy_grad};
+use crate::rng::SplitMix64;
 use ordo::sgd::GradientModel;
 
 /// An MLP bound to its training split.
@@ -36,7 +37,7 @@ impl<'d> Mlp<'d> {
     /// Glorot-uniform weights, zero biases.
     pub fn init_params(&self, seed: u64) -> Vec<f32> {
         let (d, h) = (self.data.dim, self.hidden);
-        let mut rng = SplitMix(seed ^ 0x5EED);
+        let mut rng = SplitMix64(seed ^ 0x5EED);
         let mut p = Vec::with_capacity(self.num_params());
         let a1 = (6.0 / (d + h) as f32).sqrt();
         p.extend(rng.uniform(h * d, a1));
@@ -99,7 +100,7 @@ mod tests {
         let mlp = Mlp::new(&data, 4, 3, 1).unwrap();
         let mut p = mlp.init_params(3);
         // Non-zero biases so every parameter group is exercised away from zero.
-        let mut rng = SplitMix(11);
+        let mut rng = SplitMix64(11);
         p.iter_mut().for_each(|x| *x += 0.1 * rng.symmetric());
         let all: Vec<usize> = (0..p.len()).collect();
         check_gradient(&mlp, &p, &all, 1e-2);

@@ -1,6 +1,7 @@
 //! What the classifiers (MLP, CNN) share: minibatch order, softmax, evaluation, errors.
 
 use super::idx::Split;
+use crate::rng::SplitMix64;
 use ordo::sgd::GradientModel;
 use thiserror::Error;
 
@@ -24,29 +25,6 @@ pub enum NetError {
     ImageSize(usize),
 }
 
-/// A small deterministic generator (SplitMix64) for shuffles and initial weights.
-#[derive(Debug, Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `[-1, 1)`.
-    pub fn symmetric(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    /// `n` values uniform in `[-a, a)`.
-    pub fn uniform(&mut self, n: usize, a: f32) -> impl Iterator<Item = f32> + '_ {
-        (0..n).map(move |_| a * self.symmetric())
-    }
-}
-
 /// Which examples make minibatch `b`: `order[(b·B + k) mod n]` for `k < B`, where `order` is a
 /// fixed shuffle of the split (so consecutive batches sweep epochs).
 #[derive(Debug, Clone)]
@@ -65,7 +43,7 @@ impl Batches {
             return Err(NetError::NoData);
         }
         let mut order: Vec<u32> = (0..n as u32).collect();
-        let mut rng = SplitMix(seed);
+        let mut rng = SplitMix64(seed);
         for i in (1..order.len()).rev() {
             order.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
@@ -234,7 +212,7 @@ pub(crate) mod testing {
 
     /// A split of `n` random images of `dim` pixels.
     pub fn random_split(n: usize, dim: usize, seed: u64) -> Split {
-        let mut rng = SplitMix(seed);
+        let mut rng = SplitMix64(seed);
         Split {
             n,
             dim,
