@@ -28,11 +28,14 @@ pub enum Mutant {
     ValidateGe,
     /// The interval dispatcher accepts a finished step that started in an earlier interval.
     AcceptEarlierInterval,
+    /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
+    /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
+    PublishedAbaDispatcher,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -41,6 +44,7 @@ impl Mutant {
         Mutant::CacheInsertSkipped,
         Mutant::ValidateGe,
         Mutant::AcceptEarlierInterval,
+        Mutant::PublishedAbaDispatcher,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -54,6 +58,7 @@ impl Mutant {
             Mutant::CacheInsertSkipped => "cache-insert-skipped",
             Mutant::ValidateGe => "validate-ge",
             Mutant::AcceptEarlierInterval => "accept-earlier-interval",
+            Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
         }
     }
 
