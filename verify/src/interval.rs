@@ -3,10 +3,12 @@
 //! steps have started, one shared-memory access per atomic step.
 //!
 //! Two implementations:
-//! - [`Variant::SingleWord`] (ordo's fix): `(I_first, I_done, y)` live in one word. `FinishStep`
-//!   reads the word, rejects if `i < I_first` or `I_done ≥ y`; the step that would complete the
-//!   interval first reads `s_started`; then one CAS either bumps `I_done` or installs the next
-//!   interval `(s_started, 0, UpdateInterval(y))`. A failed CAS retries from the read.
+//! - [`Variant::SingleWord`] (ordo's fix, `core/src/dispatcher/interval.rs`): `(I_first, I_done,
+//!   y)` live in one word. `FinishStep` reads the word, rejects if `i < I_first` or `I_done ≥ y`,
+//!   and CASes `I_done + 1` into the whole word (a failed CAS retries from the read). The step
+//!   whose CAS makes `I_done = y` has *closed* the interval (everyone else is now rejected); alone,
+//!   it then reads `s_started` and stores the next interval `(s_started, 0, UpdateInterval(y))`
+//!   in one store. `I_first` strictly grows, so a word value never recurs: no ABA.
 //! - [`Variant::Published`]: a literal transcription of Algorithm 2 — the CAS covers `I_done`
 //!   only, and `y`, `I_first`, `I_done` are reset by separate stores after it. A step that read
 //!   `I_done = old` in one interval can CAS it in the next after the count wraps back to `old`
@@ -16,10 +18,8 @@
 //! steps. A step's *staleness* τ is the number of other steps accepted between its start
 //! (`FAA(s_started)`) and its own acceptance. Properties, checked at each acceptance into
 //! interval `e`: the step's start index is `≥ I_first(e)` (no accepted step crosses an interval
-//! boundary); at most `y(e)` steps are accepted in interval `e`; τ ≤ `y(e)`.
-//! (The published algorithm without ABA would even give τ ≤ y − 1; the single-word fix allows
-//! τ = y for a step that started between the completing step's read of `s_started` and its CAS,
-//! which then belongs to the new interval.)
+//! boundary); at most `y(e)` steps are accepted in interval `e`; τ ≤ `y(e) − 1` (one tighter
+//! than the paper's τ ≤ y: only earlier steps of its own interval can be accepted in between).
 
 use ordo::mutation::Mutant;
 use thiserror::Error;
@@ -75,23 +75,23 @@ enum Pc {
     /// Computed its gradient; about to start `FinishStep` (single word: read the word;
     /// published: line 16, read `I_first`).
     Finish,
-    /// Single word: completing step reads `s_started`. Published: line 21, `old ← I_done`.
+    /// Published: line 21, `old ← I_done`.
     Second,
-    /// Single word: the CAS. Published: line 22, read `y`.
+    /// Published: line 22, read `y`.
     Third,
     /// Published: line 22, read `I_first`.
     CheckFirst,
-    /// Published: line 26, `CAS(I_done, old, old + 1)`.
+    /// Single word: CAS the word. Published: line 26, `CAS(I_done, old, old + 1)`.
     Cas,
     /// Published: line 27, read `y`, compare with `new`.
     CheckEnd,
     /// Published: line 28, `y ← UpdateInterval(y)`.
     SetY,
-    /// Published: line 29, read `s_started`.
+    /// The closer reads `s_started` (published: line 29).
     ReadStarted,
     /// Published: line 29, `I_first ← s`.
     SetFirst,
-    /// Published: line 30, `I_done ← 0`.
+    /// Published: line 30, `I_done ← 0`. Single word: the closer stores the next interval.
     ResetDone,
 }
 
@@ -185,10 +185,11 @@ impl Interval {
         if count + 1 > y {
             return Err(format!("interval {e} (y = {y}) accepts a {}th step", count + 1));
         }
-        if tau > y {
+        if tau >= y {
             return Err(format!(
-                "step {} (worker {w}) is accepted with staleness τ = {tau} > y = {y}",
-                wk.i
+                "step {} (worker {w}) is accepted with staleness τ = {tau} > y − 1 = {}",
+                wk.i,
+                y - 1
             ));
         }
         Ok(())
@@ -241,27 +242,27 @@ impl TransitionSystem for Interval {
                 if (!self.skip_first_check() && wk.i < wk.first) || wk.done >= wk.y {
                     reject(&mut wk);
                 } else {
-                    wk.pc = if wk.done + 1 == wk.y { Pc::Second } else { Pc::Third };
+                    wk.pc = Pc::Cas;
                 }
             }
-            (Variant::SingleWord, Pc::Second) => {
-                wk.s = n.started;
-                wk.pc = Pc::Third;
-            }
-            (Variant::SingleWord, Pc::Third) => {
+            (Variant::SingleWord, Pc::Cas) => {
                 if (n.first, n.done, n.y) != (wk.first, wk.done, wk.y) {
                     wk.pc = Pc::Finish; // CAS failed: retry from the read
                 } else {
+                    n.done = wk.done + 1;
                     n.workers[w] = wk;
                     Self::accept(&mut n, w)?;
-                    if wk.done + 1 == wk.y {
-                        (n.first, n.done, n.y) = (wk.s, 0, self.update(wk.y));
-                        self.begin_interval(&mut n);
-                    } else {
-                        n.done = wk.done + 1;
-                    }
-                    wk.pc = Pc::Idle;
+                    wk.pc = if n.done == n.y { Pc::ReadStarted } else { Pc::Idle };
                 }
+            }
+            (Variant::SingleWord, Pc::ReadStarted) => {
+                wk.s = n.started;
+                wk.pc = Pc::ResetDone;
+            }
+            (Variant::SingleWord, Pc::ResetDone) => {
+                (n.first, n.done, n.y) = (wk.s, 0, self.update(n.y));
+                self.begin_interval(&mut n);
+                wk.pc = Pc::Idle;
             }
             (Variant::Published, Pc::Finish) => {
                 if wk.i < n.first && !self.skip_first_check() {
@@ -346,8 +347,7 @@ impl TransitionSystem for Interval {
         let after = self.apply(s, a).ok();
         let accepted = after.as_ref().is_some_and(|n| n.accepted > s.accepted);
         let next = after.as_ref().map(|n| n.workers[w]);
-        let checks = matches!(wk.pc, Pc::Finish | Pc::Third | Pc::CheckFirst)
-            && !(self.variant == Variant::SingleWord && wk.pc == Pc::Third);
+        let checks = matches!(wk.pc, Pc::Finish | Pc::Third | Pc::CheckFirst);
         let rejected = checks && next.is_some_and(|x| x.pc == Pc::Idle) && !accepted;
         let verdict = if accepted {
             format!(" → ACCEPTED (accepted total {})", s.accepted + 1)
@@ -367,10 +367,7 @@ impl TransitionSystem for Interval {
                     wk.i, s.first, s.done, s.y
                 )
             }
-            (Variant::SingleWord, Pc::Second) => {
-                format!("step {}: reads s_started = {}", wk.i, s.started)
-            }
-            (Variant::SingleWord, Pc::Third) => format!(
+            (Variant::SingleWord, Pc::Cas) => format!(
                 "step {}: CAS word (I_first {}, I_done {}, y {}) → {}",
                 wk.i,
                 wk.first,
@@ -378,11 +375,18 @@ impl TransitionSystem for Interval {
                 wk.y,
                 if (s.first, s.done, s.y) != (wk.first, wk.done, wk.y) {
                     "fails".to_string()
-                } else if wk.done + 1 == wk.y {
-                    format!("(I_first {}, I_done 0, y {})", wk.s, self.update(wk.y))
                 } else {
                     format!("(I_first {}, I_done {}, y {})", wk.first, wk.done + 1, wk.y)
                 }
+            ),
+            (Variant::SingleWord, Pc::ReadStarted) => {
+                format!("step {}: closer reads s_started = {}", wk.i, s.started)
+            }
+            (Variant::SingleWord, Pc::ResetDone) => format!(
+                "step {}: closer stores word (I_first {}, I_done 0, y {}) (new interval)",
+                wk.i,
+                wk.s,
+                self.update(s.y)
             ),
             (Variant::Published, Pc::Finish) => {
                 format!("step {}: line 16 reads I_first = {}", wk.i, s.first)

@@ -13,7 +13,7 @@
 //! failing test, a crash, or a hang past the time limit). Each subprocess checker is first run
 //! with no mutant: if that baseline fails, its column says so and counts for nothing. Test files
 //! are found by glob, so a missing one makes the checker "n.a."; a mutant with no hook in
-//! `core/src` is "n.a." for the real-code checkers.
+//! `core/src` or `core/tests` is "n.a." for the real-code checkers.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -159,7 +159,12 @@ impl Table {
             };
             let _ = write!(s, "| {name:<26} |");
             for v in vs {
-                let _ = write!(s, " {:<11} |", v.cell());
+                // An equivalent mutant that passes is expected, not a survivor.
+                let cell = match v {
+                    Verdict::Survived if m.equivalent_because().is_some() => "no diff",
+                    v => v.cell(),
+                };
+                let _ = write!(s, " {cell:<11} |");
             }
             s.push('\n');
         }
@@ -279,10 +284,11 @@ fn glob(dir: &Path, prefix: &str) -> Vec<String> {
     out
 }
 
-/// Whether protocol code in `core/src` (outside the catalog itself) has a hook for `m`.
+/// Whether the real code has a hook for `m`: `Mutant::<Variant>` appears in `core/src`
+/// (outside the catalog itself) or in a test file of `core/tests` (a fixture switched by it).
 fn has_hook(root: &Path, m: Mutant) -> bool {
     let needle = format!("Mutant::{m:?}");
-    let mut stack = vec![root.join("core/src")];
+    let mut stack = vec![root.join("core/src"), root.join("core/tests")];
     while let Some(dir) = stack.pop() {
         for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
             let p = e.path();
@@ -538,7 +544,7 @@ impl SubprocessChecker {
             .iter()
             .map(|&m| {
                 if !has_hook(&opts.root, m) {
-                    return Verdict::NotApplicable("no hook in core/src".into());
+                    return Verdict::NotApplicable("no hook in core/src or core/tests".into());
                 }
                 progress(&format!("checker {}: mutant {}", self.checker.name(), m.name()));
                 self.verdict(opts, Some(m))
