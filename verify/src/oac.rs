@@ -2,12 +2,14 @@
 //!
 //! Actors and their atomic steps:
 //! - **readers** (a pool of `readers` threads, taking batches in id order): *announce* (read the
-//!   MFT, register it in the outstanding set and compute STE = the least announced MFT, one
-//!   atomic step as in the paper), then *read* each row's `(ts, value)`, one row per step, so
-//!   reads of different batches interleave row by row; the last read enqueues the batch for the
-//!   device. The queue order is the arrival order, which is the computation order.
-//! - **device** (one thread, one batch per step, in arrival order): evict cache entries with
-//!   `ts ≤ STE`, validate (a row whose cache ts is `>` the ts read is replaced by the cached
+//!   MFT and register it in the outstanding set, one atomic step), then *read* each row's
+//!   `(ts, value)`, one row per step, so reads of different batches interleave row by row; the
+//!   last read enqueues the batch for the device. The queue order is the arrival order, which is
+//!   the computation order.
+//! - **device** (one thread, in arrival order): *take* the next batch and compute its STE (the
+//!   least of the MFT and the MFTs announced by outstanding batches, as ordo's engine does;
+//!   [`SteAt::Announce`] computes it at the announcement instead, as the paper does); then, in
+//!   one step, evict cache entries with `ts ≤ STE`, validate (a row whose cache ts is `>` the ts read is replaced by the cached
 //!   value), step (`v' = 2v + batch + 1`, in integers, so the result depends on the order),
 //!   stamp the next ts, insert the rows into the cache.
 //! - **writers** (a pool of `writers` threads, taking batches in device order): write each row
@@ -89,6 +91,7 @@ pub struct Oac {
     writers: usize,
     mutant: Option<Mutant>,
     props: Properties,
+    ste_at: SteAt,
 }
 
 /// Which of the model's properties are checked (all by default). Switching some off shows what
@@ -108,6 +111,17 @@ impl Default for Properties {
     }
 }
 
+/// Who computes the STE a batch's eviction uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SteAt {
+    /// The paper (000, §3.3): the reader, atomically with the announcement, as the least MFT
+    /// announced by the batches outstanding then.
+    Announce,
+    /// ordo's engine (`core/src/engine/device.rs`): the device, when it takes the batch, as the
+    /// least of the current MFT and the MFTs announced by the batches outstanding now.
+    Device,
+}
+
 /// Where a batch is in the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Phase {
@@ -117,6 +131,8 @@ enum Phase {
     Reading,
     /// In the device's input queue.
     Queued,
+    /// Taken by the device (its STE known), not yet computed.
+    AtDevice,
     /// Computed by the device, in the writers' queue.
     Computed,
     /// Taken by a writer.
@@ -165,8 +181,10 @@ pub enum OacAction {
     Announce(u8),
     /// A reader reads the next row of batch `b`.
     ReadRow(u8),
-    /// The device processes the head of its queue.
-    Device,
+    /// The device takes the head of its queue (and, with [`SteAt::Device`], computes its STE).
+    DeviceTake,
+    /// The device evicts, validates, steps, stamps and caches the batch it took.
+    DeviceRun,
     /// A writer writes the next row of batch `b` (taking it from the queue first if needed).
     WriteRow(u8),
     /// A writer reports `finish(ts)` of batch `b` to the MFT.
@@ -204,7 +222,15 @@ impl Oac {
         if let Some(m) = mutant.filter(|m| !OAC_MUTANTS.contains(m)) {
             return Err(OacConfigError::NotOacMutant(m.name()));
         }
-        Ok(Oac { sets, rows, readers, writers, mutant, props: Properties::default() })
+        Ok(Oac {
+            sets,
+            rows,
+            readers,
+            writers,
+            mutant,
+            props: Properties::default(),
+            ste_at: SteAt::Device,
+        })
     }
 
     /// The standard workload at bound `(k, p)`: batch `b` touches rows `b mod p` and
@@ -227,6 +253,12 @@ impl Oac {
     /// property is always checked).
     pub fn with_properties(mut self, props: Properties) -> Oac {
         self.props = props;
+        self
+    }
+
+    /// The same model with the STE computed by `ste_at` (default [`SteAt::Device`]).
+    pub fn with_ste_at(mut self, ste_at: SteAt) -> Oac {
+        self.ste_at = ste_at;
         self
     }
 
@@ -269,8 +301,29 @@ impl Oac {
         }
     }
 
-    fn device(&self, s: &mut OacState) -> Result<(), String> {
+    /// The least MFT announced by an outstanding batch, and (device STE) the current MFT.
+    fn ste(&self, s: &OacState) -> Ts {
+        let announced = s.batches.iter().filter(|x| x.registered).filter_map(|x| x.announced).min();
+        match self.ste_at {
+            SteAt::Announce => announced.unwrap_or(s.mft),
+            SteAt::Device => announced.map_or(s.mft, |a| a.min(s.mft)),
+        }
+    }
+
+    fn device_take(&self, s: &mut OacState) {
         let b = s.device_in.remove(0) as usize;
+        if self.ste_at == SteAt::Device {
+            s.batches[b].ste = self.ste(s);
+        }
+        s.batches[b].phase = Phase::AtDevice;
+    }
+
+    fn device_run(&self, s: &mut OacState) -> Result<(), String> {
+        let b = s
+            .batches
+            .iter()
+            .position(|x| x.phase == Phase::AtDevice)
+            .expect("a batch at the device");
         let ste = s.batches[b].ste;
         let bound = if self.on(Mutant::EvictStePlusOne) { ste + 1 } else { ste };
         let before = s.cache.clone();
@@ -427,8 +480,10 @@ impl TransitionSystem for Oac {
                 _ => {}
             }
         }
-        if !s.device_in.is_empty() {
-            out.push(OacAction::Device);
+        if s.batches.iter().any(|x| x.phase == Phase::AtDevice) {
+            out.push(OacAction::DeviceRun);
+        } else if !s.device_in.is_empty() {
+            out.push(OacAction::DeviceTake);
         }
         if let Some(&head) = s.device_out.first()
             && Self::count(s, Phase::Writing) < self.writers
@@ -449,14 +504,9 @@ impl TransitionSystem for Oac {
                 self.take_for_reading(&mut n, b);
                 n.batches[b].announced = Some(n.mft);
                 n.batches[b].registered = true;
-                let ste = n
-                    .batches
-                    .iter()
-                    .filter(|x| x.registered)
-                    .filter_map(|x| x.announced)
-                    .min()
-                    .unwrap_or(n.mft);
-                n.batches[b].ste = ste;
+                if self.ste_at == SteAt::Announce {
+                    n.batches[b].ste = self.ste(&n);
+                }
                 self.maybe_enqueue(&mut n, b);
             }
             OacAction::ReadRow(b) => {
@@ -468,7 +518,8 @@ impl TransitionSystem for Oac {
                 n.batches[b].read.push(row);
                 self.maybe_enqueue(&mut n, b);
             }
-            OacAction::Device => self.device(&mut n)?,
+            OacAction::DeviceTake => self.device_take(&mut n),
+            OacAction::DeviceRun => self.device_run(&mut n)?,
             OacAction::WriteRow(b) => {
                 let b = b as usize;
                 if n.batches[b].phase == Phase::Computed {
@@ -545,8 +596,32 @@ impl TransitionSystem for Oac {
                     s.store[r].ts, s.store[r].val
                 )
             }
-            OacAction::Device => {
+            OacAction::DeviceTake => {
                 let b = s.device_in[0] as usize;
+                match self.ste_at {
+                    SteAt::Device => {
+                        let announced: Vec<String> = s
+                            .batches
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, x)| x.registered)
+                            .filter_map(|(i, x)| x.announced.map(|a| format!("b{i}:{a}")))
+                            .collect();
+                        format!(
+                            "device: takes batch {b}; STE = min(MFT {}, announced [{}]) = {}",
+                            s.mft,
+                            announced.join(" "),
+                            self.ste(s)
+                        )
+                    }
+                    SteAt::Announce => format!(
+                        "device: takes batch {b} (STE {} from its announcement)",
+                        s.batches[b].ste
+                    ),
+                }
+            }
+            OacAction::DeviceRun => {
+                let b = s.batches.iter().position(|x| x.phase == Phase::AtDevice).unwrap_or(0);
                 let rows: Vec<String> = self.sets[b]
                     .iter()
                     .zip(&s.batches[b].read)

@@ -8,8 +8,8 @@ use ordo::mutation::Mutant;
 use ordo_verify::checker::{CheckError, Counterexample, Limits, Outcome, TransitionSystem, check};
 use ordo_verify::interval::{Interval, IntervalConfigError, Variant};
 use ordo_verify::mutants::{self, Checker, Options, Verdict};
-use ordo_verify::oac::{OAC_MUTANTS, Oac, OacConfigError, Properties};
-use ordo_verify::suite::{Bound, check_correct, check_mutant};
+use ordo_verify::oac::{OAC_MUTANTS, Oac, OacConfigError, Properties, SteAt};
+use ordo_verify::suite::{Bound, check_correct, check_mutant, protocol_mutants};
 
 fn violated(outcome: Outcome) -> Counterexample {
     match outcome {
@@ -21,7 +21,7 @@ fn violated(outcome: Outcome) -> Counterexample {
 #[test]
 fn correct_protocols_are_proved_at_the_ci_bound() {
     let runs = check_correct(&Bound::CI, Limits::default()).unwrap();
-    assert_eq!(runs.len(), 2);
+    assert_eq!(runs.len(), 3);
     for run in runs {
         assert_eq!(run.report.outcome, Outcome::Proved, "{}", run.name);
         // The search really explored interleavings and reached completed runs.
@@ -32,10 +32,11 @@ fn correct_protocols_are_proved_at_the_ci_bound() {
 
 #[test]
 fn every_non_equivalent_mutant_has_a_counterexample_at_the_ci_bound() {
-    for m in Mutant::ALL {
-        let report = check_mutant(&Bound::CI, m, Limits::default())
-            .unwrap_or_else(|| panic!("{} has no model", m.name()))
-            .unwrap();
+    let protocol = protocol_mutants();
+    assert_eq!(protocol.len(), 9);
+    for m in protocol {
+        assert!(Mutant::ALL.contains(&m), "{} is not in the catalog", m.name());
+        let report = check_mutant(&Bound::CI, m, Limits::default()).unwrap().unwrap();
         match (m.equivalent_because(), report.outcome) {
             (None, Outcome::Violated(cex)) => assert!(!cex.steps.is_empty(), "{}", m.name()),
             (None, Outcome::Proved) => panic!("mutant {} survived the model checker", m.name()),
@@ -62,9 +63,17 @@ fn the_published_dispatcher_is_broken_and_the_single_word_one_is_not() {
 fn the_final_state_property_alone_kills_every_oac_mutant() {
     let only_final = Properties { validation: false, mft: false };
     for m in OAC_MUTANTS.into_iter().filter(|m| m.equivalent_because().is_none()) {
-        let model = Oac::standard(4, 3, Some(m)).unwrap().with_properties(only_final);
-        let cex = violated(check(&model, Limits::default()).unwrap().outcome);
-        assert!(cex.violation.starts_with("final store row"), "{}: {}", m.name(), cex.violation);
+        for at in [SteAt::Device, SteAt::Announce] {
+            let model =
+                Oac::standard(4, 3, Some(m)).unwrap().with_properties(only_final).with_ste_at(at);
+            let cex = violated(check(&model, Limits::default()).unwrap().outcome);
+            assert!(
+                cex.violation.starts_with("final store row"),
+                "{} {at:?}: {}",
+                m.name(),
+                cex.violation
+            );
+        }
     }
     let correct = Oac::standard(4, 3, None).unwrap().with_properties(only_final);
     assert_eq!(check(&correct, Limits::default()).unwrap().outcome, Outcome::Proved);
@@ -207,11 +216,11 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
         fuzz_seconds: 1,
         timeout: std::time::Duration::from_secs(60),
         loom_target_dir: root.join("target/loom"),
-        mutants: Mutant::ALL.to_vec(),
+        mutants: protocol_mutants(),
     };
     let table = mutants::run(&opts, |_| {});
     let _ = std::fs::remove_dir_all(&root);
-    let live = Mutant::ALL.iter().filter(|m| m.equivalent_because().is_none()).count();
+    let live = protocol_mutants().iter().filter(|m| m.equivalent_because().is_none()).count();
     assert_eq!(table.kill_rate(), (live, live));
     assert_eq!(table.baseline[0], Verdict::Survived);
     assert!(matches!(table.baseline[1], Verdict::NotApplicable(_)));
