@@ -428,12 +428,14 @@ impl SubprocessChecker {
         cmd
     }
 
-    /// Which test files failed, from cargo's `--no-fail-fast` summary.
-    fn failing_tests(text: &str) -> Vec<String> {
+    /// Which test files failed, from cargo's `--no-fail-fast` summary (lines like
+    /// ``error: test failed, to rerun pass `-p ordo --test prop_mft` `` and `` `--test x` ``).
+    pub(crate) fn failing_tests(text: &str) -> Vec<String> {
         let mut v: Vec<String> = text
             .lines()
-            .filter_map(|l| l.split("`--test ").nth(1))
-            .filter_map(|rest| rest.split('`').next())
+            .filter(|l| l.contains("to rerun pass") || l.trim_start().starts_with('`'))
+            .filter_map(|l| l.rsplit("--test ").next().filter(|_| l.contains("--test ")))
+            .filter_map(|rest| rest.split(['`', ' ']).next())
             .map(str::to_string)
             .collect();
         v.sort();
@@ -551,5 +553,19 @@ impl SubprocessChecker {
             })
             .collect();
         (base, col)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SubprocessChecker;
+
+    #[test]
+    fn failing_tests_are_read_from_cargo_summaries() {
+        let text = "error: test failed, to rerun pass `-p ordo --test prop_engine`\n\
+                    error: 2 targets failed:\n    `-p ordo --test prop_engine`\n    `--test loom_mft`\n\
+                    running 3 tests\n";
+        assert_eq!(SubprocessChecker::failing_tests(text), vec!["loom_mft", "prop_engine"]);
+        assert!(SubprocessChecker::failing_tests("error: could not compile `ordo`").is_empty());
     }
 }
