@@ -34,6 +34,10 @@ struct BoundArgs {
     /// Dispatcher bound `m,steps,y0`: m workers, steps started in total, initial interval y0.
     #[arg(long, value_parser = triple, default_value = "3,8,3")]
     interval: (usize, usize, usize),
+    /// OAC row sets instead of the standard ones, one batch per `;`, rows by `,`
+    /// (e.g. `0,1;1;0,1`); rows must be below p of `--bound`.
+    #[arg(long, value_parser = sets)]
+    sets: Option<RowSets>,
     /// Give up after this many distinct states per model.
     #[arg(long, default_value_t = 50_000_000)]
     max_states: usize,
@@ -49,6 +53,7 @@ impl BoundArgs {
             workers: self.interval.0,
             steps: self.interval.1,
             y0: self.interval.2,
+            sets: self.sets.clone().map(|s| s.0),
         }
     }
 }
@@ -103,6 +108,21 @@ fn triple(s: &str) -> Result<(usize, usize, usize), String> {
         Ok(v) if v.len() == 3 => Ok((v[0], v[1], v[2])),
         _ => Err(format!("expected three numbers `a,b,c`, got `{s}`")),
     }
+}
+
+/// Row sets given on the command line (a newtype, so clap takes it as one value).
+#[derive(Debug, Clone)]
+struct RowSets(Vec<Vec<usize>>);
+
+fn sets(s: &str) -> Result<RowSets, String> {
+    s.split(';')
+        .map(|b| {
+            b.split(',')
+                .map(|r| r.trim().parse::<usize>().map_err(|e| format!("`{s}`: {e}")))
+                .collect()
+        })
+        .collect::<Result<_, _>>()
+        .map(RowSets)
 }
 
 fn mutant(s: &str) -> Result<Mutant, String> {

@@ -9,7 +9,7 @@ use crate::interval::{INTERVAL_MUTANTS, Interval, IntervalConfigError, Variant};
 use crate::oac::{OAC_MUTANTS, Oac, OacConfigError, SteAt};
 
 /// How large the checked instances are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bound {
     /// OAC: batches.
     pub batches: usize,
@@ -25,19 +25,33 @@ pub struct Bound {
     pub steps: usize,
     /// Dispatcher: initial interval `y0` (decays by one per interval, down to 1).
     pub y0: usize,
+    /// OAC: explicit row sets, one per batch (overrides `batches`); `None`: the standard sets
+    /// of [`Oac::standard`].
+    pub sets: Option<Vec<Vec<usize>>>,
 }
 
 impl Bound {
     /// The bound CI checks exhaustively (a few seconds in release): OAC with 5 batches over
     /// 3 rows (batch `b` touches rows `b mod 3`, `(b+1) mod 3`), 2 readers, 2 writers; the
     /// dispatcher with 3 workers, 8 steps, `y0 = 3` decaying to 1.
-    pub const CI: Bound =
-        Bound { batches: 5, rows: 3, readers: 2, writers: 2, workers: 3, steps: 8, y0: 3 };
+    pub const CI: Bound = Bound {
+        batches: 5,
+        rows: 3,
+        readers: 2,
+        writers: 2,
+        workers: 3,
+        steps: 8,
+        y0: 3,
+        sets: None,
+    };
 
     /// The OAC model at this bound (standard row sets).
     pub fn oac(&self, mutant: Option<Mutant>) -> Result<Oac, ModelError> {
-        let std = Oac::standard(self.batches, self.rows, None)?;
-        Ok(Oac::new(std.sets().to_vec(), self.rows, self.readers, self.writers, mutant)?)
+        let sets = match &self.sets {
+            Some(sets) => sets.clone(),
+            None => Oac::standard(self.batches, self.rows, None)?.sets().to_vec(),
+        };
+        Ok(Oac::new(sets, self.rows, self.readers, self.writers, mutant)?)
     }
 
     /// The dispatcher model at this bound.
@@ -81,7 +95,7 @@ pub fn check_correct(bound: &Bound, limits: Limits) -> Result<Vec<ModelRun>, Mod
     let name = |who: &str| {
         format!(
             "OAC protocol, STE computed by the {who}: k={} batches over p={} rows (sets {}), {} readers, {} writers",
-            bound.batches,
+            oac.sets().len(),
             bound.rows,
             sets.join(" "),
             bound.readers,

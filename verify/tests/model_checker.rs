@@ -212,7 +212,16 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
     let opts = Options {
         root: root.clone(),
         checkers: vec![Checker::Model, Checker::Proptest],
-        bound: Bound { batches: 4, rows: 3, readers: 2, writers: 2, workers: 2, steps: 5, y0: 2 },
+        bound: Bound {
+            batches: 4,
+            rows: 3,
+            readers: 2,
+            writers: 2,
+            workers: 2,
+            steps: 5,
+            y0: 2,
+            sets: None,
+        },
         fuzz_seconds: 1,
         timeout: std::time::Duration::from_secs(60),
         loom_target_dir: root.join("target/loom"),
