@@ -4,7 +4,9 @@
 //! - [`oac`]: the OAC protocol (readers, device, writers) as a transition system.
 //! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
 //! - [`mutants`]: the mutation catalog run against every checker.
-
+//! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
+//!
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 pub mod checker;
