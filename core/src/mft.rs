@@ -5,6 +5,7 @@
 //! finished. We keep it as the *finished prefix* `p = MFT + 1` (the number of timestamps
 //! finished contiguously from 0), so "nothing finished yet" is `p = 0` instead of `−1`.
 
+use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU64, Ordering, atomic_u64_slice, fence};
 use thiserror::Error;
 
@@ -45,6 +46,19 @@ pub enum MftError {
 /// Backpressure: the done flags live in a ring of `capacity` slots, so a timestamp is accepted
 /// only while `ts < prefix + capacity`; [`admits`](Mft::admits) tells a producer when it may
 /// hand out the next timestamp, and `finish` refuses with an error (never corrupts) otherwise.
+///
+/// Checked by `core/tests/loom_mft.rs` (out-of-order finishers, visibility of writes, ring reuse)
+/// and `core/tests/prop_mft.rs` (a sequential model, with duplicates and window overruns).
+///
+/// ```
+/// use ordo::mft::Mft;
+/// let mft = Mft::new(4);
+/// mft.finish(1).unwrap(); // out of order: ts 0 is still running
+/// assert_eq!(mft.mft(), None);
+/// assert_eq!(mft.finish(0), Ok(2)); // the prefix moves over 0 and 1
+/// assert_eq!(mft.mft(), Some(1));
+/// assert!(mft.admits(5) && !mft.admits(6)); // window: prefix 2 + capacity 4
+/// ```
 pub struct Mft {
     /// `done[ts % capacity] == ts + 1` once `ts` has finished (0 = never used).
     done: Box<[AtomicU64]>,
@@ -67,8 +81,10 @@ impl Mft {
     /// The finished prefix `p = MFT + 1`: every `ts < p` has finished.
     pub fn prefix(&self) -> u64 {
         // Acquire: pairs with the AcqRel CAS that advanced it, so the caller sees every row write
-        // made before the finish of each ts < p.
-        self.prefix.load(Ordering::Acquire)
+        // made before the finish of each ts < p. (Mutant: Relaxed, which carries nothing.)
+        let order =
+            if active(Mutant::MftPrefixRelaxed) { Ordering::Relaxed } else { Ordering::Acquire };
+        self.prefix.load(order)
     }
 
     /// The MFT: the largest `t` with every `ts ≤ t` finished, or `None` before `ts = 0` finishes.
@@ -99,22 +115,25 @@ impl Mft {
         if ts < prefix {
             return Err(MftError::AlreadyFinished { ts });
         }
-        if ts >= prefix + cap {
+        if ts >= prefix + cap && !active(Mutant::MftWindowUnchecked) {
             return Err(MftError::AheadOfWindow { ts, prefix, capacity: cap });
         }
         let slot = &self.done[(ts % cap) as usize];
-        // The slot holds 0 or the flag of an older occupant (`< ts + 1`); a value `≥ ts + 1`
-        // means ts (or a later occupant, so ts too) already finished. A CAS, not a swap, so a
+        // The slot holds 0 or the flag of an older occupant (`≤ ts`); a value `> ts` (that is,
+        // `≥ ts + 1`) means ts (or a later occupant, so ts too) already finished. A CAS, not a swap, so a
         // duplicate finish racing a stale prefix can never overwrite a newer occupant's flag.
         // Relaxed load: only a guess for the CAS, which re-validates it.
         let mut seen = slot.load(Ordering::Relaxed);
         loop {
-            if seen >= ts + 1 {
+            if seen > ts {
                 return Err(MftError::AlreadyFinished { ts });
             }
             // AcqRel: release publishes the caller's row writes to whoever advances the prefix
             // past ts (they acquire this flag); an RMW so the fence argument below holds.
-            match slot.compare_exchange(seen, ts + 1, Ordering::AcqRel, Ordering::Relaxed) {
+            // (Mutant: Relaxed, so the advancer does not carry the writes.)
+            let set =
+                if active(Mutant::MftFlagRelaxed) { Ordering::Relaxed } else { Ordering::AcqRel };
+            match slot.compare_exchange(seen, ts + 1, set, Ordering::Relaxed) {
                 Ok(_) => break,
                 Err(now) => seen = now,
             }
@@ -122,7 +141,13 @@ impl Mft {
         // SeqCst fence: store-buffering between finishers. Without it, finisher A (flag ts+1,
         // then reads flag ts) and finisher B (flag ts, then reads flag ts+1) could both miss the
         // other's flag and leave the prefix behind forever. With the fences one of them sees both.
-        fence(Ordering::SeqCst);
+        if !active(Mutant::MftNoFence) {
+            fence(Ordering::SeqCst);
+        }
+        if active(Mutant::MftCountsFinishes) {
+            // AcqRel: as in `advance` (the bug is the counting, not the ordering).
+            return Ok(self.prefix.fetch_add(1, Ordering::AcqRel) + 1);
+        }
         Ok(self.advance())
     }
 
@@ -132,13 +157,15 @@ impl Mft {
         // Relaxed first read: the CAS below re-validates it; a stale value only costs a retry.
         let mut p = self.prefix.load(Ordering::Relaxed);
         loop {
-            // Acquire: the finisher's swap released its row writes; whoever publishes the prefix
-            // past p must carry them (the CAS's release passes them on).
+            // Acquire: the finisher's flag CAS released its row writes; whoever publishes the
+            // prefix past p must carry them (the CAS's release below passes them on). The flag
+            // must be exactly p's: a ring slot also holds the flags of older occupants.
             if self.done[(p % cap) as usize].load(Ordering::Acquire) != p + 1 {
                 return p;
             }
-            // AcqRel: release publishes the writes acquired above to readers of the prefix;
-            // acquire on failure-free paths keeps the chain for the next iteration.
+            // AcqRel: release publishes the writes acquired above to readers of the prefix
+            // (all prefix writes are RMWs, so they form one release sequence). Acquire on failure:
+            // we continue from the newer prefix and pass on what its publisher carried.
             match self.prefix.compare_exchange(p, p + 1, Ordering::AcqRel, Ordering::Acquire) {
                 Ok(_) => p += 1,
                 Err(now) => {

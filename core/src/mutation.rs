@@ -28,6 +28,43 @@ pub enum Mutant {
     ValidateGe,
     /// The interval dispatcher accepts a finished step that started in an earlier interval.
     AcceptEarlierInterval,
+    /// `RowStore::read` returns its copy without re-reading the TID word: breaks *no torn read*.
+    StoreReadSkipsRecheck,
+    /// `RowStore::write_if_newer` drops the Release fence between taking the row lock and writing
+    /// the values: a reader can see new values yet miss the lock, which breaks *no torn read*.
+    StoreWriteNoFence,
+    /// `Mft::finish` drops the `SeqCst` fence between raising its done flag and scanning:
+    /// two out-of-order finishers can both miss each other's flag, which breaks *no timestamp is
+    /// left behind*.
+    MftNoFence,
+    /// `Mft::finish` raises its done flag with a Relaxed CAS (no release): whoever advances the
+    /// prefix past `ts` does not carry `ts`'s row writes, which breaks *writes before `finish(ts)`
+    /// are visible to a reader that acquires a prefix `> ts`*.
+    MftFlagRelaxed,
+    /// `Mft::finish` bumps the prefix by one per finished timestamp (a finish counter) instead of
+    /// advancing over contiguously finished ones: out-of-order finishes let the MFT pass an
+    /// unfinished timestamp, which breaks *the MFT never exceeds an unfinished ts*.
+    MftCountsFinishes,
+    /// `Mft::finish` skips the window check: a timestamp `capacity` or more ahead of the prefix
+    /// overwrites a ring slot, which breaks *never silent corruption when a ts runs ahead*.
+    MftWindowUnchecked,
+    /// `Outstanding::ste` drops the `SeqCst` fence between reading the prefix and scanning the
+    /// slots: a concurrently registering batch can be missed *and* read an older prefix, which
+    /// breaks *every batch that can still reach the device acquired a prefix ≥ any STE*.
+    SteScanNoFence,
+    /// `Outstanding::ste` takes the minimum over announced slots only, not the current prefix:
+    /// with no batch in flight it returns "evict everything", which breaks the same STE invariant
+    /// for a batch that registers afterwards.
+    SteIgnoresMft,
+    /// `Outstanding::register` announces the MFT it read and returns it, with no fence and no
+    /// re-read (the paper's "read MFT, then add to the outstanding dictionary" taken literally
+    /// without a global lock): a delayed batch announces a prefix below an STE already handed
+    /// out, which breaks the STE invariant.
+    RegisterNoRecheck,
+    /// `Mft::prefix` loads the prefix Relaxed instead of Acquire: a batch that reads prefix `p`
+    /// is not ordered after the row writes of the timestamps `< p`, which breaks *writes before
+    /// `finish(ts)` are visible to a reader that acquires a prefix `> ts`*.
+    MftPrefixRelaxed,
     /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
     /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
     PublishedAbaDispatcher,
@@ -35,7 +72,7 @@ pub enum Mutant {
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -44,6 +81,16 @@ impl Mutant {
         Mutant::CacheInsertSkipped,
         Mutant::ValidateGe,
         Mutant::AcceptEarlierInterval,
+        Mutant::StoreReadSkipsRecheck,
+        Mutant::StoreWriteNoFence,
+        Mutant::MftNoFence,
+        Mutant::MftFlagRelaxed,
+        Mutant::MftCountsFinishes,
+        Mutant::MftWindowUnchecked,
+        Mutant::SteScanNoFence,
+        Mutant::SteIgnoresMft,
+        Mutant::RegisterNoRecheck,
+        Mutant::MftPrefixRelaxed,
         Mutant::PublishedAbaDispatcher,
     ];
 
@@ -58,6 +105,16 @@ impl Mutant {
             Mutant::CacheInsertSkipped => "cache-insert-skipped",
             Mutant::ValidateGe => "validate-ge",
             Mutant::AcceptEarlierInterval => "accept-earlier-interval",
+            Mutant::StoreReadSkipsRecheck => "store-read-skips-recheck",
+            Mutant::StoreWriteNoFence => "store-write-no-fence",
+            Mutant::MftNoFence => "mft-no-fence",
+            Mutant::MftFlagRelaxed => "mft-flag-relaxed",
+            Mutant::MftCountsFinishes => "mft-counts-finishes",
+            Mutant::MftWindowUnchecked => "mft-window-unchecked",
+            Mutant::SteScanNoFence => "ste-scan-no-fence",
+            Mutant::SteIgnoresMft => "ste-ignores-mft",
+            Mutant::RegisterNoRecheck => "register-no-recheck",
+            Mutant::MftPrefixRelaxed => "mft-prefix-relaxed",
             Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
         }
     }

@@ -7,6 +7,7 @@
 //! from the store.
 
 use crate::mft::Mft;
+use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU64, Ordering, atomic_u64_slice, fence};
 use thiserror::Error;
 
@@ -42,6 +43,22 @@ pub enum OutstandingError {
 ///
 /// This is the hazard-pointer pattern; plain `SeqCst` loads and stores would not do (and loom
 /// models them as acquire/release), hence the explicit fences and the RMW read.
+///
+/// Checked by `core/tests/loom_outstanding.rs`, which kills the mutants that drop the scan's
+/// fence, skip the register's fence-and-re-read, or leave the prefix out of the minimum. loom
+/// models a `SeqCst` fence as a global acquire-release, which is stronger than the fence rules
+/// of the Rust/C++ model, so it cannot tell the RMW read from a plain load; the RMW is kept for
+/// the argument above, which needs a modification of the prefix sequenced before the fence.
+///
+/// ```
+/// use ordo::{mft::Mft, outstanding::Outstanding};
+/// let (mft, out) = (Mft::new(8), Outstanding::new(4));
+/// let batch = out.register(&mft).unwrap(); // announces prefix 0, then reads its rows
+/// mft.finish(0).unwrap();
+/// assert_eq!(out.ste(&mft), 0); // the batch may still need ts 0 from the cache
+/// out.deregister(batch);
+/// assert_eq!(out.ste(&mft), 1); // cache entries with ts < 1 may be evicted
+/// ```
 pub struct Outstanding {
     /// One slot per in-flight batch: its announced prefix, or `EMPTY`.
     slots: Box<[AtomicU64]>,
@@ -91,6 +108,9 @@ impl Outstanding {
         let Some(slot) = claimed else {
             return Err(OutstandingError::Full { capacity: self.slots.len() });
         };
+        if active(Mutant::RegisterNoRecheck) {
+            return Ok(Registration { slot, prefix: announced });
+        }
         // SeqCst fence: orders our announcement before the prefix load below, against the scan's
         // fence in `ste` (store-buffering pattern); see the type's invariant.
         fence(Ordering::SeqCst);
@@ -108,9 +128,11 @@ impl Outstanding {
     /// The safe-to-evict prefix: cache entries with `ts < ste` may be evicted.
     /// Never larger than the current finished prefix.
     pub fn ste(&self, mft: &Mft) -> u64 {
-        let mut min = mft.prefix_rmw();
-        // SeqCst fence: pairs with the fence in `register` (see the type's invariant).
-        fence(Ordering::SeqCst);
+        let mut min = if active(Mutant::SteIgnoresMft) { EMPTY } else { mft.prefix_rmw() };
+        if !active(Mutant::SteScanNoFence) {
+            // SeqCst fence: pairs with the fence in `register` (see the type's invariant).
+            fence(Ordering::SeqCst);
+        }
         for slot in self.slots.iter() {
             // Relaxed: the fence orders the scan; a slot's value only feeds the minimum.
             let v = slot.load(Ordering::Relaxed);
@@ -121,11 +143,16 @@ impl Outstanding {
         min
     }
 
-    /// Remove a batch once all its row writes are finished in the MFT.
+    /// Remove a batch once all its row writes are finished in the MFT. Hand a registration back
+    /// only to the `Outstanding` that issued it (one from another set is ignored if its slot is
+    /// out of range here, never a panic).
     pub fn deregister(&self, registration: Registration) {
-        // Release: nothing after depends on it, but a scan that sees EMPTY must not be able to
-        // see it before the batch's earlier actions in this thread; Release is the cheap bound.
-        self.slots[registration.slot].store(EMPTY, Ordering::Release);
+        if let Some(slot) = self.slots.get(registration.slot) {
+            // Release: nothing after depends on it, but a scan that sees EMPTY must not be able
+            // to see it before the batch's earlier actions in this thread; Release is the cheap
+            // bound.
+            slot.store(EMPTY, Ordering::Release);
+        }
     }
 
     /// Number of batches registered right now (a racy snapshot, for telemetry).

@@ -6,6 +6,7 @@
 //! concurrent readers and writers never race in Rust's memory model (no UB), and loom can check
 //! the protocol (a seqlock over plain memory would be a data race loom cannot see).
 
+use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU32, AtomicU64, Ordering, atomic_u32_slice, fence, spin_wait};
 use thiserror::Error;
 
@@ -77,6 +78,20 @@ impl Version {
 ///
 /// Readers are optimistic and never block writers: read the TID word, copy the values, re-read
 /// the word, retry if it changed or was locked.
+///
+/// Checked by `core/tests/loom_store.rs` (torn reads, older-overwrites-newer, under every
+/// interleaving loom explores) and `core/tests/prop_store.rs` (a sequential model, and random
+/// concurrent writers on real threads).
+///
+/// ```
+/// use ordo::store::{RowStore, Version};
+/// let store = RowStore::zeros(2, 3);
+/// assert_eq!(store.write_if_newer(1, 7, &[1.0, 2.0, 3.0]), Ok(true));
+/// assert_eq!(store.write_if_newer(1, 5, &[9.0; 3]), Ok(false)); // older: skipped
+/// let mut row = [0.0; 3];
+/// assert_eq!(store.read(1, &mut row), Ok(Version::Written(7)));
+/// assert_eq!(row, [1.0, 2.0, 3.0]);
+/// ```
 pub struct RowStore {
     width: usize,
     tids: Box<[AtomicU64]>,
@@ -143,6 +158,9 @@ impl RowStore {
                 // Relaxed: validated by the TID re-read below (seqlock pattern).
                 *o = f32::from_bits(cell.load(Ordering::Relaxed));
             }
+            if active(Mutant::StoreReadSkipsRecheck) {
+                return Ok(Version::from_word(before));
+            }
             // Acquire fence: if any load above saw a value of a later write, the writer's Release
             // fence (after its lock) synchronizes with this fence, so the re-read sees the lock or
             // a newer version and we retry.
@@ -181,7 +199,7 @@ impl RowStore {
                 word = tid.load(Ordering::Relaxed);
                 continue;
             }
-            if word >= new_word {
+            if word >= new_word && !active(Mutant::WriteIgnoresTs) {
                 // The row already holds this version or a newer one: an older write never lands.
                 return Ok(false);
             }
@@ -197,7 +215,9 @@ impl RowStore {
         }
         // Release fence: any reader that sees one of the values below also sees the lock
         // (its Acquire fence synchronizes with this one), so it retries instead of tearing.
-        fence(Ordering::Release);
+        if !active(Mutant::StoreWriteNoFence) {
+            fence(Ordering::Release);
+        }
         for (cell, v) in cells.iter().zip(values) {
             // Relaxed: published by the Release unlock below.
             cell.store(v.to_bits(), Ordering::Relaxed);
