@@ -247,7 +247,9 @@ fn model_column(opts: &Options) -> (Verdict, Vec<Verdict>) {
         .mutants
         .iter()
         .map(|&m| match check_mutant(&opts.bound, m, limits) {
-            None => Verdict::NotApplicable("no protocol model".into()),
+            None => Verdict::NotApplicable(
+                "not a protocol step (memory ordering or code detail)".into(),
+            ),
             Some(Err(e)) => Verdict::Error(e.to_string()),
             Some(Ok(r)) => match r.outcome {
                 Outcome::Proved => Verdict::Survived,

@@ -71,7 +71,7 @@ pub enum OacConfigError {
 }
 
 /// The OAC mutants: those that change a step of this model.
-pub const OAC_MUTANTS: [Mutant; 7] = [
+pub const OAC_MUTANTS: [Mutant; 8] = [
     Mutant::WriteIgnoresTs,
     Mutant::EvictStePlusOne,
     Mutant::ValidationSkipped,
@@ -79,6 +79,7 @@ pub const OAC_MUTANTS: [Mutant; 7] = [
     Mutant::MftBeforeWritesVisible,
     Mutant::CacheInsertSkipped,
     Mutant::ValidateGe,
+    Mutant::MftCountsFinishes,
 ];
 
 /// The OAC transition system: `k` batches over `p` rows, each batch reading and writing the
@@ -385,11 +386,15 @@ impl Oac {
         Ok(())
     }
 
-    fn finish(s: &mut OacState, b: usize) {
+    fn finish(&self, s: &mut OacState, b: usize) {
         let t = s.batches[b].ts;
         s.done |= 1 << t;
-        while s.done & (1 << (s.mft + 1)) != 0 {
-            s.mft += 1;
+        if self.on(Mutant::MftCountsFinishes) {
+            s.mft += 1; // one per finish, contiguous or not
+        } else {
+            while s.done & (1 << (s.mft + 1)) != 0 {
+                s.mft += 1;
+            }
         }
         s.batches[b].finished = true;
     }
@@ -540,7 +545,7 @@ impl TransitionSystem for Oac {
                     n.device_out.remove(0);
                     n.batches[b].phase = Phase::Writing;
                 }
-                Self::finish(&mut n, b);
+                self.finish(&mut n, b);
             }
             OacAction::Deregister(b) => Self::deregister(&mut n, b as usize),
         }
@@ -584,9 +589,15 @@ impl TransitionSystem for Oac {
     fn describe(&self, s: &OacState, a: &OacAction) -> String {
         match *a {
             OacAction::Announce(b) => {
-                let after = self.apply(s, a).ok();
-                let ste = after.as_ref().map_or(0, |n| n.batches[b as usize].ste);
-                format!("reader: batch {b} announces MFT = {} (STE = {ste})", s.mft)
+                let what = format!("reader: batch {b} announces MFT = {}", s.mft);
+                match self.ste_at {
+                    SteAt::Device => what,
+                    SteAt::Announce => {
+                        let after = self.apply(s, a).ok();
+                        let ste = after.as_ref().map_or(0, |n| n.batches[b as usize].ste);
+                        format!("{what} (STE = {ste})")
+                    }
+                }
             }
             OacAction::ReadRow(b) => {
                 let j = s.batches[b as usize].read.len();
