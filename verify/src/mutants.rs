@@ -128,6 +128,30 @@ impl Table {
         (killed, live.len())
     }
 
+    /// The exit criterion. Always: every baseline passes (or is n.a.) and no cell is an error.
+    /// Full run (`quick = false`): every non-equivalent mutant is killed by some checker.
+    /// Quick run: every non-equivalent mutant the model applies to is killed by the model (the
+    /// memory-ordering mutants need loom, which quick mode does not run).
+    pub fn passes(&self, quick: bool) -> bool {
+        let baselines_ok = self
+            .baseline
+            .iter()
+            .all(|b| matches!(b, Verdict::Survived | Verdict::NotApplicable(_)));
+        let no_errors =
+            self.rows.iter().all(|(_, v)| !v.iter().any(|v| matches!(v, Verdict::Error(_))));
+        let killed = if quick {
+            let model = self.checkers.iter().position(|&c| c == Checker::Model);
+            self.rows
+                .iter()
+                .filter(|(m, _)| m.equivalent_because().is_none())
+                .all(|(_, v)| model.is_none_or(|i| !matches!(v[i], Verdict::Survived)))
+        } else {
+            let (k, n) = self.kill_rate();
+            k == n
+        };
+        baselines_ok && no_errors && killed
+    }
+
     /// Render the table, the details of each kill, and the kill rate.
     pub fn render(&self) -> String {
         let mut s = String::new();

@@ -242,6 +242,14 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
             m.name()
         );
     }
+    assert!(table.passes(true) && table.passes(false));
+    // A survivor fails both criteria; a failing baseline fails them too.
+    let mut bad = table.clone();
+    bad.rows[0].1[0] = Verdict::Survived;
+    assert!(!bad.passes(true) && !bad.passes(false));
+    let mut bad = table.clone();
+    bad.baseline[0] = Verdict::Killed("baseline fails".into());
+    assert!(!bad.passes(true) && !bad.passes(false));
     let text = table.render();
     assert!(
         text.contains(&format!("Kill rate over non-equivalent mutants: {live}/{live}")),
