@@ -478,12 +478,16 @@ impl SubprocessChecker {
                     match run_command(self.fuzz_command(opts, t, mutant, false), limit) {
                         Exit::Passed => {}
                         Exit::Failed(text) => {
-                            let why = text
-                                .lines()
-                                .find(|l| l.contains("panicked") || l.contains("ERROR: libFuzzer"))
-                                .unwrap_or("fuzz target failed")
-                                .trim()
-                                .to_string();
+                            // The panic line and the message after it, or libFuzzer's error line.
+                            let lines: Vec<&str> = text.lines().collect();
+                            let why = lines
+                                .iter()
+                                .position(|l| {
+                                    l.contains("panicked") || l.contains("ERROR: libFuzzer")
+                                })
+                                .map_or("fuzz target failed".to_string(), |i| {
+                                    lines[i..(i + 2).min(lines.len())].join(" ").trim().to_string()
+                                });
                             return Verdict::Killed(format!("{t}: {why}"));
                         }
                         Exit::TimedOut => {
