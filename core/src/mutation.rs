@@ -65,11 +65,14 @@ pub enum Mutant {
     /// is not ordered after the row writes of the timestamps `< p`, which breaks *writes before
     /// `finish(ts)` are visible to a reader that acquires a prefix `> ts`*.
     MftPrefixRelaxed,
+    /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
+    /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
+    PublishedAbaDispatcher,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 18] = [
+    pub const ALL: [Mutant; 19] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -88,6 +91,7 @@ impl Mutant {
         Mutant::SteIgnoresMft,
         Mutant::RegisterNoRecheck,
         Mutant::MftPrefixRelaxed,
+        Mutant::PublishedAbaDispatcher,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -111,6 +115,7 @@ impl Mutant {
             Mutant::SteIgnoresMft => "ste-ignores-mft",
             Mutant::RegisterNoRecheck => "register-no-recheck",
             Mutant::MftPrefixRelaxed => "mft-prefix-relaxed",
+            Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
         }
     }
 

@@ -1,3 +1,16 @@
 //! ordo-verify: checkers of ordo's protocols.
-
+//!
+//! - [`checker`]: a small explicit-state model checker (BFS, hash set of visited states).
+//! - [`oac`]: the OAC protocol (readers, device, writers) as a transition system.
+//! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
+//! - [`mutants`]: the mutation catalog run against every checker.
+//! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
+//!
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
+
+pub mod checker;
+pub mod interval;
+pub mod mutants;
+pub mod oac;
+pub mod suite;

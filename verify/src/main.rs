@@ -1,3 +1,227 @@
-fn main() {
-    println!("ordo-verify: no checker yet");
+//! `ordo-verify`: the explicit-state model checker of ordo's protocols and the mutation table.
+//!
+//! ```text
+//! cargo run --release -p ordo-verify -- check [--bound k,p] [--interval m,steps,y0]
+//! cargo run --release -p ordo-verify -- check --mutant evict-ste-plus-one   # print its trace
+//! cargo run --release -p ordo-verify -- mutants [--quick] [--checkers model,proptest,loom,fuzz]
+//! ```
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use ordo::mutation::Mutant;
+use ordo_verify::checker::{Limits, Outcome};
+use ordo_verify::mutants::{self, Checker, Options};
+use ordo_verify::suite::{Bound, check_correct, check_mutant};
+
+#[derive(Parser)]
+#[command(name = "ordo-verify", about = "Model-check ordo's protocols and run the mutation table")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(clap::Args, Clone)]
+struct BoundArgs {
+    /// OAC bound `k,p`: k batches over p rows (batch b touches rows b mod p and (b+1) mod p).
+    #[arg(long, value_parser = pair, default_value = "5,3")]
+    bound: (usize, usize),
+    /// OAC reader and writer pool sizes `readers,writers`.
+    #[arg(long, value_parser = pair, default_value = "2,2")]
+    threads: (usize, usize),
+    /// Dispatcher bound `m,steps,y0`: m workers, steps started in total, initial interval y0.
+    #[arg(long, value_parser = triple, default_value = "3,8,3")]
+    interval: (usize, usize, usize),
+    /// OAC row sets instead of the standard ones, one batch per `;`, rows by `,`
+    /// (e.g. `0,1;1;0,1`); rows must be below p of `--bound`.
+    #[arg(long, value_parser = sets)]
+    sets: Option<RowSets>,
+    /// Give up after this many distinct states per model.
+    #[arg(long, default_value_t = 50_000_000)]
+    max_states: usize,
+}
+
+impl BoundArgs {
+    fn bound(&self) -> Bound {
+        Bound {
+            batches: self.bound.0,
+            rows: self.bound.1,
+            readers: self.threads.0,
+            writers: self.threads.1,
+            workers: self.interval.0,
+            steps: self.interval.1,
+            y0: self.interval.2,
+            sets: self.sets.clone().map(|s| s.0),
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check the correct protocols exhaustively at a bound (or one mutant with --mutant).
+    Check {
+        #[command(flatten)]
+        bound: BoundArgs,
+        /// Check this mutant's protocol instead, and print its shortest counterexample.
+        #[arg(long, value_parser = mutant)]
+        mutant: Option<Mutant>,
+    },
+    /// Run every checker against every mutant and print the table.
+    Mutants {
+        #[command(flatten)]
+        bound: BoundArgs,
+        /// Checkers to run, comma-separated, from model, proptest, loom, fuzz.
+        #[arg(long, value_delimiter = ',', value_parser = checker, default_value = "model,proptest,loom,fuzz")]
+        checkers: Vec<Checker>,
+        /// CI mode: the model checker and proptest only.
+        #[arg(long)]
+        quick: bool,
+        /// Seconds per fuzz target per mutant.
+        #[arg(long, default_value_t = 20)]
+        fuzz_seconds: u64,
+        /// Wall-clock limit of one test subprocess, seconds (a hang past it counts as a kill).
+        #[arg(long, default_value_t = 600)]
+        timeout: u64,
+        /// Only these mutants (comma-separated names); default all.
+        #[arg(long, value_delimiter = ',', value_parser = mutant)]
+        only: Vec<Mutant>,
+        /// The workspace root (default: the parent of this crate's directory).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Target dir for `--cfg loom` builds (default: $ORDO_LOOM_TARGET_DIR or <root>/target/loom).
+        #[arg(long)]
+        loom_target_dir: Option<PathBuf>,
+    },
+}
+
+fn pair(s: &str) -> Result<(usize, usize), String> {
+    match s.split(',').map(str::trim).map(str::parse).collect::<Result<Vec<usize>, _>>() {
+        Ok(v) if v.len() == 2 => Ok((v[0], v[1])),
+        _ => Err(format!("expected two numbers `a,b`, got `{s}`")),
+    }
+}
+
+fn triple(s: &str) -> Result<(usize, usize, usize), String> {
+    match s.split(',').map(str::trim).map(str::parse).collect::<Result<Vec<usize>, _>>() {
+        Ok(v) if v.len() == 3 => Ok((v[0], v[1], v[2])),
+        _ => Err(format!("expected three numbers `a,b,c`, got `{s}`")),
+    }
+}
+
+/// Row sets given on the command line (a newtype, so clap takes it as one value).
+#[derive(Debug, Clone)]
+struct RowSets(Vec<Vec<usize>>);
+
+fn sets(s: &str) -> Result<RowSets, String> {
+    s.split(';')
+        .map(|b| {
+            b.split(',')
+                .map(|r| r.trim().parse::<usize>().map_err(|e| format!("`{s}`: {e}")))
+                .collect()
+        })
+        .collect::<Result<_, _>>()
+        .map(RowSets)
+}
+
+fn mutant(s: &str) -> Result<Mutant, String> {
+    Mutant::from_name(s).ok_or_else(|| {
+        let names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown mutant `{s}`; one of {}", names.join(", "))
+    })
+}
+
+fn checker(s: &str) -> Result<Checker, String> {
+    Checker::from_name(s)
+        .ok_or_else(|| format!("unknown checker `{s}`; one of model, proptest, loom, fuzz"))
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Cmd::Check { bound, mutant: Some(m) } => {
+            let limits = Limits { max_states: bound.max_states };
+            match check_mutant(&bound.bound(), m, limits) {
+                None => {
+                    eprintln!("mutant {} changes no modelled protocol", m.name());
+                    ExitCode::FAILURE
+                }
+                Some(Err(e)) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+                Some(Ok(r)) => {
+                    println!("mutant {}: {}", m.name(), r.stats);
+                    match r.outcome {
+                        Outcome::Proved => {
+                            match m.equivalent_because() {
+                                Some(why) => {
+                                    println!("no counterexample (equivalent mutant: {why})")
+                                }
+                                None => println!("no counterexample at this bound"),
+                            }
+                            ExitCode::SUCCESS
+                        }
+                        Outcome::Violated(cex) => {
+                            println!("{cex}");
+                            ExitCode::SUCCESS
+                        }
+                    }
+                }
+            }
+        }
+        Cmd::Check { bound, mutant: None } => {
+            let limits = Limits { max_states: bound.max_states };
+            match check_correct(&bound.bound(), limits) {
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+                Ok(runs) => {
+                    let mut ok = true;
+                    for run in runs {
+                        println!("{}\n  {}", run.name, run.report.stats);
+                        match run.report.outcome {
+                            Outcome::Proved => {
+                                println!("  proved: every property holds in every reachable state")
+                            }
+                            Outcome::Violated(cex) => {
+                                ok = false;
+                                println!("  VIOLATED\n{cex}");
+                            }
+                        }
+                    }
+                    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+                }
+            }
+        }
+        Cmd::Mutants {
+            bound,
+            checkers,
+            quick,
+            fuzz_seconds,
+            timeout,
+            only,
+            root,
+            loom_target_dir,
+        } => {
+            let root = root.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
+            let loom_target_dir = loom_target_dir
+                .or_else(|| std::env::var_os("ORDO_LOOM_TARGET_DIR").map(PathBuf::from))
+                .unwrap_or_else(|| root.join("target/loom"));
+            let checkers = if quick { vec![Checker::Model, Checker::Proptest] } else { checkers };
+            let opts = Options {
+                root,
+                checkers,
+                bound: bound.bound(),
+                fuzz_seconds,
+                timeout: Duration::from_secs(timeout),
+                loom_target_dir,
+                mutants: if only.is_empty() { Mutant::ALL.to_vec() } else { only },
+            };
+            let table = mutants::run(&opts, |msg| eprintln!("[mutants] {msg}"));
+            print!("{}", table.render());
+            if table.passes(quick) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+        }
+    }
 }

@@ -1,0 +1,145 @@
+//! The protocol models at a bound: which models exist, the CI bound, and the model checker as a
+//! checker of the mutation catalog.
+
+use ordo::mutation::Mutant;
+use thiserror::Error;
+
+use crate::checker::{CheckError, Limits, Report, check};
+use crate::interval::{INTERVAL_MUTANTS, Interval, IntervalConfigError, Variant};
+use crate::oac::{OAC_MUTANTS, Oac, OacConfigError, SteAt};
+
+/// How large the checked instances are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bound {
+    /// OAC: batches.
+    pub batches: usize,
+    /// OAC: rows.
+    pub rows: usize,
+    /// OAC: reader threads.
+    pub readers: usize,
+    /// OAC: writer threads.
+    pub writers: usize,
+    /// Dispatcher: worker threads `m`.
+    pub workers: usize,
+    /// Dispatcher: steps started in total.
+    pub steps: usize,
+    /// Dispatcher: initial interval `y0` (decays by one per interval, down to 1).
+    pub y0: usize,
+    /// OAC: explicit row sets, one per batch (overrides `batches`); `None`: the standard sets
+    /// of [`Oac::standard`].
+    pub sets: Option<Vec<Vec<usize>>>,
+}
+
+impl Bound {
+    /// The bound CI checks exhaustively (a few seconds in release): OAC with 5 batches over
+    /// 3 rows (batch `b` touches rows `b mod 3`, `(b+1) mod 3`), 2 readers, 2 writers; the
+    /// dispatcher with 3 workers, 8 steps, `y0 = 3` decaying to 1.
+    pub const CI: Bound = Bound {
+        batches: 5,
+        rows: 3,
+        readers: 2,
+        writers: 2,
+        workers: 3,
+        steps: 8,
+        y0: 3,
+        sets: None,
+    };
+
+    /// The OAC model at this bound (standard row sets).
+    pub fn oac(&self, mutant: Option<Mutant>) -> Result<Oac, ModelError> {
+        let sets = match &self.sets {
+            Some(sets) => sets.clone(),
+            None => Oac::standard(self.batches, self.rows, None)?.sets().to_vec(),
+        };
+        Ok(Oac::new(sets, self.rows, self.readers, self.writers, mutant)?)
+    }
+
+    /// The dispatcher model at this bound.
+    pub fn interval(
+        &self,
+        variant: Variant,
+        mutant: Option<Mutant>,
+    ) -> Result<Interval, ModelError> {
+        Ok(Interval::new(self.workers, self.steps, self.y0, true, variant, mutant)?)
+    }
+}
+
+/// A model could not be built or searched.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ModelError {
+    /// Bad OAC bound.
+    #[error(transparent)]
+    Oac(#[from] OacConfigError),
+    /// Bad dispatcher bound.
+    #[error(transparent)]
+    Interval(#[from] IntervalConfigError),
+    /// The search ran out of room.
+    #[error(transparent)]
+    Check(#[from] CheckError),
+}
+
+/// One model at a bound, and its search report.
+#[derive(Debug, Clone)]
+pub struct ModelRun {
+    /// What was checked, e.g. `oac k=5 p=3 readers=2 writers=2`.
+    pub name: String,
+    /// The report.
+    pub report: Report,
+}
+
+/// Check the correct protocols at `bound`: the OAC protocol (STE computed by the device, as the
+/// engine does, and at the announcement, as the paper does) and the single-word dispatcher.
+pub fn check_correct(bound: &Bound, limits: Limits) -> Result<Vec<ModelRun>, ModelError> {
+    let oac = bound.oac(None)?;
+    let sets: Vec<String> = oac.sets().iter().map(|s| format!("{s:?}")).collect();
+    let name = |who: &str| {
+        format!(
+            "OAC protocol, STE computed by the {who}: k={} batches over p={} rows (sets {}), {} readers, {} writers",
+            oac.sets().len(),
+            bound.rows,
+            sets.join(" "),
+            bound.readers,
+            bound.writers
+        )
+    };
+    let runs = vec![
+        ModelRun {
+            name: name("device (engine)"),
+            report: check(&oac.clone().with_ste_at(SteAt::Device), limits)?,
+        },
+        ModelRun {
+            name: name("reader at announce (paper)"),
+            report: check(&oac.with_ste_at(SteAt::Announce), limits)?,
+        },
+        ModelRun {
+            name: format!(
+                "interval dispatcher (single-word CAS): m={} workers, {} steps, y0={} decaying",
+                bound.workers, bound.steps, bound.y0
+            ),
+            report: check(&bound.interval(Variant::SingleWord, None)?, limits)?,
+        },
+    ];
+    Ok(runs)
+}
+
+/// The mutants that change a modelled protocol step (the model checker's share of the catalog).
+pub fn protocol_mutants() -> Vec<Mutant> {
+    OAC_MUTANTS.iter().chain(INTERVAL_MUTANTS.iter()).copied().collect()
+}
+
+/// Run the model of the protocol that `mutant` changes, with the mutant on (OAC: STE computed by
+/// the device, as the engine does). `None` when the mutant changes no modelled protocol (e.g. a
+/// weak-memory ordering mutant: the model explores sequentially consistent interleavings).
+pub fn check_mutant(
+    bound: &Bound,
+    mutant: Mutant,
+    limits: Limits,
+) -> Option<Result<Report, ModelError>> {
+    if OAC_MUTANTS.contains(&mutant) {
+        Some(bound.oac(Some(mutant)).and_then(|m| Ok(check(&m, limits)?)))
+    } else if INTERVAL_MUTANTS.contains(&mutant) {
+        Some(bound.interval(Variant::SingleWord, Some(mutant)).and_then(|m| Ok(check(&m, limits)?)))
+    } else {
+        None
+    }
+}
