@@ -413,6 +413,8 @@ impl SubprocessChecker {
         if let Some(m) = mutant {
             cmd.env("ORDO_MUTANT", m.name());
         }
+        // A mutant's failing cases are expected: do not save them as regression seeds in the tree.
+        cmd.env("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1");
         if self.checker == Checker::Loom {
             cmd.env("RUSTFLAGS", "--cfg loom -C debug-assertions")
                 .env("CARGO_TARGET_DIR", &opts.loom_target_dir)
