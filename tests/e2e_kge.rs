@@ -2,7 +2,7 @@
 //! synchronous replay of its recorded computation order (embeddings, Adagrad state, relation
 //! parameters and the whole valid-MRR curve), while an async run does not; and training beats a
 //! random model by a wide margin.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::engine::{HookAction, HookPoint, StageHook};
 use ordo_train::kge::data::Dataset;

@@ -9,7 +9,7 @@
 //! (ComplEx dim 32, 2 epochs of 41 batches) we allow 1e-3 relative on the scale of the
 //! embeddings and 0.01 on each epoch's valid MRR. These bounds are a judgement, not a
 //! measurement: no GPU was available when they were set.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::engine::{HookAction, HookPoint, StageHook};
 use ordo_train::kge::data::Dataset;

@@ -1,7 +1,7 @@
 //! End to end: `ordo-train`'s MLP trained on Fashion-MNIST by the SGD runtime under the
 //! Interval-Asynchrony dispatcher passes 80% test accuracy (paper 001's setting, except a larger
 //! learning rate so the test stays short). Skipped, with a message, without the dataset.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::sgd::{Every, Stop};
 use ordo_train::sgd::dispatchers::{Kind, Spec, build};

@@ -12,8 +12,9 @@ pub mod engine;
 pub mod mft;
 pub mod mutation;
 pub mod outstanding;
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 pub mod sgd;
+pub mod storage;
 pub mod store;
 pub mod sync;
 pub mod validation_cache;

@@ -186,7 +186,7 @@ impl std::fmt::Debug for Mft {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
 

@@ -170,7 +170,7 @@ impl std::fmt::Debug for Outstanding {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
 

@@ -301,7 +301,7 @@ impl Hogwild<'_> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
 

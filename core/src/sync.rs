@@ -1,6 +1,6 @@
 //! The one place that chooses between loom and std.
 //!
-//! Under `RUSTFLAGS="--cfg loom"` every atomic, fence, `Arc`, thread and spin hint in the crate
+//! Under `RUSTFLAGS="--cfg ordo_loom"` every atomic, fence, `Arc`, thread and spin hint in the crate
 //! comes from [loom](https://docs.rs/loom), so the loom models in `core/tests/loom_*.rs` check
 //! the shipped source itself; otherwise they are the std types. Code in this crate imports
 //! synchronization types only from here.
@@ -9,18 +9,18 @@
 //! (we use `fence(SeqCst)` and read-modify-writes where sequential consistency matters, which
 //! loom models faithfully), it does not model load buffering, and it bounds preemptions.
 
-#[cfg(loom)]
+#[cfg(ordo_loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
-#[cfg(loom)]
+#[cfg(ordo_loom)]
 pub use loom::sync::{Arc, Condvar, Mutex};
-#[cfg(loom)]
+#[cfg(ordo_loom)]
 pub use loom::thread;
 
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 pub use std::sync::{Arc, Condvar, Mutex};
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 pub use std::thread;
 
 pub use std::sync::atomic::Ordering;
@@ -31,9 +31,9 @@ pub use std::sync::atomic::Ordering;
 /// an unbounded number of states); otherwise it is a CPU spin hint.
 #[inline]
 pub fn spin_wait() {
-    #[cfg(loom)]
+    #[cfg(ordo_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(ordo_loom))]
     std::hint::spin_loop();
 }
 

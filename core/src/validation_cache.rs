@@ -171,7 +171,7 @@ impl std::fmt::Debug for ValidationCache {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
     use crate::engine::BatchRows;

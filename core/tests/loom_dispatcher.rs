@@ -1,7 +1,7 @@
 //! loom models of the interval dispatcher (`ordo::dispatcher::IntervalDispatcher`) and of the
 //! published Algorithm 2 it corrects (fixture `fixtures/published_algorithm2.rs`).
 //!
-//! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_dispatcher`.
 //!
@@ -14,7 +14,7 @@
 //! except that the step that closes an interval is counted at the end of its opening of the next
 //! one (one step later at most). So the corrected dispatcher must keep ghost τ ≤ y, the paper's
 //! bound; the published algorithm does not.
-#![cfg(loom)]
+#![cfg(ordo_loom)]
 
 #[path = "fixtures/published_algorithm2.rs"]
 mod published;

@@ -6,7 +6,7 @@
 //! batches over 2 rows, with the preemption bound capped at 1 (at bound 2 it ran past 14 min
 //! on this 2-core machine); and a 3-thread pipeline (1 reader, device, 1 writer) on 2 batches,
 //! at the bound CI sets (`LOOM_MAX_PREEMPTIONS`, 2).
-#![cfg(loom)]
+#![cfg(ordo_loom)]
 
 use ordo::engine::testing::MixModel;
 use ordo::engine::{Batch, EngineConfig, Mode, Model, loom_harness, replay};

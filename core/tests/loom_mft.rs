@@ -1,8 +1,8 @@
-#![cfg(loom)]
+#![cfg(ordo_loom)]
 //! loom models of the MFT tracker (`ordo::mft::Mft`), run on the shipped source through the
 //! `ordo::sync` shim. Invariants are those of the `Mft` doc comment.
 //!
-//! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_mft`
 

@@ -1,10 +1,10 @@
-#![cfg(loom)]
+#![cfg(ordo_loom)]
 //! loom models of the outstanding-batches set and its safe-to-evict value (`ordo::outstanding`),
 //! run on the shipped source through the `ordo::sync` shim. The invariant checked is the one in
 //! the `Outstanding` doc comment: every batch that can still reach the device acquired a prefix
 //! `≥` any STE already handed out, so it saw every write with `ts < STE` in the store.
 //!
-//! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_outstanding`
 

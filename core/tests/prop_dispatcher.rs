@@ -7,7 +7,7 @@
 //! (accepted steps between a step's start and its acceptance), same interval and place in it,
 //! same interval state, and the same telemetry. A final test runs real threads and checks the
 //! interval invariants on the recorded decisions.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::dispatcher::{
     Async, ClosedInterval, Decay, Decision, Dispatcher, Fixed, IntervalDispatcher, IntervalInfo,

@@ -2,7 +2,7 @@
 //! bit for bit, the sequential replay of the recorded computation order; the same check fails for
 //! `Async` (teeth); the validation cache stays bounded; bad input and failing stages end in typed
 //! errors without hanging.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::engine::simulation::{FuzzCase, Simulation, compare_with_replay, fuzz_check};
 use ordo::engine::testing::MixModel;

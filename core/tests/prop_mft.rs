@@ -1,4 +1,4 @@
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 //! proptest state machine: `ordo::mft::Mft` against a sequential model (a set of finished
 //! timestamps and the contiguous prefix over it), including duplicate finishes and timestamps
 //! that run ahead of the window (backpressure errors, never corruption).

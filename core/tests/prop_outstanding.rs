@@ -1,4 +1,4 @@
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 //! proptest state machine: `ordo::outstanding::Outstanding` (with its `Mft`) against a sequential
 //! model. Sequentially every registration acquires the current finished prefix, a full set is an
 //! error, and the STE is the minimum of the finished prefix and every live registration's prefix.

@@ -1,4 +1,4 @@
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 //! proptest checks of `ordo::store::RowStore`:
 //! * a state machine against a sequential model (per row: version and values), with bad rows,
 //!   bad widths and oversized timestamps, which must be errors that change nothing, and the

@@ -3,7 +3,7 @@
 //!
 //! The dispatchers here are private test doubles (simple, lock-based, obviously correct), so
 //! these tests check the runtime, not the lock-free dispatchers of `ordo::dispatcher`.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::dispatcher::{DispatchError, Dispatcher, StepIndex, WorkerId};
 use ordo::sgd::{

@@ -40,7 +40,7 @@ use crate::sim_device::{apply_validation, step_unless_failed, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
 use std::sync::Arc;
-// The engine's `Arc` (loom's under `--cfg loom`), as `DeviceStage::insert` takes it.
+// The engine's `Arc` (loom's under `--cfg ordo_loom`), as `DeviceStage::insert` takes it.
 use ordo::sync::Arc as EngineArc;
 
 /// The three streams of the device stage.

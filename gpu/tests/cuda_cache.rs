@@ -1,7 +1,7 @@
 //! The validation cache in device memory against the CPU reference cache on random batch
 //! streams (needs a CUDA device; prints "skipped: no CUDA device" and passes without one).
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo_gpu::cache::{CacheConfig, CpuValidationCache, CudaValidationCache, DeviceBatch};
 use ordo_gpu::workload::{Rng, random_stream};

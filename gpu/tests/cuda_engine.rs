@@ -2,7 +2,7 @@
 //! the sequential replay of its recorded order gives. Needs a CUDA device; prints
 //! "skipped: no CUDA device" and passes without one.
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 #[path = "support/oac_replay.rs"]
 mod oac_replay;

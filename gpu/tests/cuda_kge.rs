@@ -1,7 +1,7 @@
 //! The KGE kernels against the f64 reference (1e-5 relative) and against themselves (bitwise,
 //! run to run). Needs a CUDA device; prints "skipped: no CUDA device" and passes without one.
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo_gpu::Gpu;
 use ordo_gpu::kge::{

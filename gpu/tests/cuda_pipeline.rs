@@ -2,7 +2,7 @@
 //! kernels, same order), and Async without validation does not (so the check has teeth).
 //! Needs a CUDA device; prints "skipped: no CUDA device" and passes without one.
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;

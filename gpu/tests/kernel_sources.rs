@@ -2,7 +2,7 @@
 //! the CUDA built-ins they use). This runs without a GPU or NVRTC and catches syntax and type
 //! errors early; it proves nothing about device behaviour (the `cuda_*` tests do that).
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use std::process::Command;
 

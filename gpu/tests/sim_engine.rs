@@ -2,7 +2,7 @@
 //! the cache kernels) equals the sequential replay of its recorded order — the CPU twin of
 //! `cuda_engine.rs`, run on every machine.
 
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 #[path = "support/oac_replay.rs"]
 mod oac_replay;

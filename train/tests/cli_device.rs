@@ -1,7 +1,7 @@
 //! `ordo-train kge --device cuda` on a machine without a usable CUDA: exits non-zero before any
 //! training, names the reason, and writes nothing (`--out` and `--save` stay absent). On a
 //! machine with CUDA it prints "skipped: CUDA is available".
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use std::process::Command;
 

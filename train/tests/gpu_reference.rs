@@ -5,7 +5,7 @@
 //! The check must be able to fail: the same comparison with one side perturbed (Adagrad eps
 //! 1e-10 → 1e-4, the L2 weight not halved for the two groups per positive, the head and tail
 //! negatives swapped) must be rejected.
-#![cfg(not(loom))]
+#![cfg(not(ordo_loom))]
 
 use ordo::engine::{BatchRows, Model};
 use ordo_gpu::kge::{KgeHyper, reference_step};

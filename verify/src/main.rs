@@ -90,7 +90,7 @@ enum Cmd {
         /// The workspace root (default: the parent of this crate's directory).
         #[arg(long)]
         root: Option<PathBuf>,
-        /// Target dir for `--cfg loom` builds (default: $ORDO_LOOM_TARGET_DIR or <root>/target/loom).
+        /// Target dir for `--cfg ordo_loom` builds (default: $ORDO_LOOM_TARGET_DIR or <root>/target/loom).
         #[arg(long)]
         loom_target_dir: Option<PathBuf>,
     },

@@ -4,7 +4,7 @@
 //! - `model`: the explicit-state model of the protocol the mutant changes (in process);
 //! - `proptest`: `core/tests/prop_*.rs` on the real code, `cargo test --release -p ordo
 //!   --features mutants` with `ORDO_MUTANT=<name>`;
-//! - `loom`: `core/tests/loom_*.rs` the same way under `RUSTFLAGS="--cfg loom -C debug-assertions"`
+//! - `loom`: `core/tests/loom_*.rs` the same way under `RUSTFLAGS="--cfg ordo_loom -C debug-assertions"`
 //!   in their own target dir;
 //! - `fuzz`: every `fuzz/fuzz_targets/*.rs` for a short time, `cargo fuzz run --sanitizer none
 //!   --features mutants`.
@@ -97,7 +97,7 @@ pub struct Options {
     pub fuzz_seconds: u64,
     /// Wall-clock limit of one test subprocess (a hang past it counts as a kill).
     pub timeout: Duration,
-    /// Target dir for the `--cfg loom` builds.
+    /// Target dir for the `--cfg ordo_loom` builds.
     pub loom_target_dir: PathBuf,
     /// The mutants to run (default: all).
     pub mutants: Vec<Mutant>,
@@ -416,7 +416,7 @@ impl SubprocessChecker {
         // A mutant's failing cases are expected: do not save them as regression seeds in the tree.
         cmd.env("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1");
         if self.checker == Checker::Loom {
-            cmd.env("RUSTFLAGS", "--cfg loom -C debug-assertions")
+            cmd.env("RUSTFLAGS", "--cfg ordo_loom -C debug-assertions")
                 .env("CARGO_TARGET_DIR", &opts.loom_target_dir)
                 .env(
                     "LOOM_MAX_PREEMPTIONS",

@@ -1,4 +1,4 @@
-//! The pipeline on loom threads (built only under `--cfg loom`): the real reader, device and
+//! The pipeline on loom threads (built only under `--cfg ordo_loom`): the real reader, device and
 //! writer tasks over the real primitives, with mutex queues instead of crossbeam channels (loom
 //! cannot see inside those) and no `thread::scope` (loom has none). Used by
 //! `core/tests/loom_engine.rs`.

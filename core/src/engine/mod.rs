@@ -58,10 +58,10 @@ mod config;
 mod context;
 mod device;
 mod error;
-#[cfg(loom)]
+#[cfg(ordo_loom)]
 pub mod loom_harness;
 pub mod model;
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 mod pipeline;
 mod reader;
 mod record;
@@ -74,7 +74,7 @@ pub use config::{AsyncWrite, EngineConfig, HookAction, HookPoint, Mode, StageHoo
 pub use device::{CpuDevice, DeviceStage};
 pub use error::{BatchError, EngineError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
-#[cfg(not(loom))]
+#[cfg(not(ordo_loom))]
 pub use pipeline::Engine;
 pub use record::{RunReport, Staleness, Stamp, replay};
 

@@ -19,7 +19,7 @@
 //! run through a monitor closure called with periodic [`Snapshot`]s ([`Every`]); the closure
 //! can stop the run on a metric (e.g. a target test accuracy) by returning [`Control::Stop`].
 //!
-//! Not compiled under `--cfg loom`: loom has no scoped threads, and what loom must check here is
+//! Not compiled under `--cfg ordo_loom`: loom has no scoped threads, and what loom must check here is
 //! the dispatcher (`core/tests/loom_*.rs`), not the floating-point loop.
 
 mod config;

@@ -1,0 +1,92 @@
+//! The storage trait: what the engine needs from wherever the rows live.
+//!
+//! [`RowStore`](crate::store::RowStore) (CPU memory, one TID word per row) is one implementation;
+//! a sharded store, a device-resident store or a distributed parameter manager (AdaPM, crate
+//! `ordo-pm`) is another, and plugs into the engine without touching it.
+//!
+//! **Contract** (every implementation keeps it; the engine's equivalence claim rests on it):
+//! * *No torn read:* [`read`](RowStorage::read) returns values that were all written by the one
+//!   write whose version it returns (or are all initial values).
+//! * *Newer is never overwritten:* [`write_if_newer`](RowStorage::write_if_newer) with `ts`
+//!   lands only if the row holds an older version, so a row's version only increases and after
+//!   any set of writes it holds the values of the largest `ts` written to it.
+//! * A bad argument (row out of range, wrong width, timestamp too large) is an error and leaves
+//!   the storage unchanged.
+//!
+//! ```
+//! use ordo::storage::RowStorage;
+//! use ordo::store::{RowStore, Version};
+//!
+//! fn bump<S: RowStorage + ?Sized>(s: &S, row: u64, ts: u64) -> Result<bool, ordo::store::StoreError> {
+//!     let mut v = vec![0.0; s.width()];
+//!     s.read(row, &mut v)?;
+//!     v.iter_mut().for_each(|x| *x += 1.0);
+//!     s.write_if_newer(row, ts, &v)
+//! }
+//! let store = RowStore::zeros(4, 2);
+//! assert_eq!(bump(&store, 3, 0), Ok(true));
+//! assert_eq!(bump(&store, 3, 0), Ok(false)); // same version: not newer
+//! assert_eq!(store.version(3), Ok(Version::Written(0)));
+//! ```
+
+use crate::store::{StoreError, Version};
+
+/// Rows of `f32` with a version each, shared by concurrent readers and writers.
+///
+/// See the [module docs](self) for the contract every implementation keeps.
+pub trait RowStorage: Send + Sync {
+    /// Number of rows.
+    fn rows(&self) -> usize;
+
+    /// Floats per row.
+    fn width(&self) -> usize;
+
+    /// Copy row `row` into `out` (`out.len() == width()`) and return the version the copy
+    /// belongs to. Never torn.
+    fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError>;
+
+    /// The row's current version (a snapshot; it may change right after).
+    fn version(&self, row: u64) -> Result<Version, StoreError>;
+
+    /// Write `values` as version `ts` if the row holds an older version; otherwise leave it.
+    /// Returns whether the write landed.
+    fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError>;
+
+    /// The whole table, row-major (a snapshot per row; for checks and checkpoints at rest).
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
+        let width = self.width();
+        let mut all = vec![0.0; self.rows() * width];
+        if width > 0 {
+            for (r, chunk) in all.chunks_mut(width).enumerate() {
+                self.read(r as u64, chunk)?;
+            }
+        }
+        Ok(all)
+    }
+}
+
+impl RowStorage for crate::store::RowStore {
+    fn rows(&self) -> usize {
+        crate::store::RowStore::rows(self)
+    }
+
+    fn width(&self) -> usize {
+        crate::store::RowStore::width(self)
+    }
+
+    fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
+        crate::store::RowStore::read(self, row, out)
+    }
+
+    fn version(&self, row: u64) -> Result<Version, StoreError> {
+        crate::store::RowStore::version(self, row)
+    }
+
+    fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
+        crate::store::RowStore::write_if_newer(self, row, ts, values)
+    }
+
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
+        Ok(crate::store::RowStore::snapshot(self))
+    }
+}
