@@ -63,6 +63,53 @@ pub trait RowStorage: Send + Sync {
         }
         Ok(all)
     }
+
+    /// One past the newest version any row holds (`0` if no row was ever written): the store
+    /// version the engine stamps its first batch with, so versions keep increasing across runs.
+    fn next_version(&self) -> Result<u64, StoreError> {
+        let mut next = 0;
+        for r in 0..self.rows() {
+            if let Some(ts) = self.version(r as u64)?.ts() {
+                next = next.max(ts + 1);
+            }
+        }
+        Ok(next)
+    }
+
+    /// Read for the unordered (`Async`, Hogwild) mode: no version is needed, and an
+    /// implementation may return a torn copy. Default: [`read`](RowStorage::read).
+    fn read_unordered(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
+        self.read(row, out).map(|_| ())
+    }
+
+    /// Overwrite for the unordered mode (the last writer wins). Default: a
+    /// [`write_if_newer`](RowStorage::write_if_newer) one version past the row's current one,
+    /// retried until it lands (so it also bumps the row's version).
+    fn overwrite_unordered(&self, row: u64, values: &[f32]) -> Result<(), StoreError> {
+        loop {
+            let next = self.version(row)?.ts().map_or(0, |t| t + 1);
+            if self.write_if_newer(row, next, values)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Add `delta` for the unordered mode (`Async(AddDelta)`); an implementation may lose
+    /// concurrent adds (Hogwild). Default: read, add, and [`write_if_newer`](RowStorage::write_if_newer)
+    /// one version past the one read, retried until it lands (so no add is lost).
+    fn add_unordered(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
+        if delta.len() != self.width() {
+            return Err(StoreError::DimMismatch { expected: self.width(), got: delta.len() });
+        }
+        let mut buf = vec![0.0; self.width()];
+        loop {
+            let next = self.read(row, &mut buf)?.ts().map_or(0, |t| t + 1);
+            buf.iter_mut().zip(delta).for_each(|(v, d)| *v += d);
+            if self.write_if_newer(row, next, &buf)? {
+                return Ok(());
+            }
+        }
+    }
 }
 
 impl RowStorage for crate::store::RowStore {
@@ -88,5 +135,17 @@ impl RowStorage for crate::store::RowStore {
 
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
         Ok(crate::store::RowStore::snapshot(self))
+    }
+
+    fn read_unordered(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
+        self.hogwild().read(row, out)
+    }
+
+    fn overwrite_unordered(&self, row: u64, values: &[f32]) -> Result<(), StoreError> {
+        self.hogwild().write(row, values)
+    }
+
+    fn add_unordered(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
+        self.hogwild().add(row, delta)
     }
 }

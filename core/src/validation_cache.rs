@@ -8,8 +8,8 @@
 
 use crate::engine::{BatchRows, RowBlock, Staleness};
 use crate::mutation::{self, Mutant};
-use crate::sync::Arc;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// Where the newest cached update of a row lives: the block stamped `ts`, row `index` in it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

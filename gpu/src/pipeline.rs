@@ -40,8 +40,6 @@ use crate::sim_device::{apply_validation, step_unless_failed, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
 use std::sync::Arc;
-// The engine's `Arc` (loom's under `--cfg ordo_loom`), as `DeviceStage::insert` takes it.
-use ordo::sync::Arc as EngineArc;
 
 /// The three streams of the device stage.
 #[derive(Debug, Clone)]
@@ -316,7 +314,7 @@ impl<M: Model> DeviceStage<M> for CudaDevice {
         step_unless_failed(&mut self.error, model, data, rows)
     }
 
-    fn insert(&mut self, ts: u64, rows: &EngineArc<RowBlock>) {
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
         if self.error.is_none() {
             let r = self.insert_inner(ts, rows);
             self.keep(r);

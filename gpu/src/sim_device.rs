@@ -5,7 +5,7 @@
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache};
 use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
-use ordo::sync::Arc;
+use std::sync::Arc;
 
 /// The version words of the engine's read timestamps (`None` = before the run = version 0).
 pub(crate) fn version_words(read: &[Option<u64>]) -> impl Iterator<Item = u64> + '_ {

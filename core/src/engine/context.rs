@@ -3,12 +3,13 @@
 use super::{EngineError, HookAction, HookPoint, Mode, StageHook, StopCause};
 use crate::mft::Mft;
 use crate::outstanding::Outstanding;
-use crate::store::{RowStore, Version};
+use crate::storage::RowStorage;
+use crate::store::Version;
 
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
 /// the store sees `base + ts`, so versions keep increasing across runs (epochs) on one store.
-pub(crate) struct RunCtx<'s> {
-    pub store: &'s RowStore,
+pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
+    pub store: &'s S,
     pub mft: Mft,
     pub outstanding: Outstanding,
     pub mode: Mode,
@@ -16,9 +17,9 @@ pub(crate) struct RunCtx<'s> {
     pub width: usize,
 }
 
-impl<'s> RunCtx<'s> {
-    pub fn new(store: &'s RowStore, mode: Mode, slots: Option<usize>) -> Result<Self, EngineError> {
-        let base = store.versions().iter().filter_map(|v| v.ts()).max().map_or(0, |t| t + 1);
+impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
+    pub fn new(store: &'s S, mode: Mode, slots: Option<usize>) -> Result<Self, EngineError> {
+        let base = store.next_version().map_err(EngineError::Storage)?;
         if base >= (1 << 62) {
             return Err(EngineError::TimestampsExhausted);
         }

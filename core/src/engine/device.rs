@@ -11,9 +11,10 @@ use super::{
 };
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
-use crate::sync::Arc;
+use crate::storage::RowStorage;
 use crate::validation_cache::ValidationCache;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 
 /// A device: where the validation cache lives and the model step runs.
 ///
@@ -22,7 +23,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 /// stamps are used throughout (see [`crate::engine`]). A device that keeps its own cache should
 /// carry the mutation hooks [`Mutant::EvictStePlusOne`] (in its eviction test) and
 /// [`Mutant::ValidateGe`] (in its comparison) as [`ValidationCache`] does, so the engine's checks
-/// can be shown to catch those bugs on it too. [`Arc`] is `ordo::sync::Arc`.
+/// can be shown to catch those bugs on it too. [`Arc`] is `std::sync::Arc` under every cfg.
 pub trait DeviceStage<M: Model> {
     /// Forget the cache (called at the start of every run).
     fn reset(&mut self);
@@ -108,15 +109,15 @@ pub(crate) struct Sequencer {
 
 impl Sequencer {
     /// Whether the next stamp fits the MFT window (admission control).
-    pub fn admits(&self, cx: &RunCtx<'_>) -> bool {
+    pub fn admits<St: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, St>) -> bool {
         !cx.mode.timestamped() || cx.mft.admits(self.next_ts)
     }
 
     /// Process one admitted batch. On error the batch is not stamped.
-    pub fn process<M: Model, S: DeviceStage<M>>(
+    pub fn process<M: Model, D: DeviceStage<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
-        cx: &RunCtx<'_>,
-        stage: &mut S,
+        cx: &RunCtx<'_, St>,
+        stage: &mut D,
         model: &mut M,
         job: Staged<M::Data>,
         hook: Option<&StageHook>,

@@ -94,6 +94,19 @@ pub enum EngineError {
         /// What is wrong.
         kind: BatchError,
     },
+    /// The store refused an operation before the run started (e.g. reading its versions).
+    #[error("the store failed: {0}")]
+    Storage(#[source] crate::store::StoreError),
+    /// A recorded order names a batch id the replay cannot find.
+    #[error("batch {batch_id} of the recorded order is unknown to the replay")]
+    UnknownBatch {
+        /// The id.
+        batch_id: u64,
+    },
+    /// The session stopped on an earlier failure; [`Session::finish`](super::Session::finish)
+    /// returns that failure.
+    #[error("the session stopped on an earlier failure; finish() returns it")]
+    Halted,
     /// The store's versions are too close to the TID word's limit to stamp this run.
     #[error("the store's timestamps are exhausted")]
     TimestampsExhausted,

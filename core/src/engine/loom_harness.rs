@@ -8,7 +8,7 @@ use super::device::{Sequencer, Stamped};
 use super::reader::{ReadTask, Staged};
 use super::writer::WriteTask;
 use super::{Batch, CpuDevice, EngineConfig, Model, RunReport};
-use crate::store::RowStore;
+use crate::storage::RowStorage;
 use crate::sync::{Arc, Condvar, Mutex, thread};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -52,10 +52,10 @@ impl<T> Queue<T> {
 /// Run `batches` through the pipeline: one reader thread per entry of `readers` (the input
 /// positions it reads, in order), `writers` writer threads, the device on the calling thread.
 /// Panics on any stage error (a loom model treats that as a failure).
-pub fn run<M: Model>(
+pub fn run<M: Model, S: RowStorage + ?Sized>(
     config: &EngineConfig,
     mut model: M,
-    store: &'static RowStore,
+    store: &'static S,
     batches: Vec<Batch<M::Data>>,
     readers: &[Vec<usize>],
     writers: usize,

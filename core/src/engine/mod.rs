@@ -65,6 +65,7 @@ pub mod model;
 mod pipeline;
 mod reader;
 mod record;
+mod session;
 pub mod simulation;
 pub mod testing;
 mod writer;
@@ -76,9 +77,10 @@ pub use error::{BatchError, EngineError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
 #[cfg(not(ordo_loom))]
 pub use pipeline::Engine;
-pub use record::{RunReport, Staleness, Stamp, replay};
+pub use record::{RunReport, Staleness, Stamp, replay, replay_ids};
+pub use session::{Completion, Session, TrySubmitError};
 
-use crate::store::RowStore;
+use crate::storage::RowStorage;
 
 /// Check one batch against a store of `rows` rows: ids strictly increasing and in range.
 pub fn validate_batch<D>(
@@ -106,9 +108,9 @@ pub fn validate_batch<D>(
 }
 
 /// Collect and check every batch before anything runs.
-fn prepare<M: Model>(
+fn prepare<M: Model, S: RowStorage + ?Sized>(
     model: &M,
-    store: &RowStore,
+    store: &S,
     batches: impl IntoIterator<Item = Batch<M::Data>>,
 ) -> Result<Vec<Batch<M::Data>>, EngineError> {
     if model.row_width() != store.width() {

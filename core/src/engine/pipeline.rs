@@ -1,23 +1,24 @@
 //! The threaded engine: parallel readers, the device on the caller's thread, parallel writers,
-//! bounded queues, all inside one `thread::scope` so no thread outlives [`Engine::run`].
+//! bounded queues, all inside one `thread::scope` so no thread outlives [`Engine::session`].
 
 use super::context::{Progress, RunCtx, at};
-use super::device::{Sequencer, Stamped, panic_message};
+use super::device::{Stamped, panic_message};
 use super::reader::{ReadTask, Staged};
+use super::session::{Completion, Lanes, Session};
 use super::writer::WriteTask;
 use super::{
     Batch, CpuDevice, DeviceStage, EngineConfig, EngineError, HookPoint, Mode, Model, RunReport,
     StageHook, StopCause, prepare,
 };
-use crate::store::RowStore;
+use crate::storage::RowStorage;
 use crate::sync::{AtomicBool, Mutex, Ordering, thread};
-use crossbeam_channel::{RecvTimeoutError, SendTimeoutError, bounded, unbounded};
+use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
 use crossbeam_utils::Backoff;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a blocked stage waits before it re-checks the stop flag: bounds shutdown latency.
-const POLL: Duration = Duration::from_millis(2);
+pub(crate) const POLL: Duration = Duration::from_millis(2);
 
 /// The OAC pipeline engine. Build once, [`run`](Engine::run) once per epoch.
 #[derive(Debug, Clone)]
@@ -27,27 +28,42 @@ pub struct Engine {
 
 /// The first failure of a run, and the stamped batches whose writes did not all land.
 #[derive(Default)]
-struct StopState {
+pub(crate) struct StopState {
     stopped: AtomicBool,
     cause: Mutex<Option<StopCause>>,
     unwritten: Mutex<Vec<(u64, u64)>>,
 }
 
 impl StopState {
-    fn fail(&self, cause: StopCause) {
+    pub(crate) fn fail(&self, cause: StopCause) {
         let mut c = self.cause.lock().unwrap_or_else(|e| e.into_inner());
         c.get_or_insert(cause);
         // Release: pairs with the Acquire in `is_stopped`; the cause is behind the mutex anyway.
         self.stopped.store(true, Ordering::Release);
     }
 
-    fn unwritten(&self, ts: u64, id: u64) {
+    pub(crate) fn unwritten(&self, ts: u64, id: u64) {
         self.unwritten.lock().unwrap_or_else(|e| e.into_inner()).push((ts, id));
     }
 
-    fn is_stopped(&self) -> bool {
+    pub(crate) fn is_stopped(&self) -> bool {
         // Acquire: a stage that sees the flag stops; nothing else is read through it.
         self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Stop every stage without a failure (the session is closing).
+    pub(crate) fn close(&self) {
+        // Release: as in `fail`.
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Take the first failure, if any, and the unwritten batches (sorted).
+    pub(crate) fn take(&self) -> Option<(StopCause, Vec<(u64, u64)>)> {
+        let cause = self.cause.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        let mut unwritten =
+            std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()));
+        unwritten.sort_unstable();
+        Some((cause, unwritten))
     }
 }
 
@@ -63,200 +79,163 @@ impl Engine {
         &self.config
     }
 
-    /// Train `model` on `batches` against `store`, on the CPU device.
+    /// Train `model` on `batches` against `store`, on the CPU device: one epoch through a
+    /// [`Session`] (see [`session`](Engine::session) to stream batches instead).
     ///
     /// Every batch is checked before anything runs (an error leaves the store untouched). On
     /// success the report holds the computation order; in `Oac`, `Sync` and `Bounded(1)` the
     /// store and `model.dense()` then equal [`replay`](super::replay) of that order.
-    pub fn run<M: Model>(
+    pub fn run<M: Model, S: RowStorage + ?Sized>(
         &self,
         model: &mut M,
-        store: &RowStore,
+        store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<RunReport, EngineError> {
         self.run_with(&mut CpuDevice::new(), model, store, batches)
     }
 
     /// [`run`](Engine::run) with a caller-supplied device stage (e.g. a CUDA one).
-    pub fn run_with<M: Model, S: DeviceStage<M>>(
+    pub fn run_with<M: Model, S: RowStorage + ?Sized, D: DeviceStage<M>>(
         &self,
-        device: &mut S,
+        device: &mut D,
         model: &mut M,
-        store: &RowStore,
+        store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<RunReport, EngineError> {
         let batches = prepare(model, store, batches)?;
+        self.session(device, model, store, |session| {
+            // Every batch was checked above, so a submit fails only once the pipeline stopped,
+            // and `finish` then returns why.
+            let _ = session.submit_all(batches);
+            session.finish()
+        })?
+    }
+
+    /// Start the pipeline once and run `f` with a [`Session`] on it: `f` streams batches in with
+    /// [`Session::submit`] (blocking on back-pressure) or [`Session::try_submit`], takes
+    /// per-batch [`Session::completions`], and ends each epoch with [`Session::finish`]. The
+    /// reader and writer threads live until `f` returns; the device stage runs on this thread,
+    /// inside the session's calls. Returns what `f` returns.
+    ///
+    /// Batches of an epoch not finished when `f` returns: those already stamped are written,
+    /// the others are not applied.
+    ///
+    /// ```
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, testing::MixModel};
+    /// use ordo::store::RowStore;
+    /// let store = RowStore::zeros(8, 1);
+    /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+    /// let mut model = MixModel::new(1);
+    /// let reports = engine.session(&mut CpuDevice::new(), &mut model, &store, |s| {
+    ///     (0..3u64)
+    ///         .map(|epoch| {
+    ///             // Any iterator: nothing is collected, queues are bounded.
+    ///             s.submit_all((0..20).map(|i| Batch { id: epoch * 100 + i, rows: vec![i % 8], data: 1.0 }))?;
+    ///             s.finish()
+    ///         })
+    ///         .collect::<Result<Vec<_>, _>>()
+    /// })??;
+    /// assert_eq!(reports.len(), 3);
+    /// assert!(reports.iter().all(|r| r.order.len() == 20));
+    /// # Ok::<(), ordo::engine::EngineError>(())
+    /// ```
+    pub fn session<M, S, D, R>(
+        &self,
+        device: &mut D,
+        model: &mut M,
+        store: &S,
+        f: impl FnOnce(&mut Session<'_, M, S>) -> R,
+    ) -> Result<R, EngineError>
+    where
+        M: Model,
+        S: RowStorage + ?Sized,
+        D: DeviceStage<M>,
+    {
+        if model.row_width() != store.width() {
+            return Err(EngineError::WidthMismatch {
+                model: model.row_width(),
+                store: store.width(),
+            });
+        }
         let cx = RunCtx::new(store, self.config.mode, self.config.in_flight_slots())?;
         device.reset();
         let stop = StopState::default();
-        let mut seq = Sequencer::default();
-        let start = Instant::now();
-        if self.config.mode == Mode::Sync {
-            self.run_inline(&cx, device, model, batches, &mut seq, &stop);
+        let hook = self.config.hook.as_ref();
+        let out = if self.config.mode == Mode::Sync {
+            let mut session = Session::new(&cx, &stop, hook, device, model, None);
+            let out = f(&mut session);
+            session.close();
+            out
         } else {
-            self.run_threads(&cx, device, model, batches, &mut seq, &stop);
-        }
-        let elapsed = start.elapsed();
+            thread::scope(|scope| {
+                let lanes = spawn_stages(scope, &self.config, &cx, &stop);
+                let mut session = Session::new(&cx, &stop, hook, device, model, Some(lanes));
+                let out = f(&mut session);
+                session.close();
+                out
+            })
+        };
         device.reset();
-        if let Some(cause) = stop.cause.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            let mut unwritten = stop.unwritten.into_inner().unwrap_or_else(|e| e.into_inner());
-            unwritten.sort_unstable();
-            let positions = seq.order.iter().map(|s| s.position).collect();
-            return Err(EngineError::Stopped { cause, stamped: seq.next_ts, positions, unwritten });
-        }
-        Ok(RunReport {
-            mode: self.config.mode,
-            order: seq.order,
-            ts_base: cx.base,
-            cache_peak: seq.cache_peak,
-            rows_validated: seq.rows_validated,
-            rows_replaced: seq.rows_replaced,
-            elapsed,
-        })
-    }
-
-    /// `Sync`: one batch at a time on the caller's thread, through the same stage code.
-    fn run_inline<M: Model, S: DeviceStage<M>>(
-        &self,
-        cx: &RunCtx<'_>,
-        device: &mut S,
-        model: &mut M,
-        batches: Vec<Batch<M::Data>>,
-        seq: &mut Sequencer,
-        stop: &StopState,
-    ) {
-        let hook = self.config.hook.as_ref();
-        for (position, batch) in batches.into_iter().enumerate() {
-            let id = batch.id;
-            let staged = match guarded("reader", id, || read_batch(cx, position, batch, hook, stop))
-            {
-                Ok(Some(s)) => s,
-                Ok(None) => return,
-                Err(cause) => return stop.fail(cause),
-            };
-            let stamped = match seq.process(cx, device, model, staged, hook) {
-                Ok(s) => s,
-                Err(cause) => return stop.fail(cause),
-            };
-            if !write_batch(cx, stamped, hook, stop) {
-                return;
-            }
-        }
-    }
-
-    fn run_threads<M: Model, S: DeviceStage<M>>(
-        &self,
-        cx: &RunCtx<'_>,
-        device: &mut S,
-        model: &mut M,
-        batches: Vec<Batch<M::Data>>,
-        seq: &mut Sequencer,
-        stop: &StopState,
-    ) {
-        let hook = self.config.hook.as_ref();
-        let (feed_tx, feed_rx) = unbounded();
-        for item in batches.into_iter().enumerate() {
-            feed_tx.send(item).expect("receiver alive");
-        }
-        drop(feed_tx);
-        let (in_tx, in_rx) = bounded::<Staged<M::Data>>(self.config.input_depth);
-        let (out_tx, out_rx) = bounded::<Stamped>(self.config.output_depth);
-        thread::scope(|s| {
-            for _ in 0..self.config.readers {
-                let (feed_rx, in_tx) = (feed_rx.clone(), in_tx.clone());
-                s.spawn(move || {
-                    while !stop.is_stopped() {
-                        let Ok((position, batch)) = feed_rx.try_recv() else { return };
-                        let id = batch.id;
-                        let staged = match guarded("reader", id, || {
-                            read_batch(cx, position, batch, hook, stop)
-                        }) {
-                            Ok(Some(s)) => s,
-                            Ok(None) => return,
-                            Err(cause) => return stop.fail(cause),
-                        };
-                        let mut item = staged;
-                        loop {
-                            match in_tx.send_timeout(item, POLL) {
-                                Ok(()) => break,
-                                Err(SendTimeoutError::Timeout(back)) if !stop.is_stopped() => {
-                                    item = back
-                                }
-                                Err(_) => return,
-                            }
-                        }
-                    }
-                });
-            }
-            drop(in_tx);
-            for _ in 0..self.config.writers {
-                let out_rx = out_rx.clone();
-                // Writers drain every stamped batch, even after a stop, so each is written or
-                // reported; they end when the device drops the sender.
-                s.spawn(move || {
-                    for stamped in out_rx.iter() {
-                        write_batch(cx, stamped, hook, stop);
-                    }
-                });
-            }
-            drop(out_rx);
-            // The device runs here, on the caller's thread: it owns `&mut model`.
-            'device: loop {
-                if stop.is_stopped() {
-                    break;
-                }
-                let job = match in_rx.recv_timeout(POLL) {
-                    Ok(job) => job,
-                    Err(RecvTimeoutError::Timeout) => continue,
-                    Err(RecvTimeoutError::Disconnected) => break,
-                };
-                let backoff = Backoff::new();
-                while !seq.admits(cx) {
-                    if stop.is_stopped() {
-                        break 'device;
-                    }
-                    snooze(&backoff);
-                }
-                let id = job.id;
-                let res =
-                    catch_unwind(AssertUnwindSafe(|| seq.process(cx, device, model, job, hook)));
-                match res {
-                    Ok(Ok(stamped)) => {
-                        if out_tx.send(stamped).is_err() {
-                            // Every writer is gone (they only leave when the sender drops, so
-                            // this is unreachable short of a writer thread dying).
-                            stop.fail(StopCause::StageFailed {
-                                stage: "device",
-                                batch_id: id,
-                                message: "no writer left".into(),
-                            });
-                            break;
-                        }
-                    }
-                    Ok(Err(cause)) => {
-                        stop.fail(cause);
-                        break;
-                    }
-                    Err(p) => {
-                        stop.fail(StopCause::StageFailed {
-                            stage: "device",
-                            batch_id: id,
-                            message: panic_message(&*p),
-                        });
-                        break;
-                    }
-                }
-            }
-            // Readers blocked on a full queue see the disconnect; writers drain and end.
-            drop(in_rx);
-            drop(out_tx);
-        });
+        Ok(out)
     }
 }
 
+/// Start the reader and writer threads of a session; the device runs on the session's thread.
+fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
+    scope: &'scope thread::Scope<'scope, 'env>,
+    config: &'env EngineConfig,
+    cx: &'env RunCtx<'env, S>,
+    stop: &'env StopState,
+) -> Lanes<D> {
+    let hook = config.hook.as_ref();
+    let (feed_tx, feed_rx) = bounded::<(usize, Batch<D>)>(config.input_depth);
+    let (in_tx, in_rx) = bounded::<Staged<D>>(config.input_depth);
+    let (out_tx, out_rx) = bounded::<Stamped>(config.output_depth);
+    let (done_tx, done_rx) = unbounded::<Completion>();
+    for _ in 0..config.readers {
+        let (feed_rx, in_tx) = (feed_rx.clone(), in_tx.clone());
+        // A reader waits for the next submitted batch, and ends when the session closes.
+        scope.spawn(move || {
+            while let Ok((position, batch)) = feed_rx.recv() {
+                if stop.is_stopped() {
+                    return;
+                }
+                let id = batch.id;
+                let mut item =
+                    match guarded("reader", id, || read_batch(cx, position, batch, hook, stop)) {
+                        Ok(Some(s)) => s,
+                        Ok(None) => return,
+                        Err(cause) => return stop.fail(cause),
+                    };
+                loop {
+                    match in_tx.send_timeout(item, POLL) {
+                        Ok(()) => break,
+                        Err(SendTimeoutError::Timeout(back)) if !stop.is_stopped() => item = back,
+                        Err(_) => return,
+                    }
+                }
+            }
+        });
+    }
+    for _ in 0..config.writers {
+        let (out_rx, done_tx) = (out_rx.clone(), done_tx.clone());
+        // Writers drain every stamped batch, even after a stop, so each is written or reported
+        // unwritten; they end when the session drops the sender.
+        scope.spawn(move || {
+            for stamped in out_rx.iter() {
+                let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
+                let written = write_batch(cx, stamped, hook, stop);
+                // The session may be gone (closing): nobody waits for the completion then.
+                let _ = done_tx.send(Completion { batch_id, version, written });
+            }
+        });
+    }
+    Lanes { feed: feed_tx, staged: in_rx, stamped: out_tx, done: done_rx }
+}
+
 /// Read one batch to completion; `Ok(None)` if the run stopped while it waited for a slot.
-fn read_batch<D>(
-    cx: &RunCtx<'_>,
+pub(crate) fn read_batch<D, S: RowStorage + ?Sized>(
+    cx: &RunCtx<'_, S>,
     position: usize,
     batch: Batch<D>,
     hook: Option<&StageHook>,
@@ -277,8 +256,8 @@ fn read_batch<D>(
 
 /// Write one stamped batch to completion; on failure record it as unwritten and stop the run.
 /// Returns whether it was fully written.
-fn write_batch(
-    cx: &RunCtx<'_>,
+pub(crate) fn write_batch<S: RowStorage + ?Sized>(
+    cx: &RunCtx<'_, S>,
     stamped: Stamped,
     hook: Option<&StageHook>,
     stop: &StopState,
@@ -301,7 +280,7 @@ fn write_batch(
 }
 
 /// Run `f`, turning a panic into a stage failure.
-fn guarded<T>(
+pub(crate) fn guarded<T>(
     stage: &'static str,
     batch_id: u64,
     f: impl FnOnce() -> Result<T, StopCause>,
@@ -312,7 +291,7 @@ fn guarded<T>(
 }
 
 /// Spin, then yield, then sleep briefly: a blocked stage must not starve the others on 2 cores.
-fn snooze(backoff: &Backoff) {
+pub(crate) fn snooze(backoff: &Backoff) {
     if backoff.is_completed() {
         std::thread::sleep(Duration::from_micros(50));
     } else {

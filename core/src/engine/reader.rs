@@ -5,6 +5,7 @@ use super::context::{Progress, RunCtx, at};
 use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
+use crate::storage::RowStorage;
 
 /// A batch that has been read: on its way to the device.
 pub(crate) struct Staged<D> {
@@ -46,20 +47,20 @@ impl<D> ReadTask<D> {
         }
     }
 
-    fn registered_or_untimed(&self, cx: &RunCtx<'_>) -> bool {
+    fn registered_or_untimed<S: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, S>) -> bool {
         !cx.mode.timestamped() || self.staged.registration.is_some()
     }
 
-    pub fn is_done(&self, cx: &RunCtx<'_>) -> bool {
+    pub fn is_done<S: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, S>) -> bool {
         self.next_row == self.staged.ids.len() && self.registered_or_untimed(cx)
     }
 
     /// **Invariant (announce before read):** a timestamped batch reads no row before
     /// `Outstanding::register` returned, so every row it reads reflects every write with
     /// `ts < read_prefix` (see [`crate::outstanding::Outstanding`]); validation relies on it.
-    pub fn advance(
+    pub fn advance<S: RowStorage + ?Sized>(
         &mut self,
-        cx: &RunCtx<'_>,
+        cx: &RunCtx<'_, S>,
         hook: Option<&StageHook>,
     ) -> Result<Progress, StopCause> {
         if self.is_done(cx) {
@@ -88,13 +89,13 @@ impl<D> ReadTask<D> {
             let v = cx.store.read(id, out).map_err(fail)?;
             self.staged.read[i] = cx.local(v);
         } else {
-            cx.store.hogwild().read(id, out).map_err(fail)?;
+            cx.store.read_unordered(id, out).map_err(fail)?;
         }
         self.next_row += 1;
         Ok(self.progress(cx))
     }
 
-    fn progress(&self, cx: &RunCtx<'_>) -> Progress {
+    fn progress<S: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, S>) -> Progress {
         if self.is_done(cx) { Progress::Done } else { Progress::Progressed }
     }
 

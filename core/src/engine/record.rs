@@ -2,6 +2,7 @@
 //! sequential replay that is the oracle of every equivalence check.
 
 use super::{Batch, BatchRows, EngineError, Mode, Model, StopCause};
+use std::borrow::Borrow;
 use std::time::Duration;
 
 /// How stale a batch was when the device validated it (`Oac` only).
@@ -80,33 +81,71 @@ impl RunReport {
 /// Run `batches[positions[0]]`, `batches[positions[1]]`, … one by one on `table` (row-major,
 /// `rows × width`, the store's initial snapshot) with `model` (a fresh model for the dense
 /// parameters): the synchronous execution of a recorded computation order. `table` ends as the
-/// sequential result; the dense result is `model.dense()`.
+/// sequential result; the dense result is `model.dense()`. See [`replay_ids`] to replay by batch
+/// id, without the run's input `Vec`.
 pub fn replay<M: Model>(
     model: &mut M,
     table: &mut [f32],
     batches: &[Batch<M::Data>],
     positions: &[usize],
 ) -> Result<(), EngineError> {
-    let width = model.row_width();
-    let rows = table.len() / width.max(1);
     for &p in positions {
         let batch = batches.get(p).ok_or(EngineError::Config("replay position out of range"))?;
-        super::validate_batch(p, batch, rows)?;
-        let mut values = Vec::with_capacity(batch.rows.len() * width);
-        for &r in &batch.rows {
-            values.extend_from_slice(&table[r as usize * width..(r as usize + 1) * width]);
-        }
-        let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
-        model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
-            cause: StopCause::StepFailed { batch_id: batch.id, source },
-            stamped: 0,
-            positions: Vec::new(),
-            unwritten: Vec::new(),
-        })?;
-        for (i, &r) in batch.rows.iter().enumerate() {
-            table[r as usize * width..(r as usize + 1) * width]
-                .copy_from_slice(&values[i * width..(i + 1) * width]);
-        }
+        replay_one(model, table, p, batch)?;
+    }
+    Ok(())
+}
+
+/// Replay a recorded computation order by batch **id** ([`RunReport::batch_ids`], which a
+/// trainer can save with its checkpoint): `batch_of(id)` supplies each batch (e.g. regenerated
+/// from a seeded data loader, or looked up in a map), so the run's input `Vec` is not needed.
+/// Otherwise as [`replay`]. An id `batch_of` does not know is [`EngineError::UnknownBatch`].
+///
+/// ```
+/// use ordo::engine::{Batch, replay_ids, testing::MixModel};
+/// let batch = |id: u64| (id < 4).then(|| Batch { id, rows: vec![id % 2], data: id as f32 });
+/// let mut table = vec![0.0; 2];
+/// replay_ids(&mut MixModel::new(1), &mut table, &[3, 0, 2, 1], batch)?;
+/// assert!(replay_ids(&mut MixModel::new(1), &mut table, &[9], batch).is_err());
+/// # Ok::<(), ordo::engine::EngineError>(())
+/// ```
+pub fn replay_ids<M: Model, B: Borrow<Batch<M::Data>>>(
+    model: &mut M,
+    table: &mut [f32],
+    ids: &[u64],
+    mut batch_of: impl FnMut(u64) -> Option<B>,
+) -> Result<(), EngineError> {
+    for (p, &id) in ids.iter().enumerate() {
+        let batch = batch_of(id).ok_or(EngineError::UnknownBatch { batch_id: id })?;
+        replay_one(model, table, p, batch.borrow())?;
+    }
+    Ok(())
+}
+
+/// Step one batch on `table` (`position` only labels an error).
+fn replay_one<M: Model>(
+    model: &mut M,
+    table: &mut [f32],
+    position: usize,
+    batch: &Batch<M::Data>,
+) -> Result<(), EngineError> {
+    let width = model.row_width();
+    let rows = table.len() / width.max(1);
+    super::validate_batch(position, batch, rows)?;
+    let mut values = Vec::with_capacity(batch.rows.len() * width);
+    for &r in &batch.rows {
+        values.extend_from_slice(&table[r as usize * width..(r as usize + 1) * width]);
+    }
+    let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
+    model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
+        cause: StopCause::StepFailed { batch_id: batch.id, source },
+        stamped: 0,
+        positions: Vec::new(),
+        unwritten: Vec::new(),
+    })?;
+    for (i, &r) in batch.rows.iter().enumerate() {
+        table[r as usize * width..(r as usize + 1) * width]
+            .copy_from_slice(&values[i * width..(i + 1) * width]);
     }
     Ok(())
 }

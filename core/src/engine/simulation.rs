@@ -17,6 +17,7 @@ use super::writer::WriteTask;
 use super::{
     Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StopCause, prepare, replay,
 };
+use crate::storage::RowStorage;
 use crate::store::RowStore;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -37,8 +38,8 @@ pub enum Action {
 }
 
 /// The pipeline's state machines, advanced by [`step`](Simulation::step).
-pub struct Simulation<'s, M: Model> {
-    cx: RunCtx<'s>,
+pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
+    cx: RunCtx<'s, S>,
     config: EngineConfig,
     model: M,
     device: CpuDevice,
@@ -54,13 +55,13 @@ pub struct Simulation<'s, M: Model> {
     checked_prefix: u64,
 }
 
-impl<'s, M: Model> Simulation<'s, M> {
+impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     /// A simulation of `config`'s pipeline (its thread counts, depths and mode; the hook is not
     /// used) training `model` on `batches` against `store`.
     pub fn new(
         config: EngineConfig,
         model: M,
-        store: &'s RowStore,
+        store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<Self, EngineError> {
         config.validate()?;

@@ -5,6 +5,7 @@ use super::context::{Progress, RunCtx, at};
 use super::device::Stamped;
 use super::{AsyncWrite, HookPoint, Mode, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
+use crate::storage::RowStorage;
 
 /// A writer working on one stamped batch, one action (write one row, finish, or deregister) per
 /// [`advance`](WriteTask::advance).
@@ -23,9 +24,9 @@ impl WriteTask {
     /// **Invariant (finish after visible):** `Mft::finish(ts)` is called only after every row
     /// write of `ts` has returned (each released by its row's TID word), so a batch that acquires
     /// a finished prefix `> ts` sees them; only then does the batch leave the outstanding set.
-    pub fn advance(
+    pub fn advance<S: RowStorage + ?Sized>(
         &mut self,
-        cx: &RunCtx<'_>,
+        cx: &RunCtx<'_, S>,
         hook: Option<&StageHook>,
     ) -> Result<Progress, StopCause> {
         let n = self.stamped.block.len();
@@ -50,16 +51,20 @@ impl WriteTask {
         Ok(Progress::Done)
     }
 
-    fn write_row(&mut self, cx: &RunCtx<'_>, i: usize) -> Result<(), StopCause> {
+    fn write_row<S: RowStorage + ?Sized>(
+        &mut self,
+        cx: &RunCtx<'_, S>,
+        i: usize,
+    ) -> Result<(), StopCause> {
         let block = &self.stamped.block;
         let (id, row) = (block.ids()[i], block.row(i));
         let res = match cx.mode {
-            Mode::Async(AsyncWrite::Overwrite) => cx.store.hogwild().write(id, row),
+            Mode::Async(AsyncWrite::Overwrite) => cx.store.overwrite_unordered(id, row),
             Mode::Async(AsyncWrite::AddDelta) => {
                 let orig = block.original_row(i).unwrap_or(row);
                 self.scratch.clear();
                 self.scratch.extend(row.iter().zip(orig).map(|(n, o)| n - o));
-                cx.store.hogwild().add(id, &self.scratch)
+                cx.store.add_unordered(id, &self.scratch)
             }
             _ => cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ()),
         };

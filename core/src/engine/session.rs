@@ -1,0 +1,323 @@
+//! The session: the pipeline started once, fed batch by batch from any source with
+//! back-pressure, drained epoch by epoch. [`Engine::run`](super::Engine::run) is one epoch of it.
+//!
+//! Queues are bounded (`input_depth` between the submitter and the readers and between the
+//! readers and the device, `output_depth` between the device and the writers), so a blocked
+//! [`Session::submit`] means the pipeline is full: it does device work on the caller's thread
+//! until there is room. Nothing is collected; the caller's data loader is the only buffer.
+//!
+//! **Epochs.** One session stamps `ts = 0, 1, 2, …` across all its epochs (one MFT and one
+//! outstanding set); [`Session::finish`] waits until every batch submitted since the last
+//! `finish` is written, and reports that epoch with epoch-local stamps (its `ts_base` is the
+//! store version of its first batch), exactly as a separate run would.
+
+use super::context::RunCtx;
+use super::device::{Sequencer, Stamped, panic_message};
+use super::pipeline::{POLL, StopState, guarded, read_batch, snooze, write_batch};
+use super::reader::Staged;
+use super::{
+    Batch, DeviceStage, EngineError, Model, RunReport, StageHook, StopCause, validate_batch,
+};
+use crate::storage::RowStorage;
+use crate::store::RowStore;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_utils::Backoff;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+/// A batch the writers are done with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    /// The batch's id.
+    pub batch_id: u64,
+    /// The store version its rows were written with (`ts_base + ts`).
+    pub version: u64,
+    /// Whether every row write landed (`false`: the pipeline stopped while writing it; the
+    /// error returned by [`Session::finish`] lists it as unwritten).
+    pub written: bool,
+}
+
+/// Why [`Session::try_submit`] did not take a batch.
+#[derive(Debug)]
+pub enum TrySubmitError<D> {
+    /// The pipeline is full; here is the batch back (try again later).
+    Full(Batch<D>),
+    /// The batch was rejected, or the session stopped ([`EngineError::Halted`]).
+    Failed(EngineError),
+}
+
+/// The channels between the session (the device) and the reader and writer threads.
+pub(crate) struct Lanes<D> {
+    pub feed: Sender<(usize, Batch<D>)>,
+    pub staged: Receiver<Staged<D>>,
+    pub stamped: Sender<Stamped>,
+    pub done: Receiver<Completion>,
+}
+
+/// A running pipeline; see [`Engine::session`](super::Engine::session).
+///
+/// The device stage (validation and the model step) runs on the thread that owns the session,
+/// inside [`submit`](Session::submit), [`try_submit`](Session::try_submit),
+/// [`completions`](Session::completions) and [`finish`](Session::finish); the readers and
+/// writers run on their own threads. So the computation order advances only while the caller is
+/// inside one of those calls.
+pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
+    cx: &'a RunCtx<'a, S>,
+    stop: &'a StopState,
+    hook: Option<&'a StageHook>,
+    device: &'a mut dyn DeviceStage<M>,
+    model: &'a mut M,
+    seq: Sequencer,
+    /// `None` in `Sync` mode: every stage runs inline in `submit`.
+    lanes: Option<Lanes<M::Data>>,
+    /// The ts of this epoch's first batch.
+    epoch_ts: u64,
+    /// Batches submitted this epoch (the next one's position).
+    submitted: usize,
+    /// Batches of this epoch the device took (stamped, or failed).
+    processed: usize,
+    /// Completions of this epoch received.
+    acknowledged: u64,
+    completions: Vec<Completion>,
+    epoch_start: Instant,
+}
+
+impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
+    pub(crate) fn new(
+        cx: &'a RunCtx<'a, S>,
+        stop: &'a StopState,
+        hook: Option<&'a StageHook>,
+        device: &'a mut dyn DeviceStage<M>,
+        model: &'a mut M,
+        lanes: Option<Lanes<M::Data>>,
+    ) -> Self {
+        Session {
+            cx,
+            stop,
+            hook,
+            device,
+            model,
+            seq: Sequencer::default(),
+            lanes,
+            epoch_ts: 0,
+            submitted: 0,
+            processed: 0,
+            acknowledged: 0,
+            completions: Vec::new(),
+            epoch_start: Instant::now(),
+        }
+    }
+
+    /// Feed one batch, blocking while the pipeline is full (doing device work meanwhile).
+    ///
+    /// A malformed batch is rejected ([`EngineError::InvalidBatch`]) and nothing changes; after
+    /// a failure inside the pipeline every call returns [`EngineError::Halted`] and
+    /// [`finish`](Session::finish) returns the failure.
+    pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError> {
+        self.accept(&batch)?;
+        let position = self.submitted;
+        if self.lanes.is_none() {
+            self.submitted += 1;
+            self.run_inline(position, batch);
+            return self.running();
+        }
+        let mut item = (position, batch);
+        loop {
+            match self.lanes().feed.try_send(item) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) => {
+                    item = back;
+                    self.device_step(true);
+                    self.running()?;
+                }
+                Err(TrySendError::Disconnected(_)) => return Err(EngineError::Halted),
+            }
+        }
+        self.submitted += 1;
+        self.pump();
+        self.running()
+    }
+
+    /// Feed one batch if there is room now; otherwise hand it back
+    /// ([`TrySubmitError::Full`]). Does the device work that is ready either way.
+    pub fn try_submit(&mut self, batch: Batch<M::Data>) -> Result<(), TrySubmitError<M::Data>> {
+        if let Err(e) = self.accept(&batch) {
+            return Err(TrySubmitError::Failed(e));
+        }
+        if self.lanes.is_none() {
+            return self.submit(batch).map_err(TrySubmitError::Failed);
+        }
+        self.pump();
+        match self.lanes().feed.try_send((self.submitted, batch)) {
+            Ok(()) => {
+                self.submitted += 1;
+                self.pump();
+                Ok(())
+            }
+            Err(TrySendError::Full((_, batch))) => Err(TrySubmitError::Full(batch)),
+            Err(TrySendError::Disconnected(_)) => Err(TrySubmitError::Failed(EngineError::Halted)),
+        }
+    }
+
+    /// Feed every batch of `batches` in turn ([`submit`](Session::submit)), lazily: an
+    /// iterator over a data loader is never collected.
+    pub fn submit_all(
+        &mut self,
+        batches: impl IntoIterator<Item = Batch<M::Data>>,
+    ) -> Result<(), EngineError> {
+        batches.into_iter().try_for_each(|b| self.submit(b))
+    }
+
+    /// The batches written since the last call, in the order the writers finished them (does
+    /// the device work that is ready first). Completions not taken before
+    /// [`finish`](Session::finish) are dropped; the report lists every batch.
+    pub fn completions(&mut self) -> Vec<Completion> {
+        self.pump();
+        std::mem::take(&mut self.completions)
+    }
+
+    /// Batches submitted this epoch and not yet written.
+    pub fn pending(&self) -> usize {
+        self.submitted - self.acknowledged as usize
+    }
+
+    /// End the epoch: run every submitted batch through, wait until all are written, and
+    /// report the epoch's computation order. The threads keep running for the next epoch.
+    ///
+    /// On a failure the error says which batches were stamped and which of those are not fully
+    /// written ([`EngineError::Stopped`]); the session is halted after it.
+    pub fn finish(&mut self) -> Result<RunReport, EngineError> {
+        while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
+            self.device_step(true);
+        }
+        let stamped = self.seq.next_ts - self.epoch_ts;
+        while self.lanes.is_some() && self.acknowledged < stamped {
+            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
+            self.acknowledge(done);
+        }
+        let elapsed = self.epoch_start.elapsed();
+        let base = self.epoch_ts;
+        let mut order = std::mem::take(&mut self.seq.order);
+        for stamp in &mut order {
+            // Every batch of earlier epochs was finished before this epoch's first read, so
+            // both are at least `base`.
+            stamp.read_prefix = stamp.read_prefix.saturating_sub(base);
+            stamp.ste = stamp.ste.saturating_sub(base);
+        }
+        if let Some((cause, unwritten)) = self.stop.take() {
+            let unwritten = unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
+            let positions = order.iter().map(|s| s.position).collect();
+            return Err(EngineError::Stopped { cause, stamped, positions, unwritten });
+        }
+        self.running()?;
+        let report = RunReport {
+            mode: self.cx.mode,
+            order,
+            ts_base: self.cx.base + base,
+            cache_peak: std::mem::take(&mut self.seq.cache_peak),
+            rows_validated: std::mem::take(&mut self.seq.rows_validated),
+            rows_replaced: std::mem::take(&mut self.seq.rows_replaced),
+            elapsed,
+        };
+        self.epoch_ts = self.seq.next_ts;
+        (self.submitted, self.processed, self.acknowledged) = (0, 0, 0);
+        self.completions.clear();
+        self.epoch_start = Instant::now();
+        Ok(report)
+    }
+
+    /// Stop the threads (the session's scope joins them); stamped batches are still written.
+    pub(crate) fn close(mut self) {
+        self.stop.close();
+        self.lanes = None;
+    }
+
+    fn lanes(&self) -> &Lanes<M::Data> {
+        self.lanes.as_ref().expect("threaded session")
+    }
+
+    fn running(&self) -> Result<(), EngineError> {
+        if self.stop.is_stopped() { Err(EngineError::Halted) } else { Ok(()) }
+    }
+
+    /// Check a batch before it enters the pipeline.
+    fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError> {
+        self.running()?;
+        validate_batch(self.submitted, batch, self.cx.store.rows())
+    }
+
+    fn acknowledge(&mut self, done: Completion) {
+        self.acknowledged += 1;
+        self.completions.push(done);
+    }
+
+    /// Do the device work that is ready now, and take the completions that arrived.
+    fn pump(&mut self) {
+        while self.device_step(false) {}
+        while let Some(done) = self.lanes.as_ref().and_then(|l| l.done.try_recv().ok()) {
+            self.acknowledge(done);
+        }
+    }
+
+    /// Run the device on the next read batch (waiting up to `POLL` for one if `wait`).
+    /// Returns whether it took one.
+    fn device_step(&mut self, wait: bool) -> bool {
+        if self.stop.is_stopped() {
+            return false;
+        }
+        let lanes = self.lanes.as_ref().expect("threaded session");
+        let job =
+            if wait { lanes.staged.recv_timeout(POLL).ok() } else { lanes.staged.try_recv().ok() };
+        let Some(job) = job else { return false };
+        let backoff = Backoff::new();
+        while !self.seq.admits(self.cx) {
+            if self.stop.is_stopped() {
+                return false;
+            }
+            snooze(&backoff);
+        }
+        self.processed += 1;
+        let (id, cx, hook) = (job.id, self.cx, self.hook);
+        let (seq, device, model) = (&mut self.seq, &mut *self.device, &mut *self.model);
+        match catch_unwind(AssertUnwindSafe(|| seq.process(cx, device, model, job, hook))) {
+            Ok(Ok(stamped)) => {
+                if self.lanes().stamped.send(stamped).is_err() {
+                    // Writers leave only when the sender drops: unreachable short of a writer
+                    // thread dying.
+                    self.stop.fail(StopCause::StageFailed {
+                        stage: "device",
+                        batch_id: id,
+                        message: "no writer left".into(),
+                    });
+                }
+            }
+            Ok(Err(cause)) => self.stop.fail(cause),
+            Err(p) => self.stop.fail(StopCause::StageFailed {
+                stage: "device",
+                batch_id: id,
+                message: panic_message(&*p),
+            }),
+        }
+        true
+    }
+
+    /// `Sync`: read, step and write one batch on this thread, through the same stage code.
+    fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
+        let (cx, stop, hook) = (self.cx, self.stop, self.hook);
+        let id = batch.id;
+        let staged = match guarded("reader", id, || read_batch(cx, position, batch, hook, stop)) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(cause) => return stop.fail(cause),
+        };
+        self.processed += 1;
+        let stamped = match self.seq.process(cx, &mut *self.device, &mut *self.model, staged, hook)
+        {
+            Ok(s) => s,
+            Err(cause) => return stop.fail(cause),
+        };
+        let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
+        let written = write_batch(cx, stamped, hook, stop);
+        self.acknowledge(Completion { batch_id, version, written });
+    }
+}
