@@ -4,6 +4,63 @@
 //! and Interval-Asynchrony (paper 001), and the pipeline engine that composes them.
 //!
 //! Every primitive states its invariant in the doc comment of the type that keeps it.
+//!
+//! # Writing a trainer on ordo
+//!
+//! `core/examples/matrix_factorization.rs` (in the repository) is a complete trainer that uses only this public API
+//! (`cargo run --release -p ordo --example matrix_factorization`). Its parts:
+//!
+//! 1. **Rows live in a store.** Every parameter that a batch touches sparsely (a user's or an
+//!    item's factor, with its optimizer state if any) is one row of a
+//!    [`RowStore`](store::RowStore) (or of any [`RowStorage`](storage::RowStorage)).
+//! 2. **A batch names its rows.** A [`Batch`](engine::Batch) carries an id, its sorted row ids
+//!    and the trainer's data (the ratings). The example's loader rebuilds any batch from its id.
+//! 3. **The math is a [`Model`](engine::Model).** `step` updates the batch's rows in place
+//!    and any dense parameters in `self` (the global mean); it must be deterministic.
+//! 4. **A session streams batches.** [`Engine::session`](engine::Engine::session) starts the
+//!    readers, the device and the writers once; inside it the trainer
+//!    [`submit`](engine::Session::submit)s batches from any iterator (queues are bounded, so a
+//!    full pipeline blocks the loader), and [`finish`](engine::Session::finish)es each epoch,
+//!    which returns the epoch's [`RunReport`](engine::RunReport): the computation order.
+//! 5. **The order is the proof.** In [`Mode::Oac`](engine::Mode::Oac) the store and dense
+//!    parameters equal, bit for bit, [`replay_ids`](engine::replay_ids) of the recorded batch
+//!    ids on the initial state: the synchronous run. The example checks it and exits 1 if not.
+//!
+//! ```
+//! use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError, replay_ids};
+//! use ordo::store::RowStore;
+//!
+//! /// Rank-1 factorization: rows 0..4 are users, 4..8 items; data = (user, item, rating).
+//! struct Mf;
+//! impl Model for Mf {
+//!     type Data = (u64, u64, f32);
+//!     fn row_width(&self) -> usize { 1 }
+//!     fn step(&mut self, &(u, i, r): &(u64, u64, f32), rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+//!         let (pu, pi) = (rows.position(u).ok_or("no user")?, rows.position(4 + i).ok_or("no item")?);
+//!         let (x, y) = (rows.row(pu)[0], rows.row(pi)[0]);
+//!         let err = x * y - r;
+//!         rows.row_mut(pu)[0] -= 0.1 * err * y;
+//!         rows.row_mut(pi)[0] -= 0.1 * err * x;
+//!         Ok(())
+//!     }
+//! }
+//! let batch = |id: u64| Batch { id, rows: vec![id % 4, 4 + id % 3], data: (id % 4, id % 3, 1.0) };
+//! let store = RowStore::from_fn(8, 1, |r, _| 0.5 + r as f32 * 0.1);
+//! let initial = store.snapshot();
+//! let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+//! let order = engine.session(&mut CpuDevice::new(), &mut Mf, &store, |s| {
+//!     let mut order = Vec::new();
+//!     for epoch in 0..3 {
+//!         s.submit_all((0..40).map(|k| batch(epoch * 40 + k)))?;
+//!         order.extend(s.finish()?.batch_ids());
+//!     }
+//!     Ok::<_, ordo::engine::EngineError>(order)
+//! })??;
+//! let mut table = initial;
+//! replay_ids(&mut Mf, &mut table, &order, |id| Some(batch(id)))?;
+//! assert_eq!(store.snapshot(), table); // bit for bit
+//! # Ok::<(), ordo::engine::EngineError>(())
+//! ```
 
 #![warn(missing_docs)]
 

@@ -176,6 +176,13 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         std::mem::take(&mut self.completions)
     }
 
+    /// The model, as the device left it: between epochs (after [`finish`](Session::finish)) its
+    /// dense parameters are those of every batch stamped so far. The device runs only inside
+    /// this session's calls, so nothing changes it while the caller reads it.
+    pub fn model(&self) -> &M {
+        self.model
+    }
+
     /// Batches submitted this epoch and not yet written.
     pub fn pending(&self) -> usize {
         self.submitted - self.acknowledged as usize
