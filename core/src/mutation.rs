@@ -68,11 +68,21 @@ pub enum Mutant {
     /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
     /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
     PublishedAbaDispatcher,
+    /// The AMPNet controller pumps while `active <= max_active_keys` instead of `<`: one instance
+    /// more than the bound is in flight, which breaks *in-flight instances never exceed mak*.
+    AmpMakOffByOne,
+    /// The AMPNet `Phi` join sends a backward message to the input its *latest* forward came from
+    /// instead of the origin recorded for the message's state, which breaks *every forward gets
+    /// exactly one backward, on the edge it came from*.
+    AmpPhiForgetsOrigin,
+    /// An AMPNet parameterized node asks for its update one gradient before
+    /// `min_update_interval` gradients have accumulated.
+    AmpUpdateBeforeInterval,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 22] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -92,6 +102,9 @@ impl Mutant {
         Mutant::RegisterNoRecheck,
         Mutant::MftPrefixRelaxed,
         Mutant::PublishedAbaDispatcher,
+        Mutant::AmpMakOffByOne,
+        Mutant::AmpPhiForgetsOrigin,
+        Mutant::AmpUpdateBeforeInterval,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -116,6 +129,9 @@ impl Mutant {
             Mutant::RegisterNoRecheck => "register-no-recheck",
             Mutant::MftPrefixRelaxed => "mft-prefix-relaxed",
             Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
+            Mutant::AmpMakOffByOne => "amp-mak-off-by-one",
+            Mutant::AmpPhiForgetsOrigin => "amp-phi-forgets-origin",
+            Mutant::AmpUpdateBeforeInterval => "amp-update-before-interval",
         }
     }
 

@@ -1,0 +1,282 @@
+//! The IR graph as data, and its builder: nodes, edges, placement on workers, replica groups.
+
+use crate::controller::Controller;
+use crate::error::MpError;
+use crate::message::{Direction, Message, Payload};
+use crate::node::{Node, Out};
+
+/// A node's index in its graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub usize);
+
+/// Where messages go: the edges in both directions, each node's worker, the controller.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    /// `fwd[n][o]`: the node and input port that output `o` of node `n` feeds.
+    pub fwd: Vec<Vec<(NodeId, usize)>>,
+    /// `bwd[n][i]`: the node and output port that feeds input `i` of node `n`.
+    pub bwd: Vec<Vec<(NodeId, usize)>>,
+    /// Each node's worker.
+    pub place: Vec<usize>,
+    /// Number of workers.
+    pub workers: usize,
+    /// The controller.
+    pub controller: NodeId,
+}
+
+impl Topology {
+    /// The message that `out`, emitted by node `from`, becomes.
+    pub fn address(&self, from: NodeId, out: Out) -> Message {
+        match out {
+            Out::Forward { port, state, payload } => {
+                let (node, port) = self.fwd[from.0][port];
+                Message { node, port, dir: Direction::Forward, state, payload }
+            }
+            Out::Backward { port, state, payload } => {
+                let (node, port) = self.bwd[from.0][port];
+                Message { node, port, dir: Direction::Backward, state, payload }
+            }
+            Out::Update(state) => Message {
+                node: from,
+                port: 0,
+                dir: Direction::Update,
+                state,
+                payload: Payload::zeros((0, 0)),
+            },
+        }
+    }
+}
+
+/// A validated graph: every port connected exactly once, exactly one controller, every node on
+/// an existing worker.
+pub struct Graph {
+    pub(crate) nodes: Vec<Box<dyn Node>>,
+    pub(crate) topo: Topology,
+    replicas: Vec<Vec<NodeId>>,
+}
+
+/// Builds a [`Graph`].
+///
+/// ```
+/// use ordo_mp::{Controller, GraphBuilder, nodes::{Linear, SoftmaxLoss}, optimizer::Optimizer};
+/// let mut b = GraphBuilder::new();
+/// let c = b.add(Controller::new(vec![true, false]));
+/// let l = b.add(Linear::new(ndarray::Array2::zeros((4, 3)), Optimizer::sgd(0.1), 1).unwrap());
+/// let loss = b.add(SoftmaxLoss::new());
+/// b.connect(c, 0, l, 0).unwrap();
+/// b.connect(l, 0, loss, 0).unwrap();
+/// b.connect(c, 1, loss, 1).unwrap();
+/// b.connect(loss, 0, c, 0).unwrap();
+/// let g = b.build(2).unwrap();
+/// assert_eq!(g.len(), 3);
+/// ```
+#[derive(Default)]
+pub struct GraphBuilder {
+    nodes: Vec<Box<dyn Node>>,
+    fwd: Vec<Vec<Option<(NodeId, usize)>>>,
+    bwd: Vec<Vec<Option<(NodeId, usize)>>>,
+    place: Vec<Option<usize>>,
+    replicas: Vec<Vec<NodeId>>,
+}
+
+impl GraphBuilder {
+    /// An empty builder.
+    pub fn new() -> GraphBuilder {
+        GraphBuilder::default()
+    }
+
+    /// Add a node.
+    pub fn add(&mut self, node: impl Node + 'static) -> NodeId {
+        self.fwd.push(vec![None; node.outputs()]);
+        self.bwd.push(vec![None; node.inputs()]);
+        self.place.push(None);
+        self.nodes.push(Box::new(node));
+        NodeId(self.nodes.len() - 1)
+    }
+
+    fn check(&self, n: NodeId) -> Result<(), MpError> {
+        if n.0 < self.nodes.len() { Ok(()) } else { Err(MpError::UnknownNode(n)) }
+    }
+
+    /// Connect output `out` of `from` to input `inp` of `to`.
+    pub fn connect(
+        &mut self,
+        from: NodeId,
+        out: usize,
+        to: NodeId,
+        inp: usize,
+    ) -> Result<(), MpError> {
+        self.check(from)?;
+        self.check(to)?;
+        let no_port =
+            |node: NodeId, kind, side, port| MpError::NoSuchPort { node, kind, side, port };
+        let slot = self.fwd[from.0].get(out).ok_or(no_port(
+            from,
+            self.nodes[from.0].kind(),
+            "output",
+            out,
+        ))?;
+        if slot.is_some() {
+            return Err(MpError::PortTaken { node: from, side: "output", port: out });
+        }
+        let slot =
+            self.bwd[to.0].get(inp).ok_or(no_port(to, self.nodes[to.0].kind(), "input", inp))?;
+        if slot.is_some() {
+            return Err(MpError::PortTaken { node: to, side: "input", port: inp });
+        }
+        self.fwd[from.0][out] = Some((to, inp));
+        self.bwd[to.0][inp] = Some((from, out));
+        Ok(())
+    }
+
+    /// Connect output 0 of each node to input 0 of the next.
+    pub fn chain(&mut self, nodes: &[NodeId]) -> Result<(), MpError> {
+        for w in nodes.windows(2) {
+            self.connect(w[0], 0, w[1], 0)?;
+        }
+        Ok(())
+    }
+
+    /// Place `node` on `worker` (checked against the worker count at [`GraphBuilder::build`]).
+    pub fn place(&mut self, node: NodeId, worker: usize) -> Result<(), MpError> {
+        self.check(node)?;
+        self.place[node.0] = Some(worker);
+        Ok(())
+    }
+
+    /// Declare nodes with equally shaped parameters as replicas of one another (averaged by
+    /// [`Graph::average_replicas`]).
+    pub fn replicas(&mut self, group: Vec<NodeId>) -> Result<(), MpError> {
+        for &n in &group {
+            self.check(n)?;
+        }
+        self.replicas.push(group);
+        Ok(())
+    }
+
+    /// Validate and place the rest: nodes not placed explicitly go round-robin, parameterized
+    /// (heavy) nodes first so that the `h`-th heavy node lands on worker `h mod W` (§3.1), then
+    /// the light ones continuing the rotation.
+    pub fn build(self, workers: usize) -> Result<Graph, MpError> {
+        let controllers = self.nodes.iter().filter(|n| n.kind() == "Controller").count();
+        if controllers != 1 {
+            return Err(MpError::Controllers(controllers));
+        }
+        let controller =
+            NodeId(self.nodes.iter().position(|n| n.kind() == "Controller").unwrap_or(0));
+        if workers == 0 {
+            return Err(MpError::Placement { node: controller, worker: 0, workers });
+        }
+        let unconnected = |edges: &Vec<Vec<Option<(NodeId, usize)>>>, side| {
+            for (n, ports) in edges.iter().enumerate() {
+                if let Some(port) = ports.iter().position(Option::is_none) {
+                    return Err(MpError::Unconnected {
+                        node: NodeId(n),
+                        kind: self.nodes[n].kind(),
+                        side,
+                        port,
+                    });
+                }
+            }
+            Ok(edges.iter().map(|ps| ps.iter().flatten().copied().collect()).collect())
+        };
+        let fwd = unconnected(&self.fwd, "output")?;
+        let bwd = unconnected(&self.bwd, "input")?;
+        let mut place = vec![0; self.nodes.len()];
+        let mut next = 0;
+        let heavy = |n: &dyn Node| !n.params().is_empty();
+        let order = (0..self.nodes.len())
+            .filter(|&n| heavy(&*self.nodes[n]))
+            .chain((0..self.nodes.len()).filter(|&n| !heavy(&*self.nodes[n])));
+        for n in order {
+            place[n] = match self.place[n] {
+                Some(w) if w < workers => w,
+                Some(w) => return Err(MpError::Placement { node: NodeId(n), worker: w, workers }),
+                None => {
+                    next += 1;
+                    (next - 1) % workers
+                }
+            };
+        }
+        for g in &self.replicas {
+            let shapes: Vec<Vec<_>> = g
+                .iter()
+                .map(|n| self.nodes[n.0].params().iter().map(|p| p.dim()).collect())
+                .collect();
+            if shapes.windows(2).any(|w| w[0] != w[1]) {
+                return Err(MpError::Config("replicas with different parameter shapes".into()));
+            }
+        }
+        Ok(Graph {
+            nodes: self.nodes,
+            topo: Topology { fwd, bwd, place, workers, controller },
+            replicas: self.replicas,
+        })
+    }
+}
+
+impl Graph {
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the graph has no nodes (never, once built).
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// The node `n`.
+    pub fn node(&self, n: NodeId) -> Result<&dyn Node, MpError> {
+        self.nodes.get(n.0).map(|b| &**b).ok_or(MpError::UnknownNode(n))
+    }
+
+    /// The topology (edges, placement).
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// The controller.
+    pub fn controller(&mut self) -> &mut Controller {
+        let c = self.topo.controller.0;
+        self.nodes[c].as_controller().expect("build checked that this node is the controller")
+    }
+
+    /// A copy of every node's parameters, by node.
+    pub fn params(&self) -> Vec<Vec<Payload>> {
+        self.nodes.iter().map(|n| n.params().into_iter().cloned().collect()).collect()
+    }
+
+    /// Emulate a device of `flops` flop/s in every compute node (`None`: compute).
+    pub fn emulate(&mut self, flops: Option<f64>) {
+        for n in &mut self.nodes {
+            n.emulate(flops);
+        }
+    }
+
+    /// Replace each replica group's parameters by their mean (the end-of-epoch
+    /// synchronization of §5).
+    pub fn average_replicas(&mut self) {
+        for g in &self.replicas {
+            let k = g.len() as f32;
+            let mut mean: Vec<Payload> = self.nodes[g[0].0]
+                .params()
+                .into_iter()
+                .map(|p| Payload::zeros(p.raw_dim()))
+                .collect();
+            for n in g {
+                for (m, p) in mean.iter_mut().zip(self.nodes[n.0].params()) {
+                    *m += p;
+                }
+            }
+            for m in &mut mean {
+                m.mapv_inplace(|v| v / k);
+            }
+            for n in g {
+                for (p, m) in self.nodes[n.0].params_mut().into_iter().zip(&mean) {
+                    p.assign(m);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! ordo-mp: AMPNet (paper 004), asynchronous model-parallel training.
+//!
+//! A model is a static IR graph ([`GraphBuilder`], [`nodes`]) whose nodes live on workers that
+//! talk only by [`Message`]s; the [`Controller`] pumps instances and bounds the instances in
+//! flight by `max_active_keys`; parameterized nodes update after `min_update_interval`
+//! gradients. [`run`] executes a graph on threads; [`trace::replay`] replays a run's recorded
+//! order sequentially.
+#![warn(missing_docs)]
+
+pub mod controller;
+pub mod error;
+pub mod gather;
+pub mod graph;
+pub mod message;
+pub mod models;
+pub mod node;
+pub mod nodes;
+pub mod optimizer;
+pub mod queue;
+pub mod runtime;
+pub mod state;
+pub mod trace;
+
+pub use controller::{Controller, InstanceResult, Source};
+pub use error::MpError;
+pub use graph::{Graph, GraphBuilder, NodeId};
+pub use message::{Direction, Message, Payload};
+pub use node::{Emit, Node, Out};
+pub use runtime::{RunConfig, RunReport, run};
+pub use state::State;

@@ -1,0 +1,47 @@
+//! A multi-layer perceptron with ReLUs (Appendix B.1) as a chain of IR nodes.
+
+use crate::controller::Controller;
+use crate::error::MpError;
+use crate::graph::{Graph, GraphBuilder, NodeId};
+use crate::models::Init;
+use crate::nodes::{Linear, Relu, SoftmaxLoss};
+use crate::optimizer::Optimizer;
+
+/// `Linear(dims[0]→dims[1]) → ReLU → … → Linear(→dims[last]) → SoftmaxLoss`. The controller's
+/// output 0 carries the inputs (`B × dims[0]`), output 1 the labels (`B × 1`). Returns the graph
+/// and its linear layers in order. Linear layers are placed round-robin over `workers`, the
+/// other nodes with the layer before them.
+pub fn mlp(
+    dims: &[usize],
+    init: Init,
+    opt: Optimizer,
+    min_update_interval: usize,
+    workers: usize,
+) -> Result<(Graph, Vec<NodeId>), MpError> {
+    if dims.len() < 2 || workers == 0 {
+        return Err(MpError::Config("an MLP needs two sizes and a worker".into()));
+    }
+    let mut b = GraphBuilder::new();
+    let ctrl = b.add(Controller::new(vec![true, false]));
+    b.place(ctrl, 0)?;
+    let mut chain = vec![ctrl];
+    let mut linears = Vec::new();
+    for (i, w) in dims.windows(2).enumerate() {
+        let l = b.add(Linear::new(init(w[0], w[1]), opt, min_update_interval)?);
+        b.place(l, i % workers)?;
+        linears.push(l);
+        chain.push(l);
+        if i + 2 < dims.len() {
+            let r = b.add(Relu::new());
+            b.place(r, i % workers)?;
+            chain.push(r);
+        }
+    }
+    let loss = b.add(SoftmaxLoss::new());
+    b.place(loss, (dims.len() - 2) % workers)?;
+    chain.push(loss);
+    b.chain(&chain)?;
+    b.connect(ctrl, 1, loss, 1)?;
+    b.connect(loss, 0, ctrl, 0)?;
+    Ok((b.build(workers)?, linears))
+}

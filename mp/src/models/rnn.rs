@@ -1,0 +1,100 @@
+//! A vanilla RNN with ReLU (Figure 2), its cell replicated `r` times (Figure 4b).
+
+use crate::controller::Controller;
+use crate::error::MpError;
+use crate::graph::{Graph, GraphBuilder, NodeId};
+use crate::models::Init;
+use crate::nodes::{Concat, Cond, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
+use crate::optimizer::Optimizer;
+use crate::state::State;
+
+/// The RNN's sizes and training knobs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RnnSpec {
+    /// One-hot vocabulary size.
+    pub vocab: usize,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Output classes.
+    pub classes: usize,
+    /// Cell replicas (1: no replication).
+    pub replicas: usize,
+    /// Optimizer of every layer.
+    pub opt: Optimizer,
+    /// `min_update_interval` of every layer.
+    pub min_update_interval: usize,
+}
+
+/// Leave a loop: pop the counter (backward: push it back as `len`, where the loop ended).
+fn exit_loop() -> Isu {
+    Isu::new(
+        |s| (s.counter() == Some(s.len)).then(|| s.clone().pop()),
+        |s| Some(s.clone().push(s.len)),
+    )
+}
+
+/// Enter a loop: push counter 0 (backward: pop it).
+fn enter_loop() -> Isu {
+    Isu::new(|s| Some(s.clone().push(0)), |s| (s.counter() == Some(0)).then(|| s.clone().pop()))
+}
+
+/// The graph of Figure 2: the controller pumps one-hot tokens (`L·B × vocab`, time major; state
+/// `len = L`) into an `Ungroup`, a zero initial state (`B × hidden`) into the loop's `Phi`
+/// (through an `Isu` entering the loop) and labels (`B × 1`) into the loss. Each step
+/// concatenates `[h | x_t]`, applies the cell `Linear` (replica `instance mod r`, joined by a
+/// `Phi`), ReLU, increments the counter, and a `Cond` either loops back or leaves to the output
+/// layer. Returns the graph and the replica cells; cells go round-robin over the workers, the
+/// output layer after them, light nodes on worker 0.
+pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<NodeId>), MpError> {
+    let r = spec.replicas;
+    if r == 0 || workers == 0 {
+        return Err(MpError::Config("an RNN needs a replica and a worker".into()));
+    }
+    let mut b = GraphBuilder::new();
+    let ctrl = b.add(Controller::new(vec![true, true, false]));
+    let ungroup = b.add(Ungroup::new());
+    let enter = b.add(enter_loop());
+    let phi = b.add(Phi::new(2));
+    let concat = b.add(Concat::new(2));
+    let split = b.add(Cond::new(r, move |s: &State| (s.instance % r as u64) as usize));
+    let join = b.add(Phi::new(r));
+    let relu = b.add(Relu::new());
+    let inc = b.add(Isu::increment());
+    let cond = b.add(Cond::new(2, |s: &State| usize::from(s.counter() == Some(s.len))));
+    let exit = b.add(exit_loop());
+    let out =
+        b.add(Linear::new(init(spec.hidden, spec.classes), spec.opt, spec.min_update_interval)?);
+    let loss = b.add(SoftmaxLoss::new());
+    let mut cells = Vec::new();
+    for i in 0..r {
+        let cell = b.add(Linear::new(
+            init(spec.hidden + spec.vocab, spec.hidden),
+            spec.opt,
+            spec.min_update_interval,
+        )?);
+        b.place(cell, i % workers)?;
+        b.connect(split, i, cell, 0)?;
+        b.connect(cell, 0, join, i)?;
+        cells.push(cell);
+    }
+    b.place(out, r % workers)?;
+    for n in [ctrl, ungroup, enter, phi, concat, split, join, relu, inc, cond, exit, loss] {
+        b.place(n, 0)?;
+    }
+    b.connect(ctrl, 0, ungroup, 0)?;
+    b.connect(ctrl, 1, enter, 0)?;
+    b.connect(ctrl, 2, loss, 1)?;
+    b.connect(enter, 0, phi, 0)?;
+    b.connect(phi, 0, concat, 0)?;
+    b.connect(ungroup, 0, concat, 1)?;
+    b.connect(concat, 0, split, 0)?;
+    b.chain(&[join, relu, inc, cond])?;
+    b.connect(cond, 0, phi, 1)?;
+    b.connect(cond, 1, exit, 0)?;
+    b.chain(&[exit, out, loss])?;
+    b.connect(loss, 0, ctrl, 0)?;
+    if r > 1 {
+        b.replicas(cells.clone())?;
+    }
+    Ok((b.build(workers)?, cells))
+}

@@ -1,0 +1,123 @@
+//! The IR node interface: every node has a forward and a backward semantics (paper §4).
+
+use crate::controller::Controller;
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::state::State;
+
+/// A message a node emits, before routing: forward messages leave on an output port, backward
+/// messages on an input port, updates go to the node itself.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Out {
+    /// Forward on output port `port`.
+    Forward {
+        /// Output port.
+        port: usize,
+        /// State of the message.
+        state: State,
+        /// Payload.
+        payload: Payload,
+    },
+    /// Backward on input port `port`.
+    Backward {
+        /// Input port.
+        port: usize,
+        /// State of the message.
+        state: State,
+        /// Payload.
+        payload: Payload,
+    },
+    /// An update message to the node itself, with a state unique among its updates.
+    Update(State),
+}
+
+/// What a node handler is given besides the message: the run's mode and the place to emit.
+#[derive(Debug, Default)]
+pub struct Emit {
+    /// Training (record activations, send gradients) or evaluation (forward only).
+    pub train: bool,
+    /// Messages emitted, in order.
+    pub out: Vec<Out>,
+}
+
+impl Emit {
+    /// An empty emitter for a run in mode `train`.
+    pub fn new(train: bool) -> Emit {
+        Emit { train, out: Vec::new() }
+    }
+
+    /// Emit a forward message on output `port`.
+    pub fn forward(&mut self, port: usize, state: State, payload: Payload) {
+        self.out.push(Out::Forward { port, state, payload });
+    }
+
+    /// Emit a backward message on input `port`.
+    pub fn backward(&mut self, port: usize, state: State, payload: Payload) {
+        self.out.push(Out::Backward { port, state, payload });
+    }
+}
+
+/// An IR node. Handlers must be deterministic functions of the node's own state and the
+/// message: the runtime's replay guarantee rests on it.
+pub trait Node: Send {
+    /// The node's kind, for errors and traces.
+    fn kind(&self) -> &'static str;
+    /// Number of input ports.
+    fn inputs(&self) -> usize;
+    /// Number of output ports.
+    fn outputs(&self) -> usize;
+    /// Handle a forward message on input `port`.
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError>;
+    /// Handle a backward message on output `port`.
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError>;
+    /// Handle an update message (only parameterized nodes take them).
+    fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
+        Err(MpError::Unexpected { kind: self.kind(), what: "update", state })
+    }
+    /// Cache entries held now (payloads waiting for siblings, recorded activations, origins):
+    /// zero at the end of every complete run.
+    fn pending(&self) -> usize {
+        0
+    }
+    /// The node's parameters (empty for non-parameterized nodes).
+    fn params(&self) -> Vec<&Payload> {
+        Vec::new()
+    }
+    /// The node's parameters, mutably (replica averaging).
+    fn params_mut(&mut self) -> Vec<&mut Payload> {
+        Vec::new()
+    }
+    /// Replace computation by sleeping as long as a device of `flops` flop/s would take
+    /// (Appendix C); `None` computes. Nodes without a compute cost ignore it.
+    fn emulate(&mut self, _flops: Option<f64>) {}
+    /// The controller, if this node is it.
+    fn as_controller(&mut self) -> Option<&mut Controller> {
+        None
+    }
+}
+
+/// Check that `port` is below `n`, or name the port in an error.
+pub(crate) fn check_port(
+    kind: &'static str,
+    side: &'static str,
+    port: usize,
+    n: usize,
+) -> Result<(), MpError> {
+    if port < n {
+        Ok(())
+    } else {
+        Err(MpError::NoSuchPort { node: crate::graph::NodeId(usize::MAX), kind, side, port })
+    }
+}

@@ -1,0 +1,89 @@
+//! `Concat`: joins the payloads of several parents with the same state, column-wise.
+
+use std::collections::HashMap;
+
+use crate::error::MpError;
+use crate::gather::Gather;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::state::State;
+
+/// Forward: waits for all inputs' payloads for a state, then emits `[x₀ | x₁ | …]` and records
+/// the widths. Backward: splits the gradient by those widths, one backward per input.
+#[derive(Debug)]
+pub struct Concat {
+    inputs: usize,
+    cache: Gather,
+    widths: HashMap<State, Vec<usize>>,
+}
+
+impl Concat {
+    /// A concatenation of `inputs` parents.
+    ///
+    /// ```
+    /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Concat::new(2)), 2);
+    /// ```
+    pub fn new(inputs: usize) -> Concat {
+        Concat { inputs, cache: Gather::default(), widths: HashMap::new() }
+    }
+}
+
+impl Node for Concat {
+    fn kind(&self) -> &'static str {
+        "Concat"
+    }
+    fn inputs(&self) -> usize {
+        self.inputs
+    }
+    fn outputs(&self) -> usize {
+        1
+    }
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, self.inputs)?;
+        let Some(parts) = self.cache.add("Concat", state.clone(), port, self.inputs, x)? else {
+            return Ok(());
+        };
+        let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
+        let y = ndarray::concatenate(ndarray::Axis(1), &views)
+            .map_err(|err| MpError::Shape { kind: "Concat", detail: err.to_string() })?;
+        if e.train {
+            self.widths.insert(state.clone(), parts.iter().map(|p| p.ncols()).collect());
+        }
+        e.forward(0, state, y);
+        Ok(())
+    }
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, 1)?;
+        let widths = self
+            .widths
+            .remove(&state)
+            .ok_or_else(|| MpError::NoForward { kind: "Concat", state: state.clone() })?;
+        if widths.iter().sum::<usize>() != g.ncols() {
+            return Err(MpError::Shape {
+                kind: "Concat",
+                detail: format!("gradient has {} columns", g.ncols()),
+            });
+        }
+        let mut at = 0;
+        for (i, w) in widths.into_iter().enumerate() {
+            e.backward(i, state.clone(), g.slice(ndarray::s![.., at..at + w]).to_owned());
+            at += w;
+        }
+        Ok(())
+    }
+    fn pending(&self) -> usize {
+        self.cache.len() + self.widths.len()
+    }
+}

@@ -1,0 +1,67 @@
+//! `Cond f`: routes a message by its state (not its payload).
+
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::state::State;
+
+/// The routing function of a [`Cond`]: an output port for a state.
+pub type Route = Box<dyn Fn(&State) -> usize + Send>;
+
+/// Forward: sends the message to output `f(state)`. Backward: a gradient arriving on any output
+/// goes back to the single input unchanged (the state already says which instance it is).
+pub struct Cond {
+    outputs: usize,
+    f: Route,
+}
+
+impl Cond {
+    /// A condition node with `outputs` successors routing by `f`.
+    ///
+    /// ```
+    /// use ordo_mp::nodes::Cond;
+    /// let replicas = Cond::new(2, |s| (s.instance % 2) as usize);
+    /// assert_eq!(ordo_mp::Node::outputs(&replicas), 2);
+    /// ```
+    pub fn new(outputs: usize, f: impl Fn(&State) -> usize + Send + 'static) -> Cond {
+        Cond { outputs, f: Box::new(f) }
+    }
+}
+
+impl Node for Cond {
+    fn kind(&self) -> &'static str {
+        "Cond"
+    }
+    fn inputs(&self) -> usize {
+        1
+    }
+    fn outputs(&self) -> usize {
+        self.outputs
+    }
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, 1)?;
+        let to = (self.f)(&state);
+        if to >= self.outputs {
+            return Err(MpError::BadState { kind: self.kind(), state });
+        }
+        e.forward(to, state, x);
+        Ok(())
+    }
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, self.outputs)?;
+        e.backward(0, state, g);
+        Ok(())
+    }
+}

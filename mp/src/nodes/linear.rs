@@ -1,0 +1,191 @@
+//! `Linear`: the parameterized payload transform (PPT) of a fully connected layer, `y = x W + b`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use ordo::mutation::{self, Mutant};
+
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::optimizer::{OptState, Optimizer};
+use crate::state::State;
+
+/// A fully connected layer. It records each forward input keyed by the message state, so
+/// forward and backward messages of different instances may interleave in any order (§4).
+///
+/// Gradients accumulate; once `min_update_interval` of them have accumulated since the last
+/// update the node sends itself one update message, which applies their mean.
+///
+/// ```
+/// use ordo_mp::{nodes::Linear, optimizer::Optimizer};
+/// let l = Linear::new(ndarray::Array2::zeros((3, 2)), Optimizer::sgd(0.1), 1).unwrap();
+/// assert_eq!(ordo_mp::Node::params(&l)[0].dim(), (3, 2));
+/// ```
+#[derive(Debug)]
+pub struct Linear {
+    w: Payload,
+    b: Payload,
+    opt: OptState,
+    min_update_interval: usize,
+    gw: Payload,
+    gb: Payload,
+    accumulated: usize,
+    update_requested: bool,
+    updates: u64,
+    acts: HashMap<State, Payload>,
+    emulate: Option<f64>,
+}
+
+impl Linear {
+    /// A layer with weights `w` (`d_in × d_out`), zero bias, optimizer `opt`, and
+    /// `min_update_interval` ≥ 1.
+    pub fn new(w: Payload, opt: Optimizer, min_update_interval: usize) -> Result<Linear, MpError> {
+        if min_update_interval == 0 {
+            return Err(MpError::Config("min_update_interval must be at least 1".into()));
+        }
+        let b = Payload::zeros((1, w.ncols()));
+        let opt = OptState::new(opt, &[&w, &b]);
+        Ok(Linear {
+            gw: Payload::zeros(w.raw_dim()),
+            gb: Payload::zeros(b.raw_dim()),
+            w,
+            b,
+            opt,
+            min_update_interval,
+            accumulated: 0,
+            update_requested: false,
+            updates: 0,
+            acts: HashMap::new(),
+            emulate: None,
+        })
+    }
+
+    /// The gradients accumulated since the last update (sums, for `W` and `b`).
+    pub fn accumulated(&self) -> (&Payload, &Payload, usize) {
+        (&self.gw, &self.gb, self.accumulated)
+    }
+
+    /// Updates applied so far.
+    pub fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    fn sleep(&self, flops: f64) {
+        if let Some(f) = self.emulate {
+            std::thread::sleep(Duration::from_secs_f64(flops / f));
+        }
+    }
+}
+
+impl Node for Linear {
+    fn kind(&self) -> &'static str {
+        "Linear"
+    }
+    fn inputs(&self) -> usize {
+        1
+    }
+    fn outputs(&self) -> usize {
+        1
+    }
+
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, 1)?;
+        let (din, dout) = self.w.dim();
+        if x.ncols() != din {
+            return Err(MpError::Shape {
+                kind: self.kind(),
+                detail: format!("input has {} columns, W has {din} rows", x.ncols()),
+            });
+        }
+        let y = if self.emulate.is_some() {
+            self.sleep(2.0 * (x.nrows() * din * dout) as f64);
+            Payload::zeros((x.nrows(), dout))
+        } else {
+            x.dot(&self.w) + &self.b
+        };
+        if e.train {
+            self.acts.insert(state.clone(), x);
+        }
+        e.forward(0, state, y);
+        Ok(())
+    }
+
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, 1)?;
+        let x = self
+            .acts
+            .remove(&state)
+            .ok_or_else(|| MpError::NoForward { kind: "Linear", state: state.clone() })?;
+        if g.dim() != (x.nrows(), self.w.ncols()) {
+            return Err(MpError::Shape {
+                kind: self.kind(),
+                detail: format!("gradient {:?}", g.dim()),
+            });
+        }
+        let dx = if self.emulate.is_some() {
+            // Backward and gradient accumulation: two products of the forward's size.
+            self.sleep(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64);
+            Payload::zeros(x.raw_dim())
+        } else {
+            self.gw += &x.t().dot(&g);
+            self.gb += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
+            g.dot(&self.w.t())
+        };
+        self.accumulated += 1;
+        let due = if mutation::active(Mutant::AmpUpdateBeforeInterval) {
+            self.accumulated + 1 >= self.min_update_interval
+        } else {
+            self.accumulated >= self.min_update_interval
+        };
+        if due && !self.update_requested {
+            self.update_requested = true;
+            e.out.push(crate::node::Out::Update(State::new(self.updates)));
+        }
+        e.backward(0, state, dx);
+        Ok(())
+    }
+
+    fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
+        if !self.update_requested || state != State::new(self.updates) {
+            return Err(MpError::Unexpected { kind: self.kind(), what: "update", state });
+        }
+        let n = self.accumulated as f32;
+        if self.emulate.is_some() {
+            self.sleep((self.w.nrows() * self.w.ncols()) as f64);
+        } else {
+            let gw = std::mem::replace(&mut self.gw, Payload::zeros(self.w.raw_dim())) / n;
+            let gb = std::mem::replace(&mut self.gb, Payload::zeros(self.b.raw_dim())) / n;
+            self.opt.step(&mut [&mut self.w, &mut self.b], &[gw, gb]);
+        }
+        self.accumulated = 0;
+        self.update_requested = false;
+        self.updates += 1;
+        Ok(())
+    }
+
+    fn pending(&self) -> usize {
+        self.acts.len()
+    }
+    fn params(&self) -> Vec<&Payload> {
+        vec![&self.w, &self.b]
+    }
+    fn params_mut(&mut self) -> Vec<&mut Payload> {
+        vec![&mut self.w, &mut self.b]
+    }
+    fn emulate(&mut self, flops: Option<f64>) {
+        self.emulate = flops;
+    }
+}

@@ -1,0 +1,77 @@
+//! `Phi`: the join of several control-flow paths.
+
+use std::collections::HashMap;
+
+use ordo::mutation::{self, Mutant};
+
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::state::State;
+
+/// Forward: passes a message from any input to the output, recording the input it came from
+/// keyed by its state. Backward: sends the gradient to exactly that recorded input and forgets
+/// the record — so every forward through a `Phi` gets its one backward on the edge it came from.
+#[derive(Debug)]
+pub struct Phi {
+    inputs: usize,
+    origin: HashMap<State, usize>,
+    latest: usize,
+}
+
+impl Phi {
+    /// A join of `inputs` paths.
+    ///
+    /// ```
+    /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Phi::new(2)), 2);
+    /// ```
+    pub fn new(inputs: usize) -> Phi {
+        Phi { inputs, origin: HashMap::new(), latest: 0 }
+    }
+}
+
+impl Node for Phi {
+    fn kind(&self) -> &'static str {
+        "Phi"
+    }
+    fn inputs(&self) -> usize {
+        self.inputs
+    }
+    fn outputs(&self) -> usize {
+        1
+    }
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, self.inputs)?;
+        if e.train {
+            self.origin.insert(state.clone(), port);
+        }
+        self.latest = port;
+        e.forward(0, state, x);
+        Ok(())
+    }
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, 1)?;
+        let origin = self
+            .origin
+            .remove(&state)
+            .ok_or_else(|| MpError::NoForward { kind: "Phi", state: state.clone() })?;
+        let to = if mutation::active(Mutant::AmpPhiForgetsOrigin) { self.latest } else { origin };
+        e.backward(to, state, g);
+        Ok(())
+    }
+    fn pending(&self) -> usize {
+        self.origin.len()
+    }
+}

@@ -1,0 +1,78 @@
+//! `Relu`: a non-parameterized payload transform.
+
+use std::collections::HashMap;
+
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::state::State;
+
+/// `y = max(x, 0)`; keeps the input keyed by state for the backward `g ⊙ [x > 0]`. The state
+/// passes through unchanged in both directions.
+#[derive(Debug, Default)]
+pub struct Relu {
+    acts: HashMap<State, Payload>,
+}
+
+impl Relu {
+    /// A ReLU node.
+    pub fn new() -> Relu {
+        Relu::default()
+    }
+}
+
+impl Node for Relu {
+    fn kind(&self) -> &'static str {
+        "Relu"
+    }
+    fn inputs(&self) -> usize {
+        1
+    }
+    fn outputs(&self) -> usize {
+        1
+    }
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, 1)?;
+        let y = x.mapv(|v| v.max(0.0));
+        if e.train {
+            self.acts.insert(state.clone(), x);
+        }
+        e.forward(0, state, y);
+        Ok(())
+    }
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        mut g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, 1)?;
+        let x = self
+            .acts
+            .remove(&state)
+            .ok_or_else(|| MpError::NoForward { kind: "Relu", state: state.clone() })?;
+        if x.dim() != g.dim() {
+            return Err(MpError::Shape {
+                kind: self.kind(),
+                detail: format!("gradient {:?} for input {:?}", g.dim(), x.dim()),
+            });
+        }
+        g.zip_mut_with(&x, |g, &x| {
+            if x <= 0.0 {
+                *g = 0.0;
+            }
+        });
+        e.backward(0, state, g);
+        Ok(())
+    }
+    fn pending(&self) -> usize {
+        self.acts.len()
+    }
+}

@@ -1,0 +1,94 @@
+//! Optimizers a parameterized node applies on an update message (Appendix A): momentum SGD and
+//! Adam.
+
+use crate::message::Payload;
+
+/// The optimizer and its hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Optimizer {
+    /// `v ← μ v + g; w ← w − lr v` (plain SGD when `momentum` is 0).
+    Sgd {
+        /// Learning rate.
+        lr: f32,
+        /// Momentum μ.
+        momentum: f32,
+    },
+    /// Adam (Kingma & Ba 2014).
+    Adam {
+        /// Learning rate.
+        lr: f32,
+        /// β₁.
+        beta1: f32,
+        /// β₂.
+        beta2: f32,
+        /// ε.
+        eps: f32,
+    },
+}
+
+impl Optimizer {
+    /// Plain SGD with learning rate `lr`.
+    pub fn sgd(lr: f32) -> Optimizer {
+        Optimizer::Sgd { lr, momentum: 0.0 }
+    }
+
+    /// Adam with the usual β₁ = 0.9, β₂ = 0.999, ε = 1e-8.
+    pub fn adam(lr: f32) -> Optimizer {
+        Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8 }
+    }
+}
+
+/// An optimizer's per-parameter memory (momentum, Adam moments, step count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OptState {
+    opt: Optimizer,
+    m: Vec<Payload>,
+    v: Vec<Payload>,
+    t: i32,
+}
+
+impl OptState {
+    /// Fresh memory for parameters shaped like `params`.
+    pub fn new(opt: Optimizer, params: &[&Payload]) -> OptState {
+        let zeros = |p: &&Payload| Payload::zeros(p.raw_dim());
+        OptState {
+            opt,
+            m: params.iter().map(zeros).collect(),
+            v: params.iter().map(zeros).collect(),
+            t: 0,
+        }
+    }
+
+    /// Apply one step with gradients `grads` (same order and shapes as the parameters).
+    ///
+    /// ```
+    /// use ordo_mp::optimizer::{OptState, Optimizer};
+    /// let mut w = ndarray::arr2(&[[1.0f32]]);
+    /// let mut s = OptState::new(Optimizer::sgd(0.5), &[&w]);
+    /// s.step(&mut [&mut w], &[ndarray::arr2(&[[2.0f32]])]);
+    /// assert_eq!(w[[0, 0]], 0.0);
+    /// ```
+    pub fn step(&mut self, params: &mut [&mut Payload], grads: &[Payload]) {
+        self.t += 1;
+        for (i, (w, g)) in params.iter_mut().zip(grads).enumerate() {
+            match self.opt {
+                Optimizer::Sgd { lr, momentum: 0.0 } => w.scaled_add(-lr, g),
+                Optimizer::Sgd { lr, momentum } => {
+                    let v = &mut self.m[i];
+                    v.zip_mut_with(g, |v, &g| *v = momentum * *v + g);
+                    w.scaled_add(-lr, v);
+                }
+                Optimizer::Adam { lr, beta1, beta2, eps } => {
+                    let (m, v) = (&mut self.m[i], &mut self.v[i]);
+                    m.zip_mut_with(g, |m, &g| *m = beta1 * *m + (1.0 - beta1) * g);
+                    v.zip_mut_with(g, |v, &g| *v = beta2 * *v + (1.0 - beta2) * g * g);
+                    let c1 = 1.0 - beta1.powi(self.t);
+                    let c2 = 1.0 - beta2.powi(self.t);
+                    ndarray::Zip::from(&mut **w).and(&*m).and(&*v).for_each(|w, &m, &v| {
+                        *w -= lr * (m / c1) / ((v / c2).sqrt() + eps);
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! The multi-core runtime (Appendix A): one thread per worker, one MPSC inbox per worker,
+//! a worker-local priority queue, and nothing shared between workers but messages.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+
+use crate::controller::{InstanceResult, Source};
+use crate::error::MpError;
+use crate::graph::{Graph, NodeId, Topology};
+use crate::message::{Direction, Payload};
+use crate::node::{Emit, Node};
+use crate::queue::{Envelope, LocalQueue};
+use crate::state::State;
+use crate::trace::{Applied, Trace};
+
+/// How a run goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunConfig {
+    /// `max_active_keys`: instances in flight at most (1 = synchronous).
+    pub max_active_keys: usize,
+    /// Train (record, backpropagate, update) or only evaluate.
+    pub train: bool,
+    /// Record the order each node applied its messages ([`Trace`]).
+    pub record: bool,
+    /// A worker that waits this long for a message fails the run with [`MpError::Stalled`].
+    pub stall: Duration,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig { max_active_keys: 1, train: true, record: false, stall: Duration::from_secs(60) }
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunReport {
+    /// The loss's result for each instance, in completion order.
+    pub results: Vec<InstanceResult>,
+    /// The most instances in flight at once.
+    pub max_active: usize,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+    /// Messages applied.
+    pub messages: u64,
+    /// The recorded order, if asked for.
+    pub trace: Option<Trace>,
+}
+
+impl RunReport {
+    /// Fraction of correct predictions over all instances.
+    pub fn accuracy(&self) -> f64 {
+        let (c, n) = self
+            .results
+            .iter()
+            .fold((0.0, 0.0), |(c, n), r| (c + r.correct as f64, n + r.examples as f64));
+        if n > 0.0 { c / n } else { 0.0 }
+    }
+
+    /// Mean loss per example.
+    pub fn mean_loss(&self) -> f64 {
+        let (l, n) = self
+            .results
+            .iter()
+            .fold((0.0, 0.0), |(l, n), r| (l + r.loss as f64, n + r.examples as f64));
+        if n > 0.0 { l / n } else { 0.0 }
+    }
+}
+
+/// Apply one message to a node.
+pub fn apply(
+    node: &mut dyn Node,
+    dir: Direction,
+    port: usize,
+    state: State,
+    payload: Payload,
+    e: &mut Emit,
+) -> Result<(), MpError> {
+    match dir {
+        Direction::Forward => node.forward(port, state, payload, e),
+        Direction::Backward => node.backward(port, state, payload, e),
+        Direction::Update => node.update(state, e),
+    }
+}
+
+/// Fail if any node holds cache entries (run after a complete run).
+pub fn leak_check(graph: &Graph) -> Result<(), MpError> {
+    for (n, node) in graph.nodes.iter().enumerate() {
+        if node.pending() > 0 {
+            return Err(MpError::CacheLeak {
+                node: NodeId(n),
+                kind: node.kind(),
+                entries: node.pending(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a worker hands back: its log and how many messages it applied, or why it failed.
+type WorkerOutcome = Result<(Vec<(NodeId, Applied)>, u64), MpError>;
+
+struct Worker<'a> {
+    id: usize,
+    nodes: HashMap<NodeId, &'a mut Box<dyn Node>>,
+    topo: &'a Topology,
+    inboxes: &'a [Sender<Envelope>],
+    queue: LocalQueue,
+    train: bool,
+    log: Vec<(NodeId, Applied)>,
+    record: bool,
+    applied: u64,
+}
+
+impl Worker<'_> {
+    fn send(&mut self, from: NodeId, e: Emit) {
+        for out in e.out {
+            let m = self.topo.address(from, out);
+            let w = self.topo.place[m.node.0];
+            if w == self.id {
+                self.queue.push(Envelope::Msg(m));
+            } else {
+                // A send fails only when the receiver has already stopped, i.e. after an abort.
+                let _ = self.inboxes[w].send(Envelope::Msg(m));
+            }
+        }
+    }
+
+    fn stop_all(&self) {
+        for tx in self.inboxes {
+            let _ = tx.send(Envelope::Stop);
+        }
+    }
+
+    /// After a controller step: stop everyone once every instance completed.
+    fn controller_done(&mut self, n: NodeId) -> bool {
+        n == self.topo.controller
+            && self.nodes.get_mut(&n).and_then(|c| c.as_controller()).is_some_and(|c| c.finished())
+    }
+
+    fn run(
+        &mut self,
+        inbox: &Receiver<Envelope>,
+        stall: Duration,
+        abort: &AtomicBool,
+    ) -> Result<(), MpError> {
+        let c = self.topo.controller;
+        if self.nodes.contains_key(&c) {
+            let mut e = Emit::new(self.train);
+            if let Some(ctrl) = self.nodes.get_mut(&c).and_then(|n| n.as_controller()) {
+                ctrl.start(&mut e)?;
+            }
+            if self.record {
+                self.log.push((c, Applied::Start));
+            }
+            self.send(c, e);
+            if self.controller_done(c) {
+                self.stop_all();
+            }
+        }
+        loop {
+            // Acquire pairs with the Release store of the worker that failed: nothing after the
+            // abort needs its data, it only tells us to stop early.
+            if abort.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            while let Ok(env) = inbox.try_recv() {
+                self.queue.push(env);
+            }
+            let env = match self.queue.pop() {
+                Some(env) => env,
+                None => match inbox.recv_timeout(stall) {
+                    Ok(env) => env,
+                    Err(RecvTimeoutError::Timeout) => return Err(MpError::Stalled(stall)),
+                    Err(RecvTimeoutError::Disconnected) => return Ok(()),
+                },
+            };
+            let m = match env {
+                Envelope::Stop => return Ok(()),
+                Envelope::Msg(m) => m,
+            };
+            let node = self.nodes.get_mut(&m.node).ok_or(MpError::UnknownNode(m.node))?;
+            if self.record {
+                self.log.push((m.node, Applied::Msg(m.key())));
+            }
+            let mut e = Emit::new(self.train);
+            apply(&mut ***node, m.dir, m.port, m.state, m.payload, &mut e)?;
+            self.applied += 1;
+            self.send(m.node, e);
+            if self.controller_done(m.node) {
+                self.stop_all();
+            }
+        }
+    }
+}
+
+/// Run `order` (indices into `source`) through `graph` on its workers.
+///
+/// Ends when the controller has every instance's result (and, training, every backward it
+/// expects); then no message is in flight, because each node sends its update message to
+/// itself before the backward that leads to completion. A complete run leaves every cache
+/// empty, which is checked ([`MpError::CacheLeak`]).
+pub fn run(
+    graph: &mut Graph,
+    source: Arc<dyn Source>,
+    order: Vec<usize>,
+    cfg: &RunConfig,
+) -> Result<RunReport, MpError> {
+    graph.controller().prepare(source, order, cfg.max_active_keys)?;
+    let start = Instant::now();
+    let workers = graph.topo.workers;
+    let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| unbounded::<Envelope>()).unzip();
+    let abort = AtomicBool::new(false);
+    let topo = graph.topo.clone();
+    let mut per_worker: Vec<HashMap<NodeId, &mut Box<dyn Node>>> =
+        (0..workers).map(|_| HashMap::new()).collect();
+    for (n, node) in graph.nodes.iter_mut().enumerate() {
+        per_worker[topo.place[n]].insert(NodeId(n), node);
+    }
+    let outcomes: Vec<WorkerOutcome> = std::thread::scope(|s| {
+        let handles: Vec<_> = per_worker
+            .into_iter()
+            .zip(rxs)
+            .enumerate()
+            .map(|(id, (nodes, rx))| {
+                let (topo, txs, abort) = (&topo, &txs, &abort);
+                s.spawn(move || {
+                    let mut w = Worker {
+                        id,
+                        nodes,
+                        topo,
+                        inboxes: txs,
+                        queue: LocalQueue::default(),
+                        train: cfg.train,
+                        log: Vec::new(),
+                        record: cfg.record,
+                        applied: 0,
+                    };
+                    let r = w.run(&rx, cfg.stall, abort);
+                    if r.is_err() {
+                        // Release: see the Acquire load in the worker loop.
+                        abort.store(true, Ordering::Release);
+                        w.stop_all();
+                    }
+                    r.map(|()| (w.log, w.applied))
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(Err(MpError::WorkerPanicked))).collect()
+    });
+    let mut trace = Trace { per_node: vec![Vec::new(); graph.nodes.len()] };
+    let mut messages = 0;
+    let mut first_err = None;
+    for o in outcomes {
+        match o {
+            Ok((log, applied)) => {
+                messages += applied;
+                for (n, a) in log {
+                    trace.per_node[n.0].push(a);
+                }
+            }
+            Err(e) => {
+                // A stall elsewhere is the consequence, not the cause.
+                if first_err.is_none() || matches!(first_err, Some(MpError::Stalled(_))) {
+                    first_err = Some(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if !graph.controller().finished() {
+        return Err(MpError::Stalled(cfg.stall));
+    }
+    leak_check(graph)?;
+    let c = graph.controller();
+    Ok(RunReport {
+        results: c.results().to_vec(),
+        max_active: c.max_active(),
+        elapsed: start.elapsed(),
+        messages,
+        trace: cfg.record.then_some(trace),
+    })
+}
