@@ -68,11 +68,23 @@ pub enum Mutant {
     /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
     /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
     PublishedAbaDispatcher,
+    /// AdaPM (`ordo-pm`): the owner relocates a key to one intent holder while another node
+    /// also holds active intent, which breaks *relocation only with a single intent holder*.
+    PmRelocateWithTwoHolders,
+    /// AdaPM: on relocation the new owner discards its replica's unflushed delta (pushes that
+    /// arrived while the relocation was in flight), which breaks *conservation*.
+    PmRelocateDropsReplicaDelta,
+    /// AdaPM: a replica whose last intent expires is dropped without sending its delta, which
+    /// breaks *no replica outlives its intents without flushing its delta*.
+    PmReplicaExpiresUnflushed,
+    /// AdaPM: a stale owner (which relocated the key away) takes a routed request as delivered
+    /// instead of forwarding it, which breaks *conservation* and *routing terminates at the owner*.
+    PmStaleOwnerNoForward,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 23] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -92,6 +104,10 @@ impl Mutant {
         Mutant::RegisterNoRecheck,
         Mutant::MftPrefixRelaxed,
         Mutant::PublishedAbaDispatcher,
+        Mutant::PmRelocateWithTwoHolders,
+        Mutant::PmRelocateDropsReplicaDelta,
+        Mutant::PmReplicaExpiresUnflushed,
+        Mutant::PmStaleOwnerNoForward,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -116,6 +132,10 @@ impl Mutant {
             Mutant::RegisterNoRecheck => "register-no-recheck",
             Mutant::MftPrefixRelaxed => "mft-prefix-relaxed",
             Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
+            Mutant::PmRelocateWithTwoHolders => "pm-relocate-with-two-holders",
+            Mutant::PmRelocateDropsReplicaDelta => "pm-relocate-drops-replica-delta",
+            Mutant::PmReplicaExpiresUnflushed => "pm-replica-expires-unflushed",
+            Mutant::PmStaleOwnerNoForward => "pm-stale-owner-no-forward",
         }
     }
 
