@@ -78,11 +78,23 @@ pub enum Mutant {
     /// An AMPNet parameterized node asks for its update one gradient before
     /// `min_update_interval` gradients have accumulated.
     AmpUpdateBeforeInterval,
+    /// AdaPM (`ordo-pm`): the owner relocates a key to one intent holder while another node
+    /// also holds active intent, which breaks *relocation only with a single intent holder*.
+    PmRelocateWithTwoHolders,
+    /// AdaPM: on relocation the new owner discards its replica's unflushed delta (pushes that
+    /// arrived while the relocation was in flight), which breaks *conservation*.
+    PmRelocateDropsReplicaDelta,
+    /// AdaPM: a replica whose last intent expires is dropped without sending its delta, which
+    /// breaks *no replica outlives its intents without flushing its delta*.
+    PmReplicaExpiresUnflushed,
+    /// AdaPM: a stale owner (which relocated the key away) takes a routed request as delivered
+    /// instead of forwarding it, which breaks *conservation* and *routing terminates at the owner*.
+    PmStaleOwnerNoForward,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 22] = [
+    pub const ALL: [Mutant; 26] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -105,6 +117,10 @@ impl Mutant {
         Mutant::AmpMakOffByOne,
         Mutant::AmpPhiForgetsOrigin,
         Mutant::AmpUpdateBeforeInterval,
+        Mutant::PmRelocateWithTwoHolders,
+        Mutant::PmRelocateDropsReplicaDelta,
+        Mutant::PmReplicaExpiresUnflushed,
+        Mutant::PmStaleOwnerNoForward,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -132,6 +148,10 @@ impl Mutant {
             Mutant::AmpMakOffByOne => "amp-mak-off-by-one",
             Mutant::AmpPhiForgetsOrigin => "amp-phi-forgets-origin",
             Mutant::AmpUpdateBeforeInterval => "amp-update-before-interval",
+            Mutant::PmRelocateWithTwoHolders => "pm-relocate-with-two-holders",
+            Mutant::PmRelocateDropsReplicaDelta => "pm-relocate-drops-replica-delta",
+            Mutant::PmReplicaExpiresUnflushed => "pm-replica-expires-unflushed",
+            Mutant::PmStaleOwnerNoForward => "pm-stale-owner-no-forward",
         }
     }
 

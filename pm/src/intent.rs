@@ -1,0 +1,100 @@
+//! A node's intent signals: pending (signaled, not yet acted on), active (acted on, not yet
+//! expired), and per key how many of its intents are active.
+//!
+//! An intent `[start, end)` on clocks says "this node will access the key while its clock is in
+//! `[start, end)`" (paper 002 §3). The node acts on it once the timing rule says so
+//! ([`crate::timing`]) and it expires once the clock reaches `end`.
+
+use std::collections::HashMap;
+
+use crate::message::Key;
+use crate::timing::ActionTiming;
+
+/// One intent signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Intent {
+    /// The key.
+    pub key: Key,
+    /// First clock of the access period.
+    pub start: u64,
+    /// First clock after it.
+    pub end: u64,
+}
+
+/// A key's intent on this node turned active (`On`) or inactive (`Off`), with the activation
+/// epoch (counts the key's inactive → active transitions on this node).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transition {
+    /// First active intent for the key.
+    On(Key, u64),
+    /// Last active intent for the key expired.
+    Off(Key, u64),
+}
+
+/// The intents of one node.
+#[derive(Debug, Default, Clone)]
+pub struct IntentBook {
+    pending: Vec<Intent>,
+    active: Vec<Intent>,
+    count: HashMap<Key, u32>,
+    epoch: HashMap<Key, u64>,
+}
+
+impl IntentBook {
+    /// Record a signal (not acted on until [`IntentBook::round`]).
+    pub fn signal(&mut self, intent: Intent) {
+        self.pending.push(intent);
+    }
+
+    /// A communication round at `clock`: expire active intents with `end ≤ clock`, drop pending
+    /// ones that ended unacted, and act on pending ones the timing rule admits (all of them when
+    /// `immediate`). Transitions come out in the order the owner must see them.
+    pub fn round(&mut self, clock: u64, timing: &ActionTiming, immediate: bool) -> Vec<Transition> {
+        let mut out = Vec::new();
+        let (expired, still): (Vec<_>, Vec<_>) =
+            self.active.drain(..).partition(|i| i.end <= clock);
+        self.active = still;
+        for i in expired {
+            let c = self.count.get_mut(&i.key).expect("an active intent is counted");
+            *c -= 1;
+            if *c == 0 {
+                self.count.remove(&i.key);
+                out.push(Transition::Off(i.key, self.epoch[&i.key]));
+            }
+        }
+        let pending = std::mem::take(&mut self.pending);
+        for i in pending {
+            if i.end <= clock {
+                continue;
+            }
+            if immediate || timing.should_act(i.start, clock) {
+                let c = self.count.entry(i.key).or_insert(0);
+                *c += 1;
+                if *c == 1 {
+                    let e = self.epoch.entry(i.key).or_insert(0);
+                    *e += 1;
+                    out.push(Transition::On(i.key, *e));
+                }
+                self.active.push(i);
+            } else {
+                self.pending.push(i);
+            }
+        }
+        out
+    }
+
+    /// Whether some intent of this node for `key` is active.
+    pub fn is_active(&self, key: Key) -> bool {
+        self.count.contains_key(&key)
+    }
+
+    /// Whether no intent is pending or active.
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty() && self.active.is_empty()
+    }
+
+    /// The largest end clock of any pending or active intent.
+    pub fn last_end(&self) -> Option<u64> {
+        self.pending.iter().chain(&self.active).map(|i| i.end).max()
+    }
+}

@@ -1,0 +1,174 @@
+//! The messages nodes exchange. A transport must deliver the messages from one node to another
+//! in the order they were sent (FIFO per ordered pair of nodes; MPI's non-overtaking rule and a
+//! channel per receiver both give it): routing relies on it (see [`crate::routing`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A node's index, `0..nodes`.
+pub type NodeId = usize;
+/// A parameter's key, `0..keys`.
+pub type Key = u64;
+
+/// The main copy of a key and the owner's bookkeeping for it; moves whole on relocation, so the
+/// responsibility for a key follows its allocation (paper 002 §3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerRecord {
+    /// The key's value.
+    pub value: Vec<f32>,
+    /// Number of updates applied to the main copy (never decreases, travels with the record).
+    pub version: u64,
+    /// Nodes with active intent, with the epoch of that intent (the holder's count of
+    /// inactive → active transitions for this key).
+    pub holders: BTreeMap<NodeId, u64>,
+    /// The latest ended epoch per node: an `IntentOn` overtaken by its own `IntentOff` on a
+    /// forwarded path is recognised and ignored.
+    pub ended: BTreeMap<NodeId, u64>,
+    /// Nodes the owner has sent a replica to and not yet seen it dropped.
+    pub replicas: BTreeSet<NodeId>,
+    /// Number of relocations of this key so far (its ownership epoch).
+    pub moves: u64,
+    /// Updated since the replicas were last refreshed.
+    pub dirty: bool,
+}
+
+/// A request for a key's owner; routed (see [`crate::routing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToOwner {
+    /// `node`'s intent for the key became active (its `epoch`-th activation).
+    IntentOn {
+        /// Signaling node.
+        node: NodeId,
+        /// Activation count at `node`.
+        epoch: u64,
+    },
+    /// `node`'s intent ended; `delta` is its replica's unflushed delta (if it held a replica).
+    IntentOff {
+        /// Signaling node.
+        node: NodeId,
+        /// The epoch that ended.
+        epoch: u64,
+        /// The dropped replica's unflushed delta.
+        delta: Option<Vec<f32>>,
+    },
+    /// An additive update from a node holding neither the key nor a replica.
+    Push {
+        /// The update.
+        delta: Vec<f32>,
+    },
+    /// A replica's accumulated delta (sync round).
+    Flush {
+        /// The replica's node.
+        node: NodeId,
+        /// The delta since its last flush.
+        delta: Vec<f32>,
+    },
+    /// A remote read; answered with [`Message::PullReply`].
+    Pull {
+        /// The reader's node.
+        node: NodeId,
+        /// The reader's request id.
+        req: u64,
+    },
+    /// `node` refused a replica (its intent had ended before the replica arrived).
+    Refuse {
+        /// The refusing node.
+        node: NodeId,
+    },
+}
+
+/// A message between nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A request for the key's owner, forwarded until it reaches it; `hops` counts forwards.
+    Routed {
+        /// The key.
+        key: Key,
+        /// How often it was forwarded so far.
+        hops: u32,
+        /// The request.
+        body: ToOwner,
+    },
+    /// Ownership of `key` moves to the receiver.
+    Relocate {
+        /// The key.
+        key: Key,
+        /// The main copy and its bookkeeping.
+        record: OwnerRecord,
+    },
+    /// Start a replica (for the receiver's intent `epoch`).
+    ReplicaCreate {
+        /// The key.
+        key: Key,
+        /// The owner's value.
+        value: Vec<f32>,
+        /// The owner's version.
+        version: u64,
+        /// The sending owner.
+        owner: NodeId,
+    },
+    /// Fresh value for a replica.
+    Refresh {
+        /// The key.
+        key: Key,
+        /// The owner's value.
+        value: Vec<f32>,
+        /// The owner's version.
+        version: u64,
+        /// The sending owner.
+        owner: NodeId,
+    },
+    /// Answer to [`ToOwner::Pull`].
+    PullReply {
+        /// The key.
+        key: Key,
+        /// The reader's request id.
+        req: u64,
+        /// The value.
+        value: Vec<f32>,
+        /// Its version.
+        version: u64,
+        /// The answering owner.
+        owner: NodeId,
+    },
+}
+
+impl Message {
+    /// The bytes this message takes on the wire in the MPI encoding (tag + key + ids as 8 bytes
+    /// each, floats as 4): what `bytes_sent` counts.
+    pub fn wire_bytes(&self) -> u64 {
+        let floats = |v: &Vec<f32>| 8 + 4 * v.len() as u64;
+        let head = 8 + 8;
+        head + match self {
+            Message::Routed { body, .. } => {
+                8 + match body {
+                    ToOwner::IntentOn { .. } => 16,
+                    ToOwner::IntentOff { delta, .. } => 16 + 8 + delta.as_ref().map_or(0, floats),
+                    ToOwner::Push { delta } => floats(delta),
+                    ToOwner::Flush { delta, .. } => 8 + floats(delta),
+                    ToOwner::Pull { .. } => 16,
+                    ToOwner::Refuse { .. } => 8,
+                }
+            }
+            Message::Relocate { record, .. } => {
+                floats(&record.value)
+                    + 24
+                    + 16 * (record.holders.len() + record.ended.len()) as u64
+                    + 8 * record.replicas.len() as u64
+            }
+            Message::ReplicaCreate { value, .. }
+            | Message::Refresh { value, .. }
+            | Message::PullReply { value, .. } => floats(value) + 24,
+        }
+    }
+
+    /// The key the message is about.
+    pub fn key(&self) -> Key {
+        match self {
+            Message::Routed { key, .. }
+            | Message::Relocate { key, .. }
+            | Message::ReplicaCreate { key, .. }
+            | Message::Refresh { key, .. }
+            | Message::PullReply { key, .. } => *key,
+        }
+    }
+}
