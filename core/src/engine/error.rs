@@ -170,6 +170,7 @@ pub enum EngineError {
     #[error("pipeline stopped after stamping {stamped} batches ({} not fully written): {cause}", unwritten.len())]
     Stopped {
         /// The first failure.
+        #[source]
         cause: StopCause,
         /// How many batches were stamped (`ts = 0..stamped`, epoch-local).
         stamped: u64,
