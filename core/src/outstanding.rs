@@ -8,7 +8,7 @@
 
 use crate::mft::Mft;
 use crate::mutation::{Mutant, active};
-use crate::sync::{AtomicU64, Ordering, atomic_u64_slice, fence};
+use crate::sync::{Arc, AtomicU64, Ordering, atomic_u64_slice, fence};
 use thiserror::Error;
 
 const EMPTY: u64 = u64::MAX;
@@ -60,14 +60,20 @@ pub enum OutstandingError {
 /// assert_eq!(out.ste(&mft), 1); // cache entries with ts < 1 may be evicted
 /// ```
 pub struct Outstanding {
-    /// One slot per in-flight batch: its announced prefix, or `EMPTY`.
-    slots: Box<[AtomicU64]>,
+    /// One slot per in-flight batch: its announced prefix, or `EMPTY`. Shared with the
+    /// registrations, so each one clears its own owner's slot.
+    slots: Arc<Box<[AtomicU64]>>,
 }
 
-/// A registered batch. Hand it back to [`Outstanding::deregister`] when its writes are finished.
-#[derive(Debug, PartialEq, Eq)]
-#[must_use = "a registration that is never deregistered pins the STE forever"]
+/// A registered batch: an RAII guard of its slot in the [`Outstanding`] set that issued it.
+/// Dropping it (or handing it to [`Outstanding::deregister`]) deregisters the batch; do so when
+/// its writes are finished in the MFT.
+///
+/// **Invariant (owner-bound):** a registration holds its owner's slots and clears only its own
+/// slot, exactly once, so it can never clear a live slot of another set or another batch.
+#[must_use = "dropping a registration deregisters the batch at once"]
 pub struct Registration {
+    slots: Arc<Box<[AtomicU64]>>,
     slot: usize,
     prefix: u64,
 }
@@ -78,12 +84,44 @@ impl Registration {
     pub fn prefix(&self) -> u64 {
         self.prefix
     }
+
+    /// Whether `set` issued this registration.
+    pub fn belongs_to(&self, set: &Outstanding) -> bool {
+        Arc::ptr_eq(&self.slots, &set.slots)
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Release: nothing after depends on it, but a scan that sees EMPTY must not be able
+        // to see it before the batch's earlier actions in this thread; Release is the cheap
+        // bound.
+        self.slots[self.slot].store(EMPTY, Ordering::Release);
+    }
+}
+
+impl PartialEq for Registration {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.slots, &other.slots)
+            && (self.slot, self.prefix) == (other.slot, other.prefix)
+    }
+}
+
+impl Eq for Registration {}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registration")
+            .field("slot", &self.slot)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
 }
 
 impl Outstanding {
     /// Room for `capacity` batches in flight at once (at least 1).
     pub fn new(capacity: usize) -> Self {
-        Outstanding { slots: atomic_u64_slice(capacity.max(1), EMPTY) }
+        Outstanding { slots: Arc::new(atomic_u64_slice(capacity.max(1), EMPTY)) }
     }
 
     /// Number of slots.
@@ -109,7 +147,7 @@ impl Outstanding {
             return Err(OutstandingError::Full { capacity: self.slots.len() });
         };
         if active(Mutant::RegisterNoRecheck) {
-            return Ok(Registration { slot, prefix: announced });
+            return Ok(Registration { slots: self.slots.clone(), slot, prefix: announced });
         }
         // SeqCst fence: orders our announcement before the prefix load below, against the scan's
         // fence in `ste` (store-buffering pattern); see the type's invariant.
@@ -122,7 +160,7 @@ impl Outstanding {
             // feeds a minimum; a stale read of it is smaller and safe.
             self.slots[slot].store(prefix, Ordering::Relaxed);
         }
-        Ok(Registration { slot, prefix })
+        Ok(Registration { slots: self.slots.clone(), slot, prefix })
     }
 
     /// The safe-to-evict prefix: cache entries with `ts < ste` may be evicted.
@@ -143,16 +181,12 @@ impl Outstanding {
         min
     }
 
-    /// Remove a batch once all its row writes are finished in the MFT. Hand a registration back
-    /// only to the `Outstanding` that issued it (one from another set is ignored if its slot is
-    /// out of range here, never a panic).
+    /// Remove a batch once all its row writes are finished in the MFT (the same as dropping
+    /// the registration). A registration always clears its own owner's slot; handing one to a
+    /// set that did not issue it is a caller bug, caught in debug builds.
     pub fn deregister(&self, registration: Registration) {
-        if let Some(slot) = self.slots.get(registration.slot) {
-            // Release: nothing after depends on it, but a scan that sees EMPTY must not be able
-            // to see it before the batch's earlier actions in this thread; Release is the cheap
-            // bound.
-            slot.store(EMPTY, Ordering::Release);
-        }
+        debug_assert!(registration.belongs_to(self), "a registration from another Outstanding set");
+        drop(registration);
     }
 
     /// Number of batches registered right now (a racy snapshot, for telemetry).
@@ -191,5 +225,26 @@ mod tests {
         assert_eq!(out.ste(&mft), 2);
         out.deregister(b);
         assert_eq!(out.ste(&mft), 2, "STE never exceeds the finished prefix");
+    }
+
+    #[test]
+    fn a_registration_clears_only_its_own_slot_in_its_own_set() {
+        let (mft, a, b) = (Mft::new(4), Outstanding::new(2), Outstanding::new(2));
+        let ra = a.register(&mft).unwrap();
+        let rb = b.register(&mft).unwrap();
+        assert!(ra.belongs_to(&a) && !ra.belongs_to(&b));
+        drop(ra);
+        assert_eq!((a.in_flight(), b.in_flight()), (0, 1), "dropping deregisters in its owner");
+        b.deregister(rb);
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "another Outstanding set")]
+    fn handing_a_registration_to_another_set_panics_in_debug() {
+        let (mft, a, b) = (Mft::new(4), Outstanding::new(2), Outstanding::new(2));
+        let _live = b.register(&mft).unwrap();
+        b.deregister(a.register(&mft).unwrap());
     }
 }

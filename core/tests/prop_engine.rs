@@ -348,7 +348,7 @@ fn a_failing_or_panicking_step_stops_the_pipeline_and_every_stamped_batch_is_wri
             let mut model = Faulty { inner: MixModel::new(width), bad: 20, panic };
             let config = EngineConfig::new(mode).threads(2, 2).hook(delays(7));
             let err = Engine::new(config).unwrap().run(&mut model, &store, tagged).unwrap_err();
-            let EngineError::Stopped { cause, stamped, positions, unwritten } = err else {
+            let EngineError::Stopped { cause, stamped, order, unwritten } = err else {
                 panic!("{err}")
             };
             match cause {
@@ -357,6 +357,8 @@ fn a_failing_or_panicking_step_stops_the_pipeline_and_every_stamped_batch_is_wri
                 other => panic!("{other}"),
             }
             assert!(unwritten.is_empty());
+            // Ids are the input positions here.
+            let positions: Vec<usize> = order.iter().map(|&id| id as usize).collect();
             assert_eq!(positions.len() as u64, stamped);
             assert!(!positions.contains(&20), "the failed batch is not stamped");
             // Every stamped batch is fully written: the store is the replay of the stamped order.
@@ -390,14 +392,14 @@ fn a_failing_writer_stops_the_pipeline_and_is_reported() {
         let config = EngineConfig::new(Mode::Oac).hook(hook);
         let err =
             Engine::new(config).unwrap().run(&mut MixModel::new(1), &store, batches).unwrap_err();
-        let EngineError::Stopped { cause, stamped, positions, unwritten } = err else {
+        let EngineError::Stopped { cause, stamped, order, unwritten } = err else {
             panic!("{err}")
         };
         assert!(matches!(
             cause,
             StopCause::Injected { point: HookPoint::WriteFinish, batch_id: 10 }
         ));
-        let ts = positions.iter().position(|&p| p == 10).expect("batch 10 was stamped") as u64;
+        let ts = order.iter().position(|&id| id == 10).expect("batch 10 was stamped") as u64;
         assert_eq!(unwritten, vec![(ts, 10)]);
         assert!(stamped > ts);
     });

@@ -5,12 +5,14 @@
 
 use ordo::engine::testing::MixModel;
 use ordo::engine::{
-    Batch, BatchRows, CpuDevice, Engine, EngineConfig, EngineError, HookAction, HookPoint, Mode,
-    Model, StageHook, StepError, StopCause, TrySubmitError, replay_ids,
+    Batch, BatchRows, CpuDevice, DeviceError, DeviceStage, Engine, EngineConfig, EngineError,
+    HookAction, HookPoint, Mode, Model, RowBlock, Stage, StageError, StageHook, Staleness,
+    StepError, StopCause, TrySubmitError, replay_ids,
 };
 use ordo::store::RowStore;
 use proptest::prelude::*;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Batches of epoch `e`: ids `e * 1000 + i`, rows from a hot set so they overlap.
@@ -187,4 +189,68 @@ fn a_failure_halts_the_session_and_finish_says_which_batches_were_stamped() {
         assert_eq!(total, stamped as f32, "{mode:?}");
         assert!(matches!(after, Err(EngineError::Halted)), "{after:?}");
     }
+}
+
+/// The CPU device, except that the cache insert of the `nth` stamped batch fails.
+struct FailingInsert {
+    inner: CpuDevice,
+    nth: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("device memory exhausted")]
+struct OutOfMemory;
+
+impl<M: Model> DeviceStage<M> for FailingInsert {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        DeviceStage::<M>::reset(&mut self.inner)
+    }
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
+        DeviceStage::<M>::evict_before(&mut self.inner, ste)
+    }
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError> {
+        DeviceStage::<M>::validate(&mut self.inner, read, rows)
+    }
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
+        if ts == self.nth {
+            return Err(Box::new(OutOfMemory));
+        }
+        DeviceStage::<M>::insert(&mut self.inner, ts, rows)
+    }
+    fn cache_len(&self) -> usize {
+        DeviceStage::<M>::cache_len(&self.inner)
+    }
+}
+
+#[test]
+fn a_failed_cache_insert_stops_after_its_batch_is_written_with_a_typed_source() {
+    let store = RowStore::zeros(4, 1);
+    let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
+    let mut device = FailingInsert { inner: CpuDevice::new(), nth: 3 };
+    let err = engine
+        .run_with(
+            &mut device,
+            &mut FailOn(u64::MAX),
+            &store,
+            (0..20).map(|i| Batch { id: i, rows: vec![i % 4], data: i }),
+        )
+        .unwrap_err();
+    let applied = err.applied().expect("a stop");
+    let EngineError::Stopped { cause, order, unwritten, .. } = &err else { panic!("{err}") };
+    let StopCause::StageFailed { stage: Stage::Device, batch_id, source } = cause else {
+        panic!("{cause}")
+    };
+    assert_eq!(*batch_id, order[3], "the batch stamped 3 failed its insert");
+    assert!(matches!(source, StageError::Device(_)));
+    // The chain reaches the device's own error.
+    let root = std::error::Error::source(source).expect("a source");
+    assert!(root.downcast_ref::<OutOfMemory>().is_some(), "{root}");
+    assert!(unwritten.is_empty());
+    assert_eq!(&applied, order, "every stamped batch, the failing one included, is written");
+    let total: f32 = store.snapshot().iter().sum();
+    assert_eq!(total, order.len() as f32);
 }

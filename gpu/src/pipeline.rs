@@ -38,7 +38,7 @@ use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
 use crate::queue::{BatchQueue, Collected};
 use crate::sim_device::{apply_validation, step_unless_failed, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
-use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
+use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness, StepError};
 use std::sync::Arc;
 
 /// The three streams of the device stage.
@@ -215,10 +215,9 @@ impl Slot {
 /// The engine's device stage on CUDA: the validation cache in device memory, the model step on
 /// the host (the engine's [`Model`]).
 ///
-/// [`DeviceStage`]'s methods return no errors (only `step` does), so a CUDA failure in
-/// `reset`, `evict_before`, `validate` or `insert` is kept and returned by the next `step`
-/// (which stops the engine), and can be read after a run with [`take_error`](Self::take_error).
-/// Between a failure and that `step`, validation does nothing.
+/// A CUDA failure in any [`DeviceStage`] method is returned from it (the engine stops with it
+/// as the typed source of [`ordo::engine::StageError::Device`]); [`take_error`](Self::take_error)
+/// is kept for callers of the earlier API and now always returns `None`.
 #[derive(Debug)]
 pub struct CudaDevice {
     streams: Streams,
@@ -245,16 +244,6 @@ impl CudaDevice {
     /// Rows in the cache.
     pub fn cache(&self) -> &CudaValidationCache {
         &self.cache
-    }
-
-    fn keep<T>(&mut self, r: Result<T, GpuError>) -> Option<T> {
-        match r {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.error.get_or_insert(e);
-                None
-            }
-        }
     }
 
     fn validate_inner(
@@ -285,24 +274,21 @@ impl CudaDevice {
 }
 
 impl<M: Model> DeviceStage<M> for CudaDevice {
-    fn reset(&mut self) {
-        let r = self.cache.clear();
-        self.keep(r);
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        self.error = None;
+        Ok(self.cache.clear()?)
     }
 
-    fn evict_before(&mut self, ste: u64) {
-        if self.error.is_none() {
-            let r = self.cache.evict(ste).map(drop);
-            self.keep(r);
-        }
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
+        Ok(self.cache.evict(ste).map(drop)?)
     }
 
-    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
-        if self.error.is_some() {
-            return Staleness::default();
-        }
-        let r = self.validate_inner(read, rows);
-        self.keep(r).unwrap_or_default()
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError> {
+        Ok(self.validate_inner(read, rows)?)
     }
 
     fn step(
@@ -314,11 +300,8 @@ impl<M: Model> DeviceStage<M> for CudaDevice {
         step_unless_failed(&mut self.error, model, data, rows)
     }
 
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
-        if self.error.is_none() {
-            let r = self.insert_inner(ts, rows);
-            self.keep(r);
-        }
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
+        Ok(self.insert_inner(ts, rows)?)
     }
 
     fn cache_len(&self) -> usize {

@@ -4,7 +4,7 @@
 //! table algorithm run inside the real engine on machines without a GPU.
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache};
-use ordo::engine::{BatchRows, DeviceStage, Model, RowBlock, Staleness, StepError};
+use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness, StepError};
 use std::sync::Arc;
 
 /// The version words of the engine's read timestamps (`None` = before the run = version 0).
@@ -48,7 +48,7 @@ pub(crate) fn step_unless_failed<M: Model, E: std::error::Error + Send + Sync + 
 }
 
 /// A device stage whose validation cache is [`SimValidationCache`]; the model step runs on the
-/// host. Errors are kept and returned by the next `step`, as in `CudaDevice`.
+/// host. Errors are returned by the failing method, as in `CudaDevice`.
 #[derive(Debug)]
 pub struct SimDevice {
     cache: SimValidationCache,
@@ -65,38 +65,30 @@ impl SimDevice {
     pub fn take_error(&mut self) -> Option<CacheError> {
         self.error.take()
     }
-
-    fn keep(&mut self, r: Result<(), CacheError>) {
-        if let Err(e) = r {
-            self.error.get_or_insert(e);
-        }
-    }
 }
 
 impl<M: Model> DeviceStage<M> for SimDevice {
-    fn reset(&mut self) {
-        let r = self.cache.clear();
-        self.keep(r);
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        self.error = None;
+        Ok(self.cache.clear()?)
     }
 
-    fn evict_before(&mut self, ste: u64) {
-        let r = self.cache.evict(ste).map(drop);
-        self.keep(r);
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
+        Ok(self.cache.evict(ste).map(drop)?)
     }
 
-    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError> {
         let mut b = HostBatch::new(
             rows.ids().to_vec(),
             version_words(read).collect(),
             rows.values().to_vec(),
         );
-        match self.cache.validate(&mut b) {
-            Ok(()) => apply_validation(read, &b.values, &b.replaced, rows),
-            Err(e) => {
-                self.error.get_or_insert(e);
-                Staleness::default()
-            }
-        }
+        self.cache.validate(&mut b)?;
+        Ok(apply_validation(read, &b.values, &b.replaced, rows))
     }
 
     fn step(
@@ -108,10 +100,9 @@ impl<M: Model> DeviceStage<M> for SimDevice {
         step_unless_failed(&mut self.error, model, data, rows)
     }
 
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
         let b = HostBatch::new(rows.ids().to_vec(), vec![0; rows.len()], rows.values().to_vec());
-        let r = self.cache.insert(&b, ts);
-        self.keep(r);
+        Ok(self.cache.insert(&b, ts)?)
     }
 
     fn cache_len(&self) -> usize {

@@ -25,5 +25,10 @@ fn a_cache_overflow_stops_the_engine_with_the_typed_error() {
     // Room for one batch of 4 rows only: a later insert with new rows overflows.
     let mut device = SimDevice::new(CacheConfig { width: 3, capacity: 4 }).unwrap();
     let err = run_oac(&mut device, (2, 2)).err().expect("the run must stop");
-    assert!(err.to_string().contains("overflow"), "{err}");
+    // The cache's own error is at the end of the source chain.
+    let chain: Vec<String> =
+        std::iter::successors(Some(&err as &dyn std::error::Error), |e| e.source())
+            .map(|e| e.to_string())
+            .collect();
+    assert!(chain.iter().any(|m| m.contains("overflow")), "{chain:?}");
 }

@@ -5,9 +5,11 @@
 //! invariants: admission → evict below STE → validate → step → stamp ts → cache insert.
 
 use super::context::{RunCtx, at};
+use super::error::Stage;
 use super::reader::Staged;
 use super::{
-    BatchRows, HookPoint, Mode, Model, RowBlock, StageHook, Staleness, Stamp, StepError, StopCause,
+    BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
+    Stamp, StepError, StopCause,
 };
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
@@ -24,16 +26,27 @@ use std::sync::Arc;
 /// carry the mutation hooks [`Mutant::EvictStePlusOne`] (in its eviction test) and
 /// [`Mutant::ValidateGe`] (in its comparison) as [`ValidationCache`] does, so the engine's checks
 /// can be shown to catch those bugs on it too. [`Arc`] is `std::sync::Arc` under every cfg.
+///
+/// **Errors.** Every method but `cache_len` can fail. A failure of `reset` ends the session
+/// before anything runs ([`EngineError::DeviceReset`](super::EngineError::DeviceReset)); a
+/// failure of `evict_before`, `validate` or `step` stops the pipeline before the batch is
+/// stamped (it writes nothing); a failure of `insert` stops it after the batch is stamped, and
+/// the batch is still written (the store is complete up to it), so the error's
+/// [`applied`](super::EngineError::applied) list includes it. The cause is kept whole ([`StageError::Device`]).
 pub trait DeviceStage<M: Model> {
-    /// Forget the cache (called at the start of every run).
-    fn reset(&mut self);
+    /// Forget the cache (called when a session starts).
+    fn reset(&mut self) -> Result<(), DeviceError>;
 
     /// Evict cached rows with `ts < ste`.
-    fn evict_before(&mut self, ste: u64);
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError>;
 
     /// Replace every row of `rows` whose cached ts is newer than the ts it was read at
     /// (`read[i]`, `None` for a value from before the run).
-    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness;
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError>;
 
     /// Run the model step on the batch's rows.
     fn step(
@@ -46,7 +59,7 @@ pub trait DeviceStage<M: Model> {
     }
 
     /// Cache the stepped rows of the batch stamped `ts`.
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>);
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError>;
 
     /// Rows in the cache now.
     fn cache_len(&self) -> usize;
@@ -72,17 +85,24 @@ impl CpuDevice {
 }
 
 impl<M: Model> DeviceStage<M> for CpuDevice {
-    fn reset(&mut self) {
+    fn reset(&mut self) -> Result<(), DeviceError> {
         self.cache.clear();
+        Ok(())
     }
-    fn evict_before(&mut self, ste: u64) {
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
         self.cache.evict_before(ste);
+        Ok(())
     }
-    fn validate(&mut self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
-        self.cache.validate(read, rows)
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError> {
+        Ok(self.cache.validate(read, rows))
     }
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) {
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
         self.cache.insert(ts, rows);
+        Ok(())
     }
     fn cache_len(&self) -> usize {
         self.cache.len()
@@ -113,7 +133,8 @@ impl Sequencer {
         !cx.mode.timestamped() || cx.mft.admits(self.next_ts)
     }
 
-    /// Process one admitted batch. On error the batch is not stamped.
+    /// Process one admitted batch. On `Err` the batch is not stamped. A failed cache insert
+    /// comes back beside the stamped batch: it must still be written, then the run stops.
     pub fn process<M: Model, D: DeviceStage<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
         cx: &RunCtx<'_, St>,
@@ -121,7 +142,7 @@ impl Sequencer {
         model: &mut M,
         job: Staged<M::Data>,
         hook: Option<&StageHook>,
-    ) -> Result<Stamped, StopCause> {
+    ) -> Result<(Stamped, Option<StopCause>), StopCause> {
         at(hook, HookPoint::Device, job.id)?;
         let Staged {
             position,
@@ -141,9 +162,9 @@ impl Sequencer {
             // Eviction below the STE computed now: every batch that is registered, or registers
             // later, has read the store after its writes below the STE were visible.
             ste = cx.outstanding.ste(&cx.mft);
-            stage.evict_before(ste);
+            stage.evict_before(ste).map_err(|e| device_failed(id, e))?;
             if !mutation::active(Mutant::ValidationSkipped) {
-                staleness = stage.validate(&read, &mut rows);
+                staleness = stage.validate(&read, &mut rows).map_err(|e| device_failed(id, e))?;
                 self.rows_validated += ids.len() as u64;
                 self.rows_replaced += u64::from(staleness.replaced);
             }
@@ -163,14 +184,21 @@ impl Sequencer {
         self.next_ts += 1;
         let block =
             Arc::new(RowBlock::new(ids, cx.width, values).expect("sized").with_original(original));
-        if cx.mode == Mode::Oac && !mutation::active(Mutant::CacheInsertSkipped) {
-            stage.insert(ts, &block);
-        }
+        let inserted = if cx.mode == Mode::Oac && !mutation::active(Mutant::CacheInsertSkipped) {
+            stage.insert(ts, &block).map_err(|e| device_failed(id, e))
+        } else {
+            Ok(())
+        };
         let cache_rows = stage.cache_len();
         self.cache_peak = self.cache_peak.max(cache_rows);
         self.order.push(Stamp { batch_id: id, position, read_prefix, staleness, ste, cache_rows });
-        Ok(Stamped { ts, id, block, registration })
+        Ok((Stamped { ts, id, block, registration }, inserted.err()))
     }
+}
+
+/// A device-stage failure on batch `batch_id`.
+fn device_failed(batch_id: u64, source: DeviceError) -> StopCause {
+    StopCause::StageFailed { stage: Stage::Device, batch_id, source: StageError::Device(source) }
 }
 
 /// The text of a panic payload.

@@ -2,7 +2,53 @@
 //! pipeline stops it and says which stamped batches are not fully written.
 
 use super::StepError;
+use crate::mft::MftError;
+use crate::store::StoreError;
 use thiserror::Error;
+
+/// An error from a [`DeviceStage`](super::DeviceStage) (e.g. a CUDA failure): any error type,
+/// kept whole so [`std::error::Error::source`] chains reach its cause.
+pub type DeviceError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A stage of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Stage {
+    /// A reader (registration and row reads).
+    #[error("reader")]
+    Reader,
+    /// The device stage (validation, cache, and the model step).
+    #[error("device")]
+    Device,
+    /// A writer (row writes, MFT finish).
+    #[error("writer")]
+    Writer,
+    /// The deterministic simulation's scheduler.
+    #[error("simulation")]
+    Simulation,
+}
+
+/// What went wrong inside a pipeline stage outside the model step.
+#[derive(Debug, Error)]
+pub enum StageError {
+    /// The store refused a read or write.
+    #[error("store operation failed")]
+    Store(#[from] StoreError),
+    /// The MFT refused to finish a ts.
+    #[error("MFT operation failed")]
+    Mft(#[from] MftError),
+    /// The device stage failed (eviction, validation or cache insert).
+    #[error("device stage failed")]
+    Device(#[source] DeviceError),
+    /// The stage panicked.
+    #[error("panicked: {0}")]
+    Panicked(String),
+    /// Every writer thread is gone.
+    #[error("no writer left")]
+    NoWriter,
+    /// The deterministic simulation found a deadlock or a broken invariant.
+    #[error("{0}")]
+    Simulation(String),
+}
 
 /// What is wrong with a batch (it was rejected before entering the pipeline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -51,14 +97,14 @@ pub enum StopCause {
         message: String,
     },
     /// A pipeline stage (reader, device, writer) failed outside the model step.
-    #[error("{stage} failed on batch {batch_id}: {message}")]
+    #[error("{stage} failed on batch {batch_id}")]
     StageFailed {
-        /// "reader", "device" or "writer".
-        stage: &'static str,
-        /// The batch.
+        /// Which stage.
+        stage: Stage,
+        /// The batch (`u64::MAX` when no batch is to blame).
         batch_id: u64,
-        /// What happened (a store or MFT error, or a panic message).
-        message: String,
+        /// What happened.
+        source: StageError,
     },
     /// A test hook asked for a fault.
     #[error("fault injected at {point:?} of batch {batch_id}")]
@@ -110,18 +156,43 @@ pub enum EngineError {
     /// The store's versions are too close to the TID word's limit to stamp this run.
     #[error("the store's timestamps are exhausted")]
     TimestampsExhausted,
-    /// The pipeline stopped. Every batch stamped before the stop is fully written, except the
-    /// ones listed in `unwritten`.
+    /// The device stage's reset failed when the session started (nothing ran).
+    #[error("the device stage's reset failed")]
+    DeviceReset(#[source] DeviceError),
+    /// The pipeline stopped.
+    ///
+    /// **What the store holds:** every batch of [`applied`](EngineError::applied) (the stamped
+    /// batches not in `unwritten`) is fully written; no batch that was not stamped (a failing
+    /// step, or one still queued) wrote anything; a batch of `unwritten` was stamped but a
+    /// writer failed on it, so some of its rows may hold its values and others not (each row
+    /// holds one whole version). The model's dense parameters include every stamped batch.
+    /// When `unwritten` is empty, replaying `order` from the initial state reproduces the store.
     #[error("pipeline stopped after stamping {stamped} batches ({} not fully written): {cause}", unwritten.len())]
     Stopped {
         /// The first failure.
+        #[source]
         cause: StopCause,
-        /// How many batches were stamped (`ts = 0..stamped`).
+        /// How many batches were stamped (`ts = 0..stamped`, epoch-local).
         stamped: u64,
-        /// Input positions of the stamped batches, in computation order (replay them to
-        /// reconstruct the store, minus `unwritten`).
-        positions: Vec<usize>,
+        /// Ids of the stamped batches, in computation order (`order[ts]`).
+        order: Vec<u64>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,
     },
+}
+
+impl EngineError {
+    /// For [`EngineError::Stopped`]: ids of the stamped batches whose every write landed, in
+    /// computation order. `None` for other errors (nothing ran).
+    pub fn applied(&self) -> Option<Vec<u64>> {
+        let EngineError::Stopped { order, unwritten, .. } = self else { return None };
+        Some(
+            order
+                .iter()
+                .enumerate()
+                .filter(|&(ts, _)| !unwritten.iter().any(|&(u, _)| u == ts as u64))
+                .map(|(_, &id)| id)
+                .collect(),
+        )
+    }
 }

@@ -100,7 +100,9 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
         while !seq.admits(&cx) {
             thread::yield_now();
         }
-        let stamped = seq.process(&cx, &mut device, &mut model, job, None).expect("device");
+        let (stamped, failed) =
+            seq.process(&cx, &mut device, &mut model, job, None).expect("device");
+        assert!(failed.is_none(), "the CPU cache insert cannot fail");
         output.push(stamped);
     }
     output.close();

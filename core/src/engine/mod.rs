@@ -73,7 +73,7 @@ mod writer;
 pub use block::RowBlock;
 pub use config::{AsyncWrite, EngineConfig, HookAction, HookPoint, Mode, StageHook};
 pub use device::{CpuDevice, DeviceStage};
-pub use error::{BatchError, EngineError, StopCause};
+pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
 #[cfg(not(ordo_loom))]
 pub use pipeline::Engine;

@@ -3,12 +3,13 @@
 
 use super::context::{Progress, RunCtx, at};
 use super::device::{Stamped, panic_message};
+use super::error::Stage;
 use super::reader::{ReadTask, Staged};
 use super::session::{Completion, Lanes, Session};
 use super::writer::WriteTask;
 use super::{
     Batch, CpuDevice, DeviceStage, EngineConfig, EngineError, HookPoint, Mode, Model, RunReport,
-    StageHook, StopCause, prepare,
+    StageError, StageHook, StopCause, prepare,
 };
 use crate::storage::RowStorage;
 use crate::sync::{AtomicBool, Mutex, Ordering, thread};
@@ -158,7 +159,7 @@ impl Engine {
             });
         }
         let cx = RunCtx::new(store, self.config.mode, self.config.in_flight_slots())?;
-        device.reset();
+        device.reset().map_err(EngineError::DeviceReset)?;
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();
         let out = if self.config.mode == Mode::Sync {
@@ -175,7 +176,6 @@ impl Engine {
                 out
             })
         };
-        device.reset();
         Ok(out)
     }
 }
@@ -201,12 +201,13 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
                     return;
                 }
                 let id = batch.id;
-                let mut item =
-                    match guarded("reader", id, || read_batch(cx, position, batch, hook, stop)) {
-                        Ok(Some(s)) => s,
-                        Ok(None) => return,
-                        Err(cause) => return stop.fail(cause),
-                    };
+                let mut item = match guarded(Stage::Reader, id, || {
+                    read_batch(cx, position, batch, hook, stop)
+                }) {
+                    Ok(Some(s)) => s,
+                    Ok(None) => return,
+                    Err(cause) => return stop.fail(cause),
+                };
                 loop {
                     match in_tx.send_timeout(item, POLL) {
                         Ok(()) => break,
@@ -263,7 +264,7 @@ pub(crate) fn write_batch<S: RowStorage + ?Sized>(
     stop: &StopState,
 ) -> bool {
     let (ts, id) = (stamped.ts, stamped.id);
-    let res = guarded("writer", id, || {
+    let res = guarded(Stage::Writer, id, || {
         at(hook, HookPoint::WriteStart, id)?;
         let mut task = WriteTask::new(stamped);
         while task.advance(cx, hook)? != Progress::Done {}
@@ -281,12 +282,16 @@ pub(crate) fn write_batch<S: RowStorage + ?Sized>(
 
 /// Run `f`, turning a panic into a stage failure.
 pub(crate) fn guarded<T>(
-    stage: &'static str,
+    stage: Stage,
     batch_id: u64,
     f: impl FnOnce() -> Result<T, StopCause>,
 ) -> Result<T, StopCause> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        Err(StopCause::StageFailed { stage, batch_id, message: panic_message(&*p) })
+        Err(StopCause::StageFailed {
+            stage,
+            batch_id,
+            source: StageError::Panicked(panic_message(&*p)),
+        })
     })
 }
 

@@ -2,6 +2,7 @@
 //! their versions from the store.
 
 use super::context::{Progress, RunCtx, at};
+use super::error::Stage;
 use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
@@ -81,9 +82,9 @@ impl<D> ReadTask<D> {
         let (id, w) = (self.staged.ids[i], cx.width);
         let out = &mut self.staged.values[i * w..(i + 1) * w];
         let fail = |e: crate::store::StoreError| StopCause::StageFailed {
-            stage: "reader",
+            stage: Stage::Reader,
             batch_id: self.staged.id,
-            message: e.to_string(),
+            source: e.into(),
         };
         if cx.mode.timestamped() {
             let v = cx.store.read(id, out).map_err(fail)?;

@@ -140,7 +140,7 @@ fn replay_one<M: Model>(
     model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
         cause: StopCause::StepFailed { batch_id: batch.id, source },
         stamped: 0,
-        positions: Vec::new(),
+        order: Vec::new(),
         unwritten: Vec::new(),
     })?;
     for (i, &r) in batch.rows.iter().enumerate() {

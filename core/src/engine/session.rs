@@ -13,10 +13,12 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped, panic_message};
+use super::error::Stage;
 use super::pipeline::{POLL, StopState, guarded, read_batch, snooze, write_batch};
 use super::reader::Staged;
 use super::{
-    Batch, DeviceStage, EngineError, Model, RunReport, StageHook, StopCause, validate_batch,
+    Batch, DeviceStage, EngineError, Model, RunReport, StageError, StageHook, StopCause,
+    validate_batch,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
@@ -212,9 +214,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             stamp.ste = stamp.ste.saturating_sub(base);
         }
         if let Some((cause, unwritten)) = self.stop.take() {
-            let unwritten = unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
-            let positions = order.iter().map(|s| s.position).collect();
-            return Err(EngineError::Stopped { cause, stamped, positions, unwritten });
+            let unwritten: Vec<(u64, u64)> =
+                unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
+            let order = order.iter().map(|s| s.batch_id).collect();
+            return Err(EngineError::Stopped { cause, stamped, order, unwritten });
         }
         self.running()?;
         let report = RunReport {
@@ -287,22 +290,26 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         let (id, cx, hook) = (job.id, self.cx, self.hook);
         let (seq, device, model) = (&mut self.seq, &mut *self.device, &mut *self.model);
         match catch_unwind(AssertUnwindSafe(|| seq.process(cx, device, model, job, hook))) {
-            Ok(Ok(stamped)) => {
+            Ok(Ok((stamped, failed))) => {
+                // A failed cache insert: the batch is stamped, so it is written, then we stop.
+                if let Some(cause) = failed {
+                    self.stop.fail(cause);
+                }
                 if self.lanes().stamped.send(stamped).is_err() {
                     // Writers leave only when the sender drops: unreachable short of a writer
                     // thread dying.
                     self.stop.fail(StopCause::StageFailed {
-                        stage: "device",
+                        stage: Stage::Device,
                         batch_id: id,
-                        message: "no writer left".into(),
+                        source: StageError::NoWriter,
                     });
                 }
             }
             Ok(Err(cause)) => self.stop.fail(cause),
             Err(p) => self.stop.fail(StopCause::StageFailed {
-                stage: "device",
+                stage: Stage::Device,
                 batch_id: id,
-                message: panic_message(&*p),
+                source: StageError::Panicked(panic_message(&*p)),
             }),
         }
         true
@@ -312,19 +319,23 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
         let (cx, stop, hook) = (self.cx, self.stop, self.hook);
         let id = batch.id;
-        let staged = match guarded("reader", id, || read_batch(cx, position, batch, hook, stop)) {
-            Ok(Some(s)) => s,
-            Ok(None) => return,
-            Err(cause) => return stop.fail(cause),
-        };
+        let staged =
+            match guarded(Stage::Reader, id, || read_batch(cx, position, batch, hook, stop)) {
+                Ok(Some(s)) => s,
+                Ok(None) => return,
+                Err(cause) => return stop.fail(cause),
+            };
         self.processed += 1;
-        let stamped = match self.seq.process(cx, &mut *self.device, &mut *self.model, staged, hook)
-        {
-            Ok(s) => s,
-            Err(cause) => return stop.fail(cause),
-        };
+        let (stamped, failed) =
+            match self.seq.process(cx, &mut *self.device, &mut *self.model, staged, hook) {
+                Ok(s) => s,
+                Err(cause) => return stop.fail(cause),
+            };
         let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
         let written = write_batch(cx, stamped, hook, stop);
+        if let Some(cause) = failed {
+            stop.fail(cause);
+        }
         self.acknowledge(Completion { batch_id, version, written });
     }
 }

@@ -12,10 +12,12 @@
 
 use super::context::{Progress, RunCtx};
 use super::device::{Sequencer, Stamped};
+use super::error::Stage;
 use super::reader::{ReadTask, Staged};
 use super::writer::WriteTask;
 use super::{
-    Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StopCause, prepare, replay,
+    Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StageError, StopCause,
+    prepare, replay,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
@@ -121,7 +123,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         let stop = |cause, seq: &Sequencer| EngineError::Stopped {
             cause,
             stamped: seq.next_ts,
-            positions: seq.order.iter().map(|s| s.position).collect(),
+            order: seq.order.iter().map(|s| s.batch_id).collect(),
             unwritten: Vec::new(),
         };
         match action {
@@ -156,10 +158,13 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                     return Ok(false);
                 }
                 let job = self.input.pop_front().expect("checked");
-                let stamped = self
+                let (stamped, failed) = self
                     .seq
                     .process(cx, &mut self.device, &mut self.model, job, None)
                     .map_err(|c| stop(c, &self.seq))?;
+                if let Some(cause) = failed {
+                    return Err(stop(cause, &self.seq));
+                }
                 self.stamped_rows.push(stamped.block.ids().to_vec());
                 self.output.push_back(stamped);
                 Ok(true)
@@ -207,9 +212,13 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
 
     fn failure(&self, message: String) -> EngineError {
         EngineError::Stopped {
-            cause: StopCause::StageFailed { stage: "simulation", batch_id: u64::MAX, message },
+            cause: StopCause::StageFailed {
+                stage: Stage::Simulation,
+                batch_id: u64::MAX,
+                source: StageError::Simulation(message),
+            },
             stamped: self.seq.next_ts,
-            positions: self.seq.order.iter().map(|s| s.position).collect(),
+            order: self.seq.order.iter().map(|s| s.batch_id).collect(),
             unwritten: Vec::new(),
         }
     }

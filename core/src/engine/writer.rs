@@ -3,7 +3,8 @@
 
 use super::context::{Progress, RunCtx, at};
 use super::device::Stamped;
-use super::{AsyncWrite, HookPoint, Mode, StageHook, StopCause};
+use super::error::Stage;
+use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 
@@ -36,7 +37,7 @@ impl WriteTask {
             if !finish_first {
                 at(hook, HookPoint::WriteFinish, self.stamped.id)?;
             }
-            cx.mft.finish(self.stamped.ts).map_err(|e| self.fail(e.to_string()))?;
+            cx.mft.finish(self.stamped.ts).map_err(|e| self.fail(e.into()))?;
             self.finished = true;
             return Ok(Progress::Progressed);
         }
@@ -68,10 +69,10 @@ impl WriteTask {
             }
             _ => cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ()),
         };
-        res.map_err(|e| self.fail(e.to_string()))
+        res.map_err(|e| self.fail(e.into()))
     }
 
-    fn fail(&self, message: String) -> StopCause {
-        StopCause::StageFailed { stage: "writer", batch_id: self.stamped.id, message }
+    fn fail(&self, source: StageError) -> StopCause {
+        StopCause::StageFailed { stage: Stage::Writer, batch_id: self.stamped.id, source }
     }
 }
