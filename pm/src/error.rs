@@ -50,6 +50,9 @@ pub enum PmError {
         /// Number of nodes.
         nodes: usize,
     },
+    /// A remote request got no answer in time.
+    #[error("no answer from the owner within {0:?}")]
+    NoAnswer(std::time::Duration),
     /// The transport is closed (a peer went away).
     #[error("transport closed: {0}")]
     Transport(String),

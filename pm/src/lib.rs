@@ -20,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cluster;
 pub mod error;
 pub mod intent;
 pub mod message;

@@ -69,6 +69,19 @@ pub enum ToOwner {
         /// The reader's request id.
         req: u64,
     },
+    /// A conditional overwrite (the engine's `RowStorage::write_if_newer`): lands iff the main
+    /// copy's version is `≤ ts`, and then sets the version to `ts + 1`; answered with
+    /// [`Message::WriteReply`].
+    Write {
+        /// The writer's node.
+        node: NodeId,
+        /// The writer's request id.
+        req: u64,
+        /// The write's timestamp.
+        ts: u64,
+        /// The new value.
+        values: Vec<f32>,
+    },
     /// `node` refused a replica (its intent had ended before the replica arrived).
     Refuse {
         /// The refusing node.
@@ -117,6 +130,17 @@ pub enum Message {
         /// The sending owner.
         owner: NodeId,
     },
+    /// Answer to [`ToOwner::Write`].
+    WriteReply {
+        /// The key.
+        key: Key,
+        /// The writer's request id.
+        req: u64,
+        /// Whether the write landed.
+        landed: bool,
+        /// The answering owner.
+        owner: NodeId,
+    },
     /// Answer to [`ToOwner::Pull`].
     PullReply {
         /// The key.
@@ -146,6 +170,7 @@ impl Message {
                     ToOwner::Push { delta } => floats(delta),
                     ToOwner::Flush { delta, .. } => 8 + floats(delta),
                     ToOwner::Pull { .. } => 16,
+                    ToOwner::Write { values, .. } => 24 + floats(values),
                     ToOwner::Refuse { .. } => 8,
                 }
             }
@@ -158,6 +183,7 @@ impl Message {
             Message::ReplicaCreate { value, .. }
             | Message::Refresh { value, .. }
             | Message::PullReply { value, .. } => floats(value) + 24,
+            Message::WriteReply { .. } => 24,
         }
     }
 
@@ -168,7 +194,8 @@ impl Message {
             | Message::Relocate { key, .. }
             | Message::ReplicaCreate { key, .. }
             | Message::Refresh { key, .. }
-            | Message::PullReply { key, .. } => *key,
+            | Message::PullReply { key, .. }
+            | Message::WriteReply { key, .. } => *key,
         }
     }
 }

@@ -87,6 +87,7 @@ pub struct Node {
     routing: Routing,
     next_req: u64,
     replies: HashMap<u64, (Vec<f32>, u64)>,
+    write_replies: HashMap<u64, bool>,
     stats: PmStats,
 }
 
@@ -158,6 +159,7 @@ impl Node {
             routing,
             next_req: 0,
             replies: HashMap::new(),
+            write_replies: HashMap::new(),
             stats: PmStats::default(),
         })
     }
@@ -297,6 +299,46 @@ impl Node {
         Ok(PullOutcome::Remote(req))
     }
 
+    /// Overwrite `key` with `values` as of timestamp `ts` if the main copy's version is `≤ ts`
+    /// (then its version becomes `ts + 1`; pushes count one version each). Always decided by the
+    /// owner; a replica's later flush adds on top ("set, then add"). The answer is local if this
+    /// node owns the key, else it comes as a [`Message::WriteReply`] ([`Node::take_write_reply`]).
+    pub fn write_if_newer(
+        &mut self,
+        key: Key,
+        ts: u64,
+        values: &[f32],
+        out: &mut Outbox,
+    ) -> Result<u64, PmError> {
+        self.check_key(key)?;
+        if values.len() != self.width {
+            return Err(PmError::WrongWidth { got: values.len(), width: self.width });
+        }
+        let req = self.next_req;
+        self.next_req += 1;
+        let node = self.me;
+        if !self.owns(key) {
+            self.stats.remote_pushes += 1;
+        } else {
+            self.stats.local_pushes += 1;
+        }
+        self.route(key, ToOwner::Write { node, req, ts, values: values.to_vec() }, out);
+        Ok(req)
+    }
+
+    /// The answer to write `req`, once it arrived.
+    pub fn take_write_reply(&mut self, req: u64) -> Option<bool> {
+        self.write_replies.remove(&req)
+    }
+
+    /// Whether this node has nothing left to do: no intent, no unflushed replica delta, no
+    /// main copy with replicas awaiting a refresh.
+    pub fn is_quiet(&self) -> bool {
+        self.intents.is_empty()
+            && self.replicas.values().all(|r| r.delta.iter().all(|&x| x == 0.0))
+            && self.owned.values().all(|r| !r.dirty || r.replicas.is_empty())
+    }
+
     /// The answer to remote pull `req`, once it arrived.
     pub fn take_reply(&mut self, req: u64) -> Option<(Vec<f32>, u64)> {
         self.replies.remove(&req)
@@ -375,6 +417,12 @@ impl Node {
                 }
                 self.replies.insert(req, (value, version));
             }
+            Message::WriteReply { key, req, landed, owner } => {
+                if !self.owns(key) {
+                    self.routing.learned(key, owner);
+                }
+                self.write_replies.insert(req, landed);
+            }
         }
     }
 
@@ -414,6 +462,20 @@ impl Node {
                     self.replies.insert(req, (rec.value.clone(), rec.version));
                 } else {
                     self.send(out, node, msg);
+                }
+                return;
+            }
+            ToOwner::Write { node, req, ts, values } => {
+                let landed = rec.version <= ts;
+                if landed {
+                    rec.value = values;
+                    rec.version = ts + 1;
+                    rec.dirty = true;
+                }
+                if node == me {
+                    self.write_replies.insert(req, landed);
+                } else {
+                    self.send(out, node, Message::WriteReply { key, req, landed, owner: me });
                 }
                 return;
             }

@@ -9,6 +9,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod adapm;
 pub mod ampnet;
 pub mod checker;
 pub mod interval;

@@ -1,0 +1,356 @@
+//! Threads as nodes: each node's state behind a mutex, one communication thread per node that
+//! alone talks to the [`Transport`] (so an MPI transport can run `MPI_THREAD_FUNNELED`), and
+//! [`NodeHandle`]s through which training threads call the API. Training threads never touch the
+//! transport: their messages go through a channel to the communication thread.
+//!
+//! The communication thread receives and handles messages and runs a sync round every
+//! `round_interval`. A remote pull or write blocks its caller until the answer arrives.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use ordo::storage::RowStorage;
+use ordo::store::{StoreError, Version};
+
+use crate::error::PmError;
+use crate::message::{Key, Message, NodeId};
+use crate::mode::PmMode;
+use crate::node::{Node, Outbox, PullOutcome};
+use crate::stats::PmStats;
+use crate::transport::{InProcessTransport, Transport};
+
+/// How long a remote pull or write waits for its answer before it fails.
+pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
+
+struct Shared {
+    node: Mutex<Node>,
+    answered: Condvar,
+    outgoing: Sender<(NodeId, Message)>,
+    /// Messages created and not yet handled, over the whole cluster (in-process only).
+    in_flight: Arc<AtomicI64>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Node> {
+        // A poisoned lock means a node panicked mid-step; its state is not trustworthy.
+        self.node.lock().expect("a node thread panicked")
+    }
+
+    fn post(&self, out: Outbox) {
+        // SeqCst: the counter, and the quiet checks of `Cluster::quiesce`, need one total order so
+        // a message counted here is never missed by a check that sees the node quiet.
+        self.in_flight.fetch_add(out.len() as i64, Ordering::SeqCst);
+        for m in out {
+            // The receiver lives as long as the communication thread; after shutdown, messages
+            // have nowhere to go and dropping them is the shutdown.
+            let _ = self.outgoing.send(m);
+        }
+    }
+}
+
+/// A node's API for training threads (cheap to clone; `Send + Sync`).
+#[derive(Clone)]
+pub struct NodeHandle {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for NodeHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeHandle").field("node", &self.shared.lock().id()).finish()
+    }
+}
+
+impl NodeHandle {
+    /// Run `f` on the node and send what it produced.
+    fn step<T>(&self, f: impl FnOnce(&mut Node, &mut Outbox) -> T) -> T {
+        let mut out = Vec::new();
+        let r = f(&mut self.shared.lock(), &mut out);
+        self.shared.post(out);
+        r
+    }
+
+    /// See [`Node::intent`].
+    pub fn intent(&self, keys: &[Key], start: u64, end: u64) -> Result<(), PmError> {
+        self.shared.lock().intent(keys, start, end)
+    }
+
+    /// See [`Node::advance_clock`].
+    pub fn advance_clock(&self) {
+        self.shared.lock().advance_clock();
+    }
+
+    /// This node's clock.
+    pub fn clock(&self) -> u64 {
+        self.shared.lock().clock()
+    }
+
+    /// Additive update of `keys` (`updates` is `keys.len() × width`, row-major).
+    pub fn push(&self, keys: &[Key], updates: &[f32]) -> Result<(), PmError> {
+        let width = self.shared.lock().width();
+        if updates.len() != keys.len() * width {
+            return Err(PmError::UpdateLength { keys: keys.len(), updates: updates.len(), width });
+        }
+        self.step(|n, out| {
+            keys.iter().zip(updates.chunks(width.max(1))).try_for_each(|(&k, u)| n.push(k, u, out))
+        })
+    }
+
+    /// Read `keys` into `out` (`keys.len() × width`); returns their versions. Blocks on remote
+    /// keys until the owners answer.
+    pub fn pull(&self, keys: &[Key], out: &mut [f32]) -> Result<Vec<u64>, PmError> {
+        let width = self.shared.lock().width();
+        if out.len() != keys.len() * width {
+            return Err(PmError::UpdateLength { keys: keys.len(), updates: out.len(), width });
+        }
+        let mut versions = Vec::with_capacity(keys.len());
+        for (&k, dst) in keys.iter().zip(out.chunks_mut(width.max(1))) {
+            let (v, ver) = match self.step(|n, o| n.pull(k, o))? {
+                PullOutcome::Local(v, ver) => (v, ver),
+                PullOutcome::Remote(req) => self.wait(|n| n.take_reply(req))?,
+            };
+            dst.copy_from_slice(&v);
+            versions.push(ver);
+        }
+        Ok(versions)
+    }
+
+    /// Block until `take` yields the answer; an error after [`ANSWER_TIMEOUT`] (a lost request:
+    /// the protocol forwards every request, so only a bug or a dead peer gets here).
+    fn wait<T>(&self, mut take: impl FnMut(&mut Node) -> Option<T>) -> Result<T, PmError> {
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        let mut node = self.shared.lock();
+        loop {
+            if let Some(t) = take(&mut node) {
+                return Ok(t);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(PmError::NoAnswer(ANSWER_TIMEOUT));
+            }
+            node = self.shared.answered.wait_timeout(node, left).expect("a node thread panicked").0;
+        }
+    }
+
+    /// Counters of this node.
+    pub fn stats(&self) -> PmStats {
+        self.shared.lock().stats()
+    }
+
+    /// Run `f` with the node (e.g. [`crate::sampling::sample_local`]).
+    pub fn with_node<T>(&self, f: impl FnOnce(&Node) -> T) -> T {
+        f(&self.shared.lock())
+    }
+}
+
+fn version_of(v: u64) -> Version {
+    if v == 0 { Version::Initial } else { Version::Written(v - 1) }
+}
+
+/// Validate a `RowStorage` call as `RowStore` does, so the node never sees bad input.
+fn check(h: &NodeHandle, row: u64, len: usize, ts: u64) -> Result<(), StoreError> {
+    let (rows, width) = (h.rows(), RowStorage::width(h));
+    if row >= rows as u64 {
+        return Err(StoreError::RowOutOfRange { row, rows });
+    }
+    if len != width {
+        return Err(StoreError::DimMismatch { expected: width, got: len });
+    }
+    if ts >= (1 << 63) - 1 {
+        return Err(StoreError::TimestampTooLarge { ts });
+    }
+    Ok(())
+}
+
+/// After [`check`], the node accepts the call; a residual error can only be a width mismatch.
+fn residual(h: &NodeHandle, e: PmError) -> StoreError {
+    let expected = RowStorage::width(h);
+    match e {
+        PmError::KeyOutOfRange { key, keys } => {
+            StoreError::RowOutOfRange { row: key, rows: keys as usize }
+        }
+        // No StoreError says "the owner did not answer"; RowStorage has no transport errors.
+        _ => StoreError::DimMismatch { expected, got: 0 },
+    }
+}
+
+/// The engine's storage trait over the parameter manager: version `Written(ts)` means the main
+/// copy's version is `ts + 1` (pushes count one version each, [`Node::write_if_newer`] sets it to
+/// `ts + 1`). *No torn read* holds because a node copies a row under its lock; *newer is never
+/// overwritten* because the owner alone decides a write, against its own version.
+impl RowStorage for NodeHandle {
+    fn rows(&self) -> usize {
+        self.shared.lock().keys() as usize
+    }
+    fn width(&self) -> usize {
+        self.shared.lock().width()
+    }
+    fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
+        check(self, row, out.len(), 0)?;
+        let v = self.pull(&[row], out).map_err(|e| residual(self, e))?;
+        Ok(version_of(v[0]))
+    }
+    fn version(&self, row: u64) -> Result<Version, StoreError> {
+        let mut buf = vec![0.0; RowStorage::width(self)];
+        self.read(row, &mut buf)
+    }
+    fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
+        check(self, row, values.len(), ts)?;
+        let req = self
+            .step(|n, o| n.write_if_newer(row, ts, values, o))
+            .map_err(|e| residual(self, e))?;
+        self.wait(|n| n.take_write_reply(req)).map_err(|e| residual(self, e))
+    }
+}
+
+/// `n` nodes as threads of this process, over [`InProcessTransport`].
+///
+/// ```
+/// use ordo_pm::{PmMode, cluster::Cluster};
+/// let c = Cluster::in_process(3, 6, 2, PmMode::AdaPm, |k| vec![k as f32; 2]).unwrap();
+/// let h = c.handle(1).unwrap();
+/// h.intent(&[0], 0, 10).unwrap();
+/// h.push(&[0], &[1.0, 1.0]).unwrap();
+/// let mut row = [0.0; 2];
+/// h.pull(&[0], &mut row).unwrap();
+/// assert_eq!(row, [1.0, 1.0]);
+/// c.quiesce(std::time::Duration::from_secs(10)).unwrap();
+/// ```
+pub struct Cluster {
+    shared: Vec<Arc<Shared>>,
+    threads: Vec<JoinHandle<Result<(), PmError>>>,
+    stop: Arc<AtomicBool>,
+    in_flight: Arc<AtomicI64>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster").field("nodes", &self.shared.len()).finish()
+    }
+}
+
+impl Cluster {
+    /// Start `nodes` nodes (sync round every 200 µs).
+    pub fn in_process(
+        nodes: usize,
+        keys: u64,
+        width: usize,
+        mode: PmMode,
+        init: impl Fn(Key) -> Vec<f32>,
+    ) -> Result<Self, PmError> {
+        if nodes == 0 {
+            return Err(PmError::NoNodes);
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let in_flight = Arc::new(AtomicI64::new(0));
+        let mut shared = Vec::new();
+        let mut threads = Vec::new();
+        for transport in InProcessTransport::mesh(nodes) {
+            let node = Node::new(transport.rank(), nodes, keys, width, mode, &init)?;
+            let (tx, rx) = unbounded();
+            let s = Arc::new(Shared {
+                node: Mutex::new(node),
+                answered: Condvar::new(),
+                outgoing: tx,
+                in_flight: in_flight.clone(),
+            });
+            shared.push(s.clone());
+            let stop = stop.clone();
+            threads.push(std::thread::spawn(move || {
+                communicate(&s, &transport, &rx, &stop, Duration::from_micros(200))
+            }));
+        }
+        Ok(Cluster { shared, threads, stop, in_flight })
+    }
+
+    /// The API of node `n`.
+    pub fn handle(&self, n: NodeId) -> Result<NodeHandle, PmError> {
+        let s = self
+            .shared
+            .get(n)
+            .ok_or(PmError::NodeOutOfRange { node: n, nodes: self.shared.len() })?;
+        Ok(NodeHandle { shared: s.clone() })
+    }
+
+    /// Counters summed over nodes.
+    pub fn stats(&self) -> PmStats {
+        let mut t = PmStats::default();
+        for s in &self.shared {
+            t += s.lock().stats();
+        }
+        t
+    }
+
+    /// Advance every node's clock past its intents and wait until no message is in flight and
+    /// every node is quiet ([`Node::is_quiet`]); `Err` after `timeout`.
+    pub fn quiesce(&self, timeout: Duration) -> Result<(), PmError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            for s in &self.shared {
+                let mut n = s.lock();
+                if let Some(end) = n.last_intent_end() {
+                    while n.clock() < end {
+                        n.advance_clock();
+                    }
+                }
+            }
+            // SeqCst: see `Shared::post`; zero before and after all-quiet means nothing moved.
+            let before = self.in_flight.load(Ordering::SeqCst);
+            let quiet = self.shared.iter().all(|s| s.lock().is_quiet());
+            let after = self.in_flight.load(Ordering::SeqCst);
+            if before == 0 && quiet && after == 0 {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(PmError::Transport(format!(
+                    "not quiescent ({after} messages in flight)"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        // Relaxed: the flag carries no data; the threads are joined right after.
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The communication thread of one node: the only caller of `transport`.
+fn communicate(
+    s: &Shared,
+    transport: &dyn Transport,
+    outgoing: &Receiver<(NodeId, Message)>,
+    stop: &AtomicBool,
+    round_interval: Duration,
+) -> Result<(), PmError> {
+    let mut next_round = Instant::now();
+    // Relaxed: see `Cluster::drop`.
+    while !stop.load(Ordering::Relaxed) {
+        while let Ok((to, m)) = outgoing.try_recv() {
+            transport.send(to, m)?;
+        }
+        if let Some((from, m)) = transport.recv_timeout(Duration::from_micros(100))? {
+            let mut out = Vec::new();
+            s.lock().handle(from, m, &mut out);
+            s.post(out);
+            // SeqCst: after the messages it produced are counted (see `Shared::post`).
+            s.in_flight.fetch_sub(1, Ordering::SeqCst);
+            s.answered.notify_all();
+        }
+        if Instant::now() >= next_round {
+            let mut out = Vec::new();
+            s.lock().sync_round(&mut out);
+            s.post(out);
+            next_round = Instant::now() + round_interval;
+        }
+    }
+    Ok(())
+}
