@@ -12,6 +12,7 @@ use ordo_gpu::kge::{KgeHyper, reference_step};
 use ordo_train::kge::batch::{KgeBatch, Sampling, SplitMix64};
 use ordo_train::kge::data::Triple;
 use ordo_train::kge::gpu::{dense_of, device_batch, device_hyper, device_shape, relation_rows};
+use ordo_train::kge::init::Init;
 use ordo_train::kge::score::{Loss, ScoreFn};
 use ordo_train::kge::step::{KgeModel, StepConfig, init_entities};
 
@@ -55,16 +56,23 @@ fn compare(
     seed: u64,
     perturb: Perturb,
 ) -> Result<(), String> {
-    let cfg = StepConfig { score, loss, dim: DIM, lr: 0.1, reg };
+    let cfg = StepConfig { score, loss, dim: DIM, lr: 0.1, reg, ..StepConfig::default() };
     let mut model = KgeModel::new(cfg, RELATIONS as usize, 0.5, seed);
     let mut g = SplitMix64::new(seed, 77);
     let train: Vec<Triple> = (0..30)
         .map(|_| Triple { h: g.below(ENTITIES), r: g.below(RELATIONS), t: g.below(ENTITIES) })
         .collect();
-    let s = Sampling { seed, batch_size: 12, negatives: 4, chunk, entities: ENTITIES };
-    let mut table = init_entities(ENTITIES as usize, DIM, 0.5, seed);
-    let shape = device_shape(&cfg, RELATIONS as usize);
-    let mut hyper: KgeHyper = device_hyper(&cfg);
+    let s = Sampling {
+        seed,
+        batch_size: 12,
+        negatives: 4,
+        chunk,
+        entities: ENTITIES,
+        neg_sampling: Default::default(),
+    };
+    let mut table = init_entities(ENTITIES as usize, DIM, 2 * DIM, (Init::Uniform, 0.5), seed);
+    let shape = device_shape(&cfg, RELATIONS as usize).expect("supported");
+    let mut hyper: KgeHyper = device_hyper(&cfg).expect("supported");
     match perturb {
         Perturb::Eps => hyper.eps = 1e-4,
         Perturb::FullReg => hyper.reg = reg,

@@ -28,6 +28,19 @@ pub struct KgeBatch {
     pub neg_heads: Vec<u32>,
 }
 
+/// Where a chunk's negatives come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NegSampling {
+    /// Uniformly from all entities.
+    #[default]
+    Uniform,
+    /// In-batch: drawn (seeded, with replacement) from the heads (head side) or tails (tail side)
+    /// of the batch's own positives, so negatives cost no extra row reads (PyTorch-BigGraph's
+    /// batch negatives). A draw may hit the positive's own entity: a false negative, as in PBG.
+    Batch,
+}
+
 /// How batches are cut and corrupted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Sampling {
@@ -41,6 +54,8 @@ pub struct Sampling {
     pub chunk: usize,
     /// Number of entities negatives are drawn from.
     pub entities: u32,
+    /// Where negatives come from.
+    pub neg_sampling: NegSampling,
 }
 
 impl Sampling {
@@ -70,8 +85,19 @@ impl Sampling {
         let chunks = positives.len().div_ceil(chunk);
         let mut g = SplitMix64::new(self.seed, id);
         let n = self.negatives;
-        let neg_t: Vec<u32> = (0..chunks * n).map(|_| g.below(self.entities)).collect();
-        let neg_h: Vec<u32> = (0..chunks * n).map(|_| g.below(self.entities)).collect();
+        let (neg_t, neg_h): (Vec<u32>, Vec<u32>) = match self.neg_sampling {
+            NegSampling::Uniform => (
+                (0..chunks * n).map(|_| g.below(self.entities)).collect(),
+                (0..chunks * n).map(|_| g.below(self.entities)).collect(),
+            ),
+            NegSampling::Batch => {
+                let b = positives.len() as u32;
+                (
+                    (0..chunks * n).map(|_| positives[g.below(b) as usize].t).collect(),
+                    (0..chunks * n).map(|_| positives[g.below(b) as usize].h).collect(),
+                )
+            }
+        };
         let mut rows: Vec<u64> = positives
             .iter()
             .flat_map(|t| [t.h as u64, t.t as u64])
@@ -108,7 +134,14 @@ mod tests {
     use super::*;
 
     fn sampling() -> Sampling {
-        Sampling { seed: 3, batch_size: 4, negatives: 5, chunk: 2, entities: 50 }
+        Sampling {
+            seed: 3,
+            batch_size: 4,
+            negatives: 5,
+            chunk: 2,
+            entities: 50,
+            neg_sampling: NegSampling::Uniform,
+        }
     }
 
     fn train() -> Vec<Triple> {
@@ -154,6 +187,20 @@ mod tests {
                     .zip(&epoch[first..])
                     .all(|(&(h, r, t), tr)| { (global(h), r, global(t)) == (tr.h, tr.r, tr.t) })
             );
+        }
+    }
+
+    #[test]
+    fn batch_negatives_come_from_the_batch_own_positives() {
+        let s = Sampling { neg_sampling: NegSampling::Batch, ..sampling() };
+        for b in s.epoch_batches(&train(), 0) {
+            let global = |l: &u32| b.rows[*l as usize] as u32;
+            let tails: Vec<u32> = b.data.pos.iter().map(|p| global(&p.2)).collect();
+            let heads: Vec<u32> = b.data.pos.iter().map(|p| global(&p.0)).collect();
+            assert!(b.data.neg_tails.iter().all(|l| tails.contains(&global(l))));
+            assert!(b.data.neg_heads.iter().all(|l| heads.contains(&global(l))));
+            // No row beyond the positives' own: the negatives cost no extra reads.
+            assert_eq!(b.rows.len(), 2 * b.data.pos.len());
         }
     }
 }

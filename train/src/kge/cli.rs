@@ -7,12 +7,15 @@
 //! ordo-train kge eval --load DIR       # test metrics of saved embeddings
 //! ```
 
+use super::batch::NegSampling;
 use super::compare;
 use super::data::Dataset;
 use super::gpu::{Device, check_device};
+use super::init::Init;
 use super::npy;
+use super::optim::Optimizer;
 use super::plot;
-use super::score::{Loss, ScoreFn};
+use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, TrainError, train};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{HookAction, HookPoint, StageHook};
@@ -37,57 +40,80 @@ enum KgeCommand {
     Eval,
 }
 
-/// Options shared by all `kge` commands.
-#[derive(Debug, clap::Args)]
+/// Options shared by all `kge` commands. Every training option may also come from
+/// `--config FILE` (TOML, or JSON for a `.json` file; keys are the long flag names, e.g.
+/// `batch-size = 1024`); a flag given on the command line overrides the file.
+#[derive(Debug, Default, clap::Args, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct KgeOpts {
-    /// Dataset: umls, kinships, nations (embedded) or a directory with train/valid/test.txt.
-    #[arg(long, default_value = "umls", global = true)]
-    dataset: String,
-    /// Scoring function.
-    #[arg(long, value_enum, default_value = "complex", global = true)]
-    model: ScoreFn,
-    /// Loss over each positive and its negatives.
-    #[arg(long, value_enum, default_value = "softmax", global = true)]
-    loss: Loss,
-    /// Embedding floats per entity and relation (ComplEx: even; dim/2 complex numbers).
-    #[arg(long, default_value_t = 100, global = true)]
-    dim: usize,
-    /// Passes over the training triples.
-    #[arg(long, default_value_t = 25, global = true)]
-    epochs: usize,
-    /// Positives per batch.
-    #[arg(long, default_value_t = 128, global = true)]
-    batch_size: usize,
-    /// Negatives per positive, for each of head and tail corruption.
-    #[arg(long, default_value_t = 64, global = true)]
-    negatives: usize,
-    /// Positives per chunk sharing one set of negatives (1 = no sharing).
-    #[arg(long, default_value_t = 16, global = true)]
-    chunk: usize,
-    /// Adagrad learning rate.
-    #[arg(long, default_value_t = 0.1, global = true)]
-    lr: f32,
-    /// L2 weight per use of an embedding.
-    #[arg(long, default_value_t = 0.0, global = true)]
-    reg: f32,
-    /// Initial embeddings uniform in [-init, init).
-    #[arg(long, default_value_t = 0.1, global = true)]
-    init: f32,
-    /// Seed of initialization, shuffles and negatives.
-    #[arg(long, default_value_t = 0, global = true)]
-    seed: u64,
-    /// Mode of a single run.
-    #[arg(long, value_enum, default_value = "oac", global = true)]
-    mode: Mode,
-    /// Engine reader threads and writer threads (each).
-    #[arg(long, default_value_t = 1, global = true)]
-    threads: usize,
-    /// Staleness bound of --mode bounded (batches in flight).
-    #[arg(long, default_value_t = 4, global = true)]
-    staleness: usize,
-    /// Evaluate on at most the first this many valid and test triples (0 = all; for large sets).
-    #[arg(long, default_value_t = 0, global = true)]
-    eval_limit: usize,
+    /// Dataset: umls, kinships, nations (embedded) or a directory with train/valid/test.txt
+    /// [default: umls].
+    #[arg(long, global = true)]
+    dataset: Option<String>,
+    /// Scoring function [default: complex].
+    #[arg(long, value_enum, global = true)]
+    model: Option<ScoreFn>,
+    /// Loss over each positive and its negatives [default: softmax].
+    #[arg(long, value_enum, global = true)]
+    loss: Option<Loss>,
+    /// γ of the margin loss [default: 1].
+    #[arg(long, global = true)]
+    margin: Option<f32>,
+    /// Embedding floats per entity (ComplEx, RotatE: even; dim/2 complex numbers) [default: 100].
+    #[arg(long, global = true)]
+    dim: Option<usize>,
+    /// Passes over the training triples [default: 25].
+    #[arg(long, global = true)]
+    epochs: Option<usize>,
+    /// Positives per batch [default: 128].
+    #[arg(long, global = true)]
+    batch_size: Option<usize>,
+    /// Negatives per positive, for each of head and tail corruption [default: 64].
+    #[arg(long, global = true)]
+    negatives: Option<usize>,
+    /// Positives per chunk sharing one set of negatives (1 = no sharing) [default: 16].
+    #[arg(long, global = true)]
+    chunk: Option<usize>,
+    /// Where negatives come from [default: uniform].
+    #[arg(long, value_enum, global = true)]
+    neg_sampling: Option<NegSampling>,
+    /// Inverse relations: every query is a tail query, `(?, r, t)` asked as `(t, r⁻¹, ?)`.
+    #[arg(long, global = true, num_args = 0..=1, default_missing_value = "true")]
+    reciprocal: Option<bool>,
+    /// Learning rate [default: 0.1].
+    #[arg(long, global = true)]
+    lr: Option<f32>,
+    /// Optimizer (its state travels with each entity row) [default: adagrad].
+    #[arg(long, value_enum, global = true)]
+    optimizer: Option<Optimizer>,
+    /// Regularizer on the embeddings each positive uses [default: l2].
+    #[arg(long, value_enum, global = true)]
+    regularizer: Option<Regularizer>,
+    /// Regularizer weight per use of an embedding (0 = off) [default: 0].
+    #[arg(long, alias = "reg", global = true)]
+    reg_weight: Option<f32>,
+    /// Initial distribution of the embeddings [default: uniform].
+    #[arg(long, value_enum, global = true)]
+    init: Option<Init>,
+    /// Its scale: uniform bound, normal standard deviation or Xavier gain [default: 0.1].
+    #[arg(long, global = true)]
+    init_scale: Option<f32>,
+    /// Seed of initialization, shuffles and negatives [default: 0].
+    #[arg(long, global = true)]
+    seed: Option<u64>,
+    /// Mode of a single run [default: oac].
+    #[arg(long, value_enum, global = true)]
+    mode: Option<Mode>,
+    /// Engine reader threads and writer threads (each) [default: 1].
+    #[arg(long, global = true)]
+    threads: Option<usize>,
+    /// Staleness bound of --mode bounded (batches in flight) [default: 4].
+    #[arg(long, global = true)]
+    staleness: Option<usize>,
+    /// Evaluate on at most the first this many valid and test triples (0 = all; for large sets)
+    /// [default: 0].
+    #[arg(long, global = true)]
+    eval_limit: Option<usize>,
     /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -98,34 +124,133 @@ struct KgeOpts {
     /// Embeddings directory written by --save (for `kge eval`).
     #[arg(long, global = true)]
     load: Option<PathBuf>,
-    /// No progress bars.
-    #[arg(long, global = true)]
-    quiet: bool,
     /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
     /// validation cache; checked first, fails with the reason when CUDA is not usable).
-    /// Evaluation runs on the CPU either way.
-    #[arg(long, value_enum, default_value = "cpu", global = true)]
-    device: Device,
+    /// Evaluation runs on the CPU either way [default: cpu].
+    #[arg(long, value_enum, global = true)]
+    device: Option<Device>,
+    /// Read options from this TOML (or `.json`) file; flags given here override it.
+    #[arg(long, global = true)]
+    #[serde(skip)]
+    config: Option<PathBuf>,
+    /// No progress bars.
+    #[arg(long, global = true)]
+    #[serde(skip)]
+    quiet: bool,
+}
+
+/// `--config FILE` could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML/JSON or names an unknown option or value.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message (with the line).
+        message: String,
+    },
+}
+
+/// Parse a config file: JSON if its name ends in `.json`, TOML otherwise.
+fn read_config(path: &std::path::Path) -> Result<KgeOpts, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+    let parse = |message: String| ConfigError::Parse { path: path.to_path_buf(), message };
+    if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| parse(e.to_string()))
+    } else {
+        toml::from_str(&text).map_err(|e| parse(e.to_string()))
+    }
 }
 
 impl KgeOpts {
+    /// These options with every unset one taken from `file`.
+    fn or(self, file: KgeOpts) -> KgeOpts {
+        macro_rules! merged {
+            ($($f:ident),*) => { KgeOpts { $($f: self.$f.or(file.$f),)* config: self.config, quiet: self.quiet } };
+        }
+        merged!(
+            dataset,
+            model,
+            loss,
+            margin,
+            dim,
+            epochs,
+            batch_size,
+            negatives,
+            chunk,
+            neg_sampling,
+            reciprocal,
+            lr,
+            optimizer,
+            regularizer,
+            reg_weight,
+            init,
+            init_scale,
+            seed,
+            mode,
+            threads,
+            staleness,
+            eval_limit,
+            out,
+            save,
+            load,
+            device
+        )
+    }
+
+    /// The command-line options over those of `--config`, if given.
+    fn resolve(self) -> Result<KgeOpts, ConfigError> {
+        match &self.config {
+            Some(path) => {
+                let file = read_config(path)?;
+                Ok(self.or(file))
+            }
+            None => Ok(self),
+        }
+    }
+
+    fn dataset(&self) -> &str {
+        self.dataset.as_deref().unwrap_or("umls")
+    }
+
+    fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Oac)
+    }
+
     fn config(&self) -> TrainConfig {
+        let d = TrainConfig::default();
         TrainConfig {
-            score: self.model,
-            loss: self.loss,
-            dim: self.dim,
-            lr: self.lr,
-            reg: self.reg,
-            init: self.init,
-            epochs: self.epochs,
-            batch_size: self.batch_size,
-            negatives: self.negatives,
-            chunk: self.chunk,
-            seed: self.seed,
-            threads: self.threads,
-            staleness: self.staleness,
-            eval_limit: self.eval_limit,
-            device: self.device,
+            score: self.model.unwrap_or(d.score),
+            loss: self.loss.unwrap_or(d.loss),
+            dim: self.dim.unwrap_or(d.dim),
+            lr: self.lr.unwrap_or(d.lr),
+            optimizer: self.optimizer.unwrap_or(d.optimizer),
+            reg: self.reg_weight.unwrap_or(d.reg),
+            regularizer: self.regularizer.unwrap_or(d.regularizer),
+            init: self.init.unwrap_or(d.init),
+            init_scale: self.init_scale.unwrap_or(d.init_scale),
+            margin: self.margin.unwrap_or(d.margin),
+            reciprocal: self.reciprocal.unwrap_or(d.reciprocal),
+            neg_sampling: self.neg_sampling.unwrap_or(d.neg_sampling),
+            epochs: self.epochs.unwrap_or(d.epochs),
+            batch_size: self.batch_size.unwrap_or(d.batch_size),
+            negatives: self.negatives.unwrap_or(d.negatives),
+            chunk: self.chunk.unwrap_or(d.chunk),
+            seed: self.seed.unwrap_or(d.seed),
+            threads: self.threads.unwrap_or(d.threads),
+            staleness: self.staleness.unwrap_or(d.staleness),
+            eval_limit: self.eval_limit.unwrap_or(d.eval_limit),
+            device: self.device.unwrap_or(d.device),
         }
     }
 }
@@ -134,15 +259,17 @@ type BoxError = Box<dyn std::error::Error>;
 
 /// Run `ordo-train kge`.
 pub fn run(args: KgeArgs) -> Result<(), BoxError> {
+    let KgeArgs { command, opts } = args;
+    let args = KgeArgs { command, opts: opts.resolve()? };
     let o = &args.opts;
+    let cfg = o.config();
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
-    check_device(o.device).map_err(TrainError::Cuda)?;
-    let d = Dataset::load(&o.dataset)?;
+    check_device(cfg.device).map_err(TrainError::Cuda)?;
+    let d = Dataset::load(o.dataset())?;
     eprintln!("{}", d.summary());
     if let Some(w) = d.skip_warning() {
         eprintln!("{w}");
     }
-    let cfg = o.config();
     if let Some(KgeCommand::Eval) = args.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
         let (ents, rels) = npy::load(dir)?;
@@ -155,17 +282,24 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     let modes: Vec<Mode> = match args.command {
         Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
-        _ => vec![o.mode],
+        _ => vec![o.mode()],
     };
     println!(
-        "{:?} dim {} · {:?} loss · batch {} · {} negatives/side (chunks of {}) · lr {} · {} epochs · seed {} · {:?}",
+        "{:?} dim {}{} · {:?} loss · batch {} · {} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
         cfg.score,
         cfg.dim,
+        if cfg.reciprocal { " (reciprocal)" } else { "" },
         cfg.loss,
         cfg.batch_size,
         cfg.negatives,
         cfg.chunk,
+        cfg.neg_sampling,
+        cfg.optimizer,
         cfg.lr,
+        cfg.init,
+        cfg.init_scale,
+        cfg.regularizer,
+        cfg.reg,
         cfg.epochs,
         cfg.seed,
         cfg.device
@@ -191,7 +325,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             );
         }
         if let Some(dir) = &o.save {
-            let dir = if results.is_empty() && o.mode == mode && args.command.is_none() {
+            let dir = if results.is_empty() && o.mode() == mode && args.command.is_none() {
                 dir.clone()
             } else {
                 dir.join(mode.name())

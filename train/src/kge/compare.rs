@@ -141,6 +141,8 @@ mod tests {
             test: Metrics::default(),
             order: vec![],
             entity_rows: vec![],
+            row_width: 0,
+            relation_dim: 0,
             relations: vec![],
             dense: vec![],
             rows_replaced: 0,

@@ -98,10 +98,11 @@ pub fn realistic_rank(scores: &[f32], target: u32, known: &[u32]) -> f64 {
 const BLOCK: usize = 64;
 
 /// Filtered metrics of `triples` for entity embeddings `entities` (`N × dim`) and relation
-/// embeddings `relations` (`R × dim`). Runs on rayon's pool, blocks of queries at a time; the
-/// result does not depend on the thread count.
+/// parameters `relations` (`R × rdim`, or `2R × rdim` with `reciprocal`: then a head query
+/// `(?, r, t)` is asked as the tail query `(t, r + R, ?)`). Runs on rayon's pool, blocks of
+/// queries at a time; the result does not depend on the thread count.
 pub fn evaluate(
-    score: ScoreFn,
+    (score, reciprocal): (ScoreFn, bool),
     entities: ArrayView2<'_, f32>,
     relations: ArrayView2<'_, f32>,
     triples: &[Triple],
@@ -109,6 +110,7 @@ pub fn evaluate(
 ) -> Metrics {
     let dim = entities.ncols();
     let empty = Vec::new();
+    let inverse = relations.nrows() / 2;
     let ranks: Vec<f64> = triples
         .par_chunks(BLOCK)
         .flat_map_iter(|block| {
@@ -121,9 +123,15 @@ pub fn evaluate(
                 );
                 let (h, r, tl) = (h.to_vec(), r.to_vec(), tl.to_vec());
                 score.tail_query(&h, &r, q.row_mut(2 * i).as_slice_mut().expect("row-major"));
-                score.head_query(&r, &tl, q.row_mut(2 * i + 1).as_slice_mut().expect("row-major"));
+                let p = q.row_mut(2 * i + 1).into_slice().expect("row-major");
+                if reciprocal {
+                    let r_inv = relations.row(t.r as usize + inverse).to_vec();
+                    score.tail_query(&tl, &r_inv, p);
+                } else {
+                    score.head_query(&r, &tl, p);
+                }
             }
-            let all = q.dot(&entities.t());
+            let all = score.interaction().score_all(q.view(), entities);
             let mut ranks = Vec::with_capacity(2 * block.len());
             for (i, t) in block.iter().enumerate() {
                 let tail_scores = all.row(2 * i).to_vec();
@@ -173,11 +181,12 @@ mod tests {
         let t = |h, t| Triple { h, r: 0, t };
         // Query (0, r, ?) with true tail 1: tail scores 1,2,3,4 → 2 and 3 beat it: rank 3.
         // Head query (?, r, 1): scores 2,4,6,8 → heads 1,2,3 beat 0: rank 4.
-        let plain = evaluate(ScoreFn::DistMult, e.view(), r.view(), &[t(0, 1)], &Filter::new(&[]));
+        let plain =
+            evaluate((ScoreFn::DistMult, false), e.view(), r.view(), &[t(0, 1)], &Filter::new(&[]));
         assert_eq!(plain.mrr, (1.0 / 3.0 + 1.0 / 4.0) / 2.0);
         // Known triples (0, r, 3) and (2, r, 1) are filtered out of the two rankings.
         let f = Filter::new(&[t(0, 1), t(0, 3), t(2, 1)]);
-        let filtered = evaluate(ScoreFn::DistMult, e.view(), r.view(), &[t(0, 1)], &f);
+        let filtered = evaluate((ScoreFn::DistMult, false), e.view(), r.view(), &[t(0, 1)], &f);
         assert_eq!(filtered.mrr, (1.0 / 2.0 + 1.0 / 3.0) / 2.0);
         assert_eq!((filtered.hits1, filtered.hits3, filtered.queries), (0.0, 1.0, 2));
     }

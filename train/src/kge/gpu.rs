@@ -17,7 +17,8 @@
 //! a tolerance (`train/tests/gpu_kge.rs`, needs a GPU).
 
 use super::batch::KgeBatch;
-use super::score::{Loss, ScoreFn};
+use super::optim::Optimizer;
+use super::score::{Loss, Regularizer, ScoreFn};
 use super::step::{ADAGRAD_EPS, KgeModel, NonFiniteLoss, StepConfig};
 use ordo::engine::{BatchRows, Model, StepError};
 use ordo_gpu::cache::CacheConfig;
@@ -26,7 +27,8 @@ use ordo_gpu::pipeline::CudaDevice;
 use ordo_gpu::{Gpu, GpuError};
 
 /// Where the KGE step runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Device {
     /// The host (the tested, accuracy-benchmarked step).
     #[default]
@@ -63,22 +65,40 @@ pub fn device_batch(b: &KgeBatch, rows: usize) -> gk::KgeBatch {
     gk::KgeBatch { rows, triples, group: n + 1 }
 }
 
-/// ordo-gpu's shape for this step.
-pub fn device_shape(cfg: &StepConfig, relations: usize) -> KgeShape {
+/// Why ordo-gpu's kernels cannot run this step, if they cannot: they implement DistMult and
+/// ComplEx with the softmax or logistic loss, Adagrad, the L2 regularizer, and no inverse
+/// relations.
+pub fn unsupported(cfg: &StepConfig) -> Option<&'static str> {
+    let ok = matches!(cfg.score, ScoreFn::DistMult | ScoreFn::ComplEx)
+        && matches!(cfg.loss, Loss::Softmax | Loss::Logistic)
+        && cfg.optimizer == Optimizer::Adagrad
+        && (cfg.reg == 0.0 || cfg.regularizer == Regularizer::L2)
+        && !cfg.reciprocal;
+    (!ok).then_some(
+        "--device cuda runs distmult/complex with softmax/logistic, adagrad, l2 and no \
+         --reciprocal only",
+    )
+}
+
+/// ordo-gpu's shape for this step (`None` if [`unsupported`]).
+pub fn device_shape(cfg: &StepConfig, relations: usize) -> Option<KgeShape> {
     let model = match cfg.score {
         ScoreFn::DistMult => gk::KgeModel::DistMult,
         ScoreFn::ComplEx => gk::KgeModel::ComplEx,
+        _ => return None,
     };
-    KgeShape { model, dim: cfg.dim, relations }
+    Some(KgeShape { model, dim: cfg.dim, relations })
 }
 
-/// ordo-gpu's hyper-parameters for this step (half the L2 weight: see the module docs).
-pub fn device_hyper(cfg: &StepConfig) -> KgeHyper {
+/// ordo-gpu's hyper-parameters for this step (half the L2 weight: see the module docs; `None`
+/// if [`unsupported`]).
+pub fn device_hyper(cfg: &StepConfig) -> Option<KgeHyper> {
     let loss = match cfg.loss {
         Loss::Softmax => gk::KgeLoss::Softmax,
         Loss::Logistic => gk::KgeLoss::Logistic,
+        _ => return None,
     };
-    KgeHyper { lr: cfg.lr, eps: ADAGRAD_EPS, reg: cfg.reg / 2.0, loss }
+    Some(KgeHyper { lr: cfg.lr, eps: ADAGRAD_EPS, reg: cfg.reg / 2.0, loss })
 }
 
 /// The CPU model's dense state (`relations × dim` parameters, then as many Adagrad sums) as
@@ -112,15 +132,18 @@ impl CudaKgeModel {
     /// A GPU model starting from `cpu`'s relation parameters and Adagrad sums.
     pub fn new(gpu: &Gpu, cpu: &KgeModel) -> Result<Self, GpuError> {
         let cfg = *cpu.config();
+        let no = |reason| GpuError::NoDevice { reason };
+        if let Some(reason) = unsupported(&cfg) {
+            return Err(no(reason));
+        }
+        let relations = cpu.relations().len() / cfg.dim;
+        let (Some(shape), Some(hyper)) = (device_shape(&cfg, relations), device_hyper(&cfg)) else {
+            return Err(no("unsupported configuration"));
+        };
         let dense = cpu.dense();
-        let relations = dense.len() / (2 * cfg.dim);
-        let kernels = KgeKernels::new(
-            gpu,
-            gpu.new_stream()?,
-            device_shape(&cfg, relations),
-            &relation_rows(&dense, cfg.dim),
-        )?;
-        Ok(CudaKgeModel { cfg, hyper: device_hyper(&cfg), kernels, loss_sum: 0.0, positives: 0 })
+        let kernels =
+            KgeKernels::new(gpu, gpu.new_stream()?, shape, &relation_rows(&dense, cfg.dim))?;
+        Ok(CudaKgeModel { cfg, hyper, kernels, loss_sum: 0.0, positives: 0 })
     }
 
     /// Mean loss per positive since the last call, and reset (as [`KgeModel::take_loss`]).

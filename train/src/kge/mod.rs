@@ -1,6 +1,7 @@
 //! Knowledge-graph embeddings (link prediction) on the OAC engine.
 //!
-//! [`data`] loads datasets, [`score`] holds the DistMult/ComplEx math, [`batch`] cuts batches and
+//! [`data`] loads datasets, [`score`] holds the scoring functions, losses and regularizers,
+//! [`init`] the initial embeddings, [`optim`] Adagrad and Adam, [`batch`] cuts batches and
 //! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
 //! filtered metrics, [`train`] is the epoch loop over the engine's modes, [`npy`] saves and loads
 //! embeddings, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy,
@@ -12,7 +13,9 @@ pub mod compare;
 pub mod data;
 pub mod eval;
 pub mod gpu;
+pub mod init;
 pub mod npy;
+pub mod optim;
 pub mod plot;
 pub mod score;
 pub mod step;

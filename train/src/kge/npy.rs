@@ -69,12 +69,23 @@ pub fn save(dir: &Path, d: &Dataset, dim: usize, r: &RunResult) -> Result<(), Np
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let ents = Array2::from_shape_vec((d.entities.len(), dim), r.entity_embeddings(dim))
         .map_err(|e| NpyError::Shape(e.to_string()))?;
-    let rels = Array2::from_shape_vec((d.relations.len(), dim), r.relations.clone())
+    let rdim = r.relation_dim.max(1);
+    let rels = Array2::from_shape_vec((r.relations.len() / rdim, rdim), r.relations.clone())
         .map_err(|e| NpyError::Shape(e.to_string()))?;
     write_array(&dir.join("entities.npy"), &ents)?;
     write_array(&dir.join("relations.npy"), &rels)?;
     write_text(&dir.join("entities.txt"), &d.entities)?;
-    write_text(&dir.join("relations.txt"), &d.relations)
+    write_text(&dir.join("relations.txt"), &relation_names(d, rels.nrows()))
+}
+
+/// Names of the model's relation rows: the dataset's, then (with inverse relations) each name
+/// with a `⁻¹` suffix.
+pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
+    let mut names = d.relations.clone();
+    if rows == 2 * d.relations.len() {
+        names.extend(d.relations.iter().map(|n| format!("{n}⁻¹")));
+    }
+    names
 }
 
 /// Load `entities.npy` and `relations.npy` from `dir`.
@@ -103,7 +114,8 @@ pub fn evaluate_loaded(
     ents: &Array2<f32>,
     rels: &Array2<f32>,
 ) -> Result<Metrics, NpyError> {
-    if ents.nrows() != d.entities.len() || rels.nrows() != d.relations.len() {
+    let r = d.relations.len();
+    if ents.nrows() != d.entities.len() || (rels.nrows() != r && rels.nrows() != 2 * r) {
         return Err(NpyError::Shape(format!(
             "{}×{} entities and {}×{} relations for a dataset of {} entities and {} relations",
             ents.nrows(),
@@ -115,7 +127,8 @@ pub fn evaluate_loaded(
         )));
     }
     score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
-    Ok(evaluate(score, ents.view(), rels.view(), &d.test, &Filter::of(d)))
+    let reciprocal = rels.nrows() == 2 * d.relations.len();
+    Ok(evaluate((score, reciprocal), ents.view(), rels.view(), &d.test, &Filter::of(d)))
 }
 
 #[cfg(test)]

@@ -1,29 +1,63 @@
-//! Scoring functions of the bilinear KGE models and their gradients.
+//! Scoring functions of the KGE models and their gradients.
 //!
-//! Both models score a triple linearly in each entity: `score(h, r, t) = q(h, r) · t =
-//! h · p(r, t)`. So ranking all tails (or all heads) is one matrix product with the entity table,
-//! and shared negatives turn training into dense products too. `q` is the *tail query*, `p` the
-//! *head query*.
+//! Every model scores a triple through a *query*: `score(h, r, t) = s(q(h, r), t) = s(p(r, t), h)`
+//! where `q` is the *tail query*, `p` the *head query* and `s` the model's [`Interaction`]:
 //!
-//! Embeddings are `dim` floats. ComplEx reads them as `dim / 2` complex numbers: real parts
-//! first, imaginary parts second (so `dim` must be even).
+//! - the bilinear models (DistMult, ComplEx) use the dot product, so ranking all tails (or all
+//!   heads) is one matrix product with the entity table, and shared negatives turn training into
+//!   dense products too;
+//! - the translational models use a negated distance: TransE (Bordes et al. 2013)
+//!   `−‖h + r − t‖` (L1 or L2) with `q = h + r`, `p = t − r`; RotatE (Sun et al. 2019)
+//!   `−‖h ∘ r − t‖₂` with `|rⱼ| = 1`, `q = h ∘ r`, `p = t ∘ conj(r)` (a rotation preserves the
+//!   norm, so `‖h ∘ r − t‖ = ‖h − t ∘ conj(r)‖`).
+//!
+//! Embeddings are `dim` floats. ComplEx and RotatE read them as `dim / 2` complex numbers: real
+//! parts first, imaginary parts second (so `dim` must be even). A RotatE relation is `dim / 2`
+//! phases θ (`r = e^{iθ}`, so the unit modulus holds by construction): see
+//! [`ScoreFn::relation_dim`].
 
+use ndarray::{Array2, ArrayView2};
 use thiserror::Error;
 
 /// The scoring function.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
 pub enum ScoreFn {
     /// DistMult (Yang et al. 2015): `Σ h∘r∘t`.
     #[value(name = "distmult")]
+    #[serde(rename = "distmult")]
     DistMult,
     /// ComplEx (Trouillon et al. 2016): `Re Σ h∘r∘conj(t)`.
     #[value(name = "complex")]
+    #[serde(rename = "complex")]
     ComplEx,
+    /// TransE (Bordes et al. 2013) with the L1 distance: `−‖h + r − t‖₁`.
+    #[value(name = "transe-l1")]
+    #[serde(rename = "transe-l1")]
+    TransEL1,
+    /// TransE with the L2 distance: `−‖h + r − t‖₂`.
+    #[value(name = "transe-l2")]
+    #[serde(rename = "transe-l2")]
+    TransEL2,
+    /// RotatE (Sun et al. 2019): `−‖h ∘ e^{iθ} − t‖₂`.
+    #[value(name = "rotate")]
+    #[serde(rename = "rotate")]
+    RotatE,
+}
+
+/// How a query meets a candidate entity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Interaction {
+    /// `q · c`.
+    Dot,
+    /// `−‖q − c‖₁`.
+    L1,
+    /// `−‖q − c‖₂`.
+    L2,
 }
 
 /// A dimension the scoring function cannot use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("{model:?} needs a positive{} embedding dimension, got {dim}", if *.model == ScoreFn::ComplEx { " even" } else { "" })]
+#[error("{model:?} needs a positive{} embedding dimension, got {dim}", if .model.complex() { " even" } else { "" })]
 pub struct DimError {
     /// The scoring function.
     pub model: ScoreFn,
@@ -32,13 +66,32 @@ pub struct DimError {
 }
 
 impl ScoreFn {
+    /// Whether embeddings are complex (real parts, then imaginary parts).
+    pub fn complex(self) -> bool {
+        matches!(self, ScoreFn::ComplEx | ScoreFn::RotatE)
+    }
+
     /// `Ok` if `dim` suits this scoring function.
     pub fn check_dim(self, dim: usize) -> Result<(), DimError> {
-        let ok = dim > 0 && (self == ScoreFn::DistMult || dim.is_multiple_of(2));
+        let ok = dim > 0 && (!self.complex() || dim.is_multiple_of(2));
         if ok { Ok(()) } else { Err(DimError { model: self, dim }) }
     }
 
-    /// Tail query `q` with `score(h, r, t) = q · t`, written into `q`.
+    /// Floats per relation for entity dimension `dim`: `dim`, except RotatE's `dim / 2` phases.
+    pub fn relation_dim(self, dim: usize) -> usize {
+        if self == ScoreFn::RotatE { dim / 2 } else { dim }
+    }
+
+    /// How queries meet candidates.
+    pub fn interaction(self) -> Interaction {
+        match self {
+            ScoreFn::DistMult | ScoreFn::ComplEx => Interaction::Dot,
+            ScoreFn::TransEL1 => Interaction::L1,
+            ScoreFn::TransEL2 | ScoreFn::RotatE => Interaction::L2,
+        }
+    }
+
+    /// Tail query `q` with `score(h, r, t) = s(q, t)`, written into `q`.
     pub fn tail_query(self, h: &[f32], r: &[f32], q: &mut [f32]) {
         match self {
             ScoreFn::DistMult => {
@@ -56,10 +109,16 @@ impl ScoreFn {
                     qi[j] = hr[j] * ri[j] + hi[j] * rr[j];
                 }
             }
+            ScoreFn::TransEL1 | ScoreFn::TransEL2 => {
+                for ((q, h), r) in q.iter_mut().zip(h).zip(r) {
+                    *q = h + r;
+                }
+            }
+            ScoreFn::RotatE => rotate(h, r, 1.0, q),
         }
     }
 
-    /// Head query `p` with `score(h, r, t) = h · p`, written into `p`.
+    /// Head query `p` with `score(h, r, t) = s(p, h)`, written into `p`.
     pub fn head_query(self, r: &[f32], t: &[f32], p: &mut [f32]) {
         match self {
             ScoreFn::DistMult => self.tail_query(r, t, p),
@@ -73,6 +132,12 @@ impl ScoreFn {
                     pi[j] = rr[j] * ti[j] - ri[j] * tr[j];
                 }
             }
+            ScoreFn::TransEL1 | ScoreFn::TransEL2 => {
+                for ((p, t), r) in p.iter_mut().zip(t).zip(r) {
+                    *p = t - r;
+                }
+            }
+            ScoreFn::RotatE => rotate(t, r, -1.0, p),
         }
     }
 
@@ -103,6 +168,13 @@ impl ScoreFn {
                     dr[k + j] += -gr * hi + gi * hr;
                 }
             }
+            ScoreFn::TransEL1 | ScoreFn::TransEL2 => {
+                for j in 0..h.len() {
+                    dh[j] += dq[j];
+                    dr[j] += dq[j];
+                }
+            }
+            ScoreFn::RotatE => rotate_backward(h, r, 1.0, dq, dh, dr),
         }
     }
 
@@ -129,6 +201,13 @@ impl ScoreFn {
                     dt[k + j] += gr * ri + gi * rr;
                 }
             }
+            ScoreFn::TransEL1 | ScoreFn::TransEL2 => {
+                for j in 0..t.len() {
+                    dt[j] += dp[j];
+                    dr[j] -= dp[j];
+                }
+            }
+            ScoreFn::RotatE => rotate_backward(t, r, -1.0, dp, dt, dr),
         }
     }
 
@@ -136,7 +215,128 @@ impl ScoreFn {
     pub fn score(self, h: &[f32], r: &[f32], t: &[f32]) -> f32 {
         let mut q = vec![0.0; h.len()];
         self.tail_query(h, r, &mut q);
-        dot(&q, t)
+        self.interaction().score(&q, t)
+    }
+}
+
+/// `out = x ∘ e^{i·sign·θ}` for complex `x` (real parts, then imaginary) and phases `theta`.
+fn rotate(x: &[f32], theta: &[f32], sign: f32, out: &mut [f32]) {
+    let k = x.len() / 2;
+    for j in 0..k {
+        let (s, c) = (sign * theta[j]).sin_cos();
+        let (xr, xi) = (x[j], x[k + j]);
+        out[j] = xr * c - xi * s;
+        out[k + j] = xr * s + xi * c;
+    }
+}
+
+/// The gradient of [`rotate`]: `dout` back to `dx` (rotated back) and `dtheta` (added).
+fn rotate_backward(
+    x: &[f32],
+    theta: &[f32],
+    sign: f32,
+    dout: &[f32],
+    dx: &mut [f32],
+    dt: &mut [f32],
+) {
+    let k = x.len() / 2;
+    for j in 0..k {
+        let (s, c) = (sign * theta[j]).sin_cos();
+        let (xr, xi) = (x[j], x[k + j]);
+        let (gr, gi) = (dout[j], dout[k + j]);
+        dx[j] += gr * c + gi * s;
+        dx[k + j] += -gr * s + gi * c;
+        // ∂out/∂θ = sign · i · out.
+        let (or, oi) = (xr * c - xi * s, xr * s + xi * c);
+        dt[j] += sign * (-gr * oi + gi * or);
+    }
+}
+
+impl Interaction {
+    /// `s(q, c)`.
+    pub fn score(self, q: &[f32], c: &[f32]) -> f32 {
+        match self {
+            Interaction::Dot => dot(q, c),
+            Interaction::L1 => -q.iter().zip(c).map(|(a, b)| (a - b).abs()).sum::<f32>(),
+            Interaction::L2 => -q.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt(),
+        }
+    }
+
+    /// Add `g · ∂s/∂q` to `dq` and `g · ∂s/∂c` to `dc`. At `q = c` the L2 distance has no
+    /// gradient; it counts as 0 there (as does `sign(0)` for L1).
+    pub fn backward(self, q: &[f32], c: &[f32], g: f32, dq: &mut [f32], dc: &mut [f32]) {
+        match self {
+            Interaction::Dot => {
+                for j in 0..q.len() {
+                    dq[j] += g * c[j];
+                    dc[j] += g * q[j];
+                }
+            }
+            Interaction::L1 => {
+                for j in 0..q.len() {
+                    let d = q[j] - c[j];
+                    let s = if d > 0.0 {
+                        g
+                    } else if d < 0.0 {
+                        -g
+                    } else {
+                        0.0
+                    };
+                    dq[j] -= s;
+                    dc[j] += s;
+                }
+            }
+            Interaction::L2 => {
+                let norm = -self.score(q, c);
+                if norm > 0.0 {
+                    let k = g / norm;
+                    for j in 0..q.len() {
+                        let d = k * (q[j] - c[j]);
+                        dq[j] -= d;
+                        dc[j] += d;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `s(qᵢ, cⱼ)` for every query row `i` and candidate row `j`, each exactly as
+    /// [`score`](Self::score) computes it (training: the gradients are of these values).
+    pub fn score_pairs(self, q: ArrayView2<'_, f32>, cands: ArrayView2<'_, f32>) -> Array2<f32> {
+        match self {
+            Interaction::Dot => q.dot(&cands.t()),
+            _ => Array2::from_shape_fn((q.nrows(), cands.nrows()), |(i, j)| {
+                let (a, b) = (q.row(i), cands.row(j));
+                self.score(
+                    a.as_slice().expect("standard layout"),
+                    b.as_slice().expect("standard layout"),
+                )
+            }),
+        }
+    }
+
+    /// `s(qᵢ, cⱼ)` for every query row `i` and candidate row `j` (`queries × candidates`): one
+    /// matrix product for [`Interaction::Dot`] and L2 (`‖q − c‖² = ‖q‖² − 2 q·c + ‖c‖²`), a
+    /// direct loop for L1.
+    pub fn score_all(self, q: ArrayView2<'_, f32>, cands: ArrayView2<'_, f32>) -> Array2<f32> {
+        match self {
+            Interaction::Dot => q.dot(&cands.t()),
+            Interaction::L2 => {
+                let mut s = q.dot(&cands.t());
+                let qn: Vec<f32> = q.rows().into_iter().map(|r| r.dot(&r)).collect();
+                let cn: Vec<f32> = cands.rows().into_iter().map(|r| r.dot(&r)).collect();
+                for (mut row, qn) in s.rows_mut().into_iter().zip(qn) {
+                    for (x, cn) in row.iter_mut().zip(&cn) {
+                        *x = -(qn - 2.0 * *x + cn).max(0.0).sqrt();
+                    }
+                }
+                s
+            }
+            Interaction::L1 => Array2::from_shape_fn((q.nrows(), cands.nrows()), |(i, j)| {
+                let (a, b) = (q.row(i), cands.row(j));
+                -a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).sum::<f32>()
+            }),
+        }
     }
 }
 
@@ -146,7 +346,8 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// The training loss over one positive's scores and its negatives'.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Loss {
     /// Softmax cross-entropy: `−s₀ + log Σᵢ exp sᵢ` over the positive (index 0) and negatives.
     #[value(name = "softmax")]
@@ -154,6 +355,16 @@ pub enum Loss {
     /// Logistic: `softplus(−s₀) + mean over negatives of softplus(sᵢ)`.
     #[value(name = "logistic")]
     Logistic,
+    /// Binary cross-entropy with logits, PyKEEN's `SoftplusLoss`/`BCEWithLogitsLoss`:
+    /// `softplus(−s₀) + Σᵢ softplus(sᵢ)`, averaged over all `1 + k` scores here and over the
+    /// batch's positives and sides by the step ([`Loss::mean_reduced`]), so the objective is the
+    /// mean over all `B·(1+k)` scores of each side.
+    #[value(name = "softplus")]
+    Softplus,
+    /// Pairwise margin ranking (TransE's): the mean over negatives of `max(0, γ − s₀ + sᵢ)`,
+    /// with `γ` = `--margin`; averaged over positives and sides by the step.
+    #[value(name = "margin")]
+    Margin,
 }
 
 fn softplus(x: f32) -> f32 {
@@ -170,9 +381,16 @@ fn sigmoid(x: f32) -> f32 {
 }
 
 impl Loss {
+    /// Whether the batch objective is the mean over positives and sides (PyKEEN's convention
+    /// for softplus and margin) rather than the sum (softmax and logistic, as the GPU kernels
+    /// compute them).
+    pub fn mean_reduced(self) -> bool {
+        matches!(self, Loss::Softplus | Loss::Margin)
+    }
+
     /// The loss of `scores` (the positive first) and its gradient w.r.t. each score, written to
-    /// `grad` (same length).
-    pub fn loss_and_grad(self, scores: &[f32], grad: &mut [f32]) -> f32 {
+    /// `grad` (same length). `margin` is γ of [`Loss::Margin`] (ignored by the others).
+    pub fn loss_and_grad(self, scores: &[f32], grad: &mut [f32], margin: f32) -> f32 {
         match self {
             Loss::Softmax => {
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -197,13 +415,67 @@ impl Loss {
                 }
                 loss
             }
+            Loss::Softplus => {
+                let n = scores.len() as f32;
+                let mut loss = softplus(-scores[0]) / n;
+                grad[0] = -sigmoid(-scores[0]) / n;
+                for (g, s) in grad[1..].iter_mut().zip(&scores[1..]) {
+                    loss += softplus(*s) / n;
+                    *g = sigmoid(*s) / n;
+                }
+                loss
+            }
+            Loss::Margin => {
+                let n = (scores.len() - 1).max(1) as f32;
+                let (mut loss, mut g0) = (0.0, 0.0);
+                for (g, s) in grad[1..].iter_mut().zip(&scores[1..]) {
+                    let v = margin - scores[0] + s;
+                    *g = if v > 0.0 { 1.0 / n } else { 0.0 };
+                    loss += v.max(0.0) / n;
+                    g0 -= *g;
+                }
+                grad[0] = g0;
+                loss
+            }
         }
+    }
+}
+
+/// A penalty on the embeddings each positive uses (per use, so frequent entities weigh more).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Regularizer {
+    /// Squared L2: `w · Σ x²`.
+    L2,
+    /// The N3 norm of Lacroix et al. (2018), coordinate-wise on the real layout: `w · Σ |x|³`.
+    N3,
+}
+
+impl Regularizer {
+    /// Add `scale · w · ∂/∂x` of the penalty of `x` to `dx`; return the (unscaled) penalty.
+    pub fn apply(self, w: f32, scale: f32, x: &[f32], dx: &mut [f32]) -> f32 {
+        let mut pen = 0.0;
+        for (x, d) in x.iter().zip(dx) {
+            match self {
+                Regularizer::L2 => {
+                    pen += x * x;
+                    *d += scale * 2.0 * w * x;
+                }
+                Regularizer::N3 => {
+                    pen += x.abs() * x * x;
+                    *d += scale * 3.0 * w * x * x.abs();
+                }
+            }
+        }
+        w * pen
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const MARGIN: f64 = 1.0;
 
     fn lcg(seed: &mut u64) -> f32 {
         *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -228,9 +500,35 @@ mod tests {
             .collect()
     }
 
+    const ALL: [ScoreFn; 5] = [
+        ScoreFn::DistMult,
+        ScoreFn::ComplEx,
+        ScoreFn::TransEL1,
+        ScoreFn::TransEL2,
+        ScoreFn::RotatE,
+    ];
+    const LOSSES: [Loss; 4] = [Loss::Softmax, Loss::Logistic, Loss::Softplus, Loss::Margin];
+
     /// Reference scores in f64, straight from the papers' definitions.
     fn score64(m: ScoreFn, h: &[f64], r: &[f64], t: &[f64]) -> f64 {
         match m {
+            ScoreFn::TransEL1 => -(0..h.len()).map(|j| (h[j] + r[j] - t[j]).abs()).sum::<f64>(),
+            ScoreFn::TransEL2 => {
+                -(0..h.len()).map(|j| (h[j] + r[j] - t[j]).powi(2)).sum::<f64>().sqrt()
+            }
+            ScoreFn::RotatE => {
+                // ‖h ∘ e^{iθ} − t‖₂ over complex coordinates; r holds the phases θ.
+                let k = h.len() / 2;
+                -(0..k)
+                    .map(|j| {
+                        let (c, s) = (r[j].cos(), r[j].sin());
+                        let re = h[j] * c - h[k + j] * s - t[j];
+                        let im = h[j] * s + h[k + j] * c - t[k + j];
+                        re * re + im * im
+                    })
+                    .sum::<f64>()
+                    .sqrt()
+            }
             ScoreFn::DistMult => (0..h.len()).map(|j| h[j] * r[j] * t[j]).sum(),
             ScoreFn::ComplEx => {
                 let k = h.len() / 2;
@@ -249,14 +547,23 @@ mod tests {
     #[test]
     fn both_queries_give_the_reference_score() {
         let mut seed = 1;
-        for m in [ScoreFn::DistMult, ScoreFn::ComplEx] {
+        for m in ALL {
             let v = vecs(&mut seed, 3, 8);
             let (h, r, t) = (&v[0], &v[1], &v[2]);
             let want = score64(m, &to64(h), &to64(r), &to64(t));
             let mut p = vec![0.0; 8];
             m.head_query(r, t, &mut p);
             assert!((m.score(h, r, t) as f64 - want).abs() < 1e-5, "{m:?}");
-            assert!((dot(h, &p) as f64 - want).abs() < 1e-5, "{m:?}");
+            assert!((m.interaction().score(&p, h) as f64 - want).abs() < 1e-5, "{m:?}");
+            // Ranking all candidates gives the same scores as one by one.
+            let e = ndarray::Array2::from_shape_vec((3, 8), v.concat()).unwrap();
+            let mut q = vec![0.0; 8];
+            m.tail_query(h, r, &mut q);
+            let q = ndarray::Array2::from_shape_vec((1, 8), q).unwrap();
+            let all = m.interaction().score_all(q.view(), e.view());
+            let pairs = m.interaction().score_pairs(q.view(), e.view());
+            assert!((all[[0, 2]] as f64 - want).abs() < 1e-4, "{m:?}");
+            assert!((pairs[[0, 2]] as f64 - want).abs() < 1e-5, "{m:?}");
         }
         // ComplEx is not symmetric in h and t; DistMult is.
         let v = vecs(&mut seed, 3, 8);
@@ -278,8 +585,8 @@ mod tests {
     fn gradients_match_finite_differences() {
         let mut seed = 7;
         let dim = 6;
-        for m in [ScoreFn::DistMult, ScoreFn::ComplEx] {
-            for loss in [Loss::Softmax, Loss::Logistic] {
+        for m in ALL {
+            for loss in LOSSES {
                 let v = vecs(&mut seed, 5, dim);
                 // v[0]=h, v[1]=r, v[2]=t (positive), v[3], v[4] = negative tails / heads.
                 let loss64 = |x: &[f64], side: bool| -> f64 {
@@ -294,11 +601,14 @@ mod tests {
                             }
                         })
                         .collect();
+                    let sp = |x: f64| (1.0 + x.exp()).ln();
                     match loss {
                         Loss::Softmax => -s[0] + s.iter().map(|x| x.exp()).sum::<f64>().ln(),
-                        Loss::Logistic => {
-                            let sp = |x: f64| (1.0 + x.exp()).ln();
-                            sp(-s[0]) + (sp(s[1]) + sp(s[2])) / 2.0
+                        Loss::Logistic => sp(-s[0]) + (sp(s[1]) + sp(s[2])) / 2.0,
+                        Loss::Softplus => (sp(-s[0]) + sp(s[1]) + sp(s[2])) / 3.0,
+                        Loss::Margin => {
+                            let h = |x: f64| (MARGIN - s[0] + x).max(0.0);
+                            (h(s[1]) + h(s[2])) / 2.0
                         }
                     }
                 };
@@ -313,17 +623,15 @@ mod tests {
                     } else {
                         m.head_query(&v[1], &v[0], &mut query);
                     }
-                    let scores: Vec<f32> = (2..5).map(|c| dot(&query, &v[c])).collect();
+                    let inter = m.interaction();
+                    let scores: Vec<f32> = (2..5).map(|c| inter.score(&query, &v[c])).collect();
                     let mut g = [0.0; 3];
-                    let l = loss.loss_and_grad(&scores, &mut g);
+                    let l = loss.loss_and_grad(&scores, &mut g, MARGIN as f32);
                     assert!((l as f64 - loss64(&to64(&flat), side)).abs() < 1e-4);
                     let mut grad = vec![vec![0.0f32; dim]; 5];
                     let mut dq = vec![0.0; dim];
                     for (c, gc) in (2..5).zip(g) {
-                        for j in 0..dim {
-                            dq[j] += gc * v[c][j];
-                            grad[c][j] += gc * query[j];
-                        }
+                        inter.backward(&query, &v[c], gc, &mut dq, &mut grad[c]);
                     }
                     let (g0, rest) = grad.split_at_mut(1);
                     if side {
@@ -343,12 +651,36 @@ mod tests {
     }
 
     #[test]
+    fn regularizers_match_finite_differences() {
+        let mut seed = 3;
+        let x = vecs(&mut seed, 1, 7).remove(0);
+        for reg in [Regularizer::L2, Regularizer::N3] {
+            let pen64 = |x: &[f64]| -> f64 {
+                0.3 * match reg {
+                    Regularizer::L2 => x.iter().map(|v| v * v).sum::<f64>(),
+                    Regularizer::N3 => x.iter().map(|v| v.abs().powi(3)).sum::<f64>(),
+                }
+            };
+            let mut dx = vec![0.0; 7];
+            let pen = reg.apply(0.3, 0.5, &x, &mut dx);
+            assert!((pen as f64 - pen64(&to64(&x))).abs() < 1e-5, "{reg:?}");
+            for (a, w) in dx.iter().zip(numeric_grad(&x, pen64)) {
+                assert!((*a as f64 - 0.5 * w).abs() < 1e-4, "{reg:?}: {a} vs {}", 0.5 * w);
+            }
+        }
+    }
+
+    #[test]
     fn losses_are_stable_for_large_scores() {
         let mut g = [0.0; 3];
-        let l = Loss::Softmax.loss_and_grad(&[1000.0, 0.0, -1000.0], &mut g);
+        let l = Loss::Softmax.loss_and_grad(&[1000.0, 0.0, -1000.0], &mut g, 0.0);
         assert!(l.is_finite() && l.abs() < 1e-3, "{l}");
-        let l = Loss::Logistic.loss_and_grad(&[-100.0, 100.0, 0.0], &mut g);
+        let l = Loss::Logistic.loss_and_grad(&[-100.0, 100.0, 0.0], &mut g, 0.0);
         assert!(l.is_finite() && (l - (100.0 + 50.0 + 0.5 * 2f32.ln())).abs() < 1e-2, "{l}");
+        let l = Loss::Softplus.loss_and_grad(&[-100.0, 100.0, 0.0], &mut g, 0.0);
+        assert!(l.is_finite() && (l - (200.0 + 2f32.ln()) / 3.0).abs() < 1e-2, "{l}");
+        assert_eq!(ScoreFn::RotatE.check_dim(5), Err(DimError { model: ScoreFn::RotatE, dim: 5 }));
+        assert!(ScoreFn::TransEL1.check_dim(5).is_ok());
         assert_eq!(
             ScoreFn::ComplEx.check_dim(5),
             Err(DimError { model: ScoreFn::ComplEx, dim: 5 })

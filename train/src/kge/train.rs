@@ -1,12 +1,14 @@
 //! The training loop: epochs of batches through one of the engine's modes, a valid-MRR
 //! evaluation after each epoch, test metrics at the end, and the recorded computation order.
 
-use super::batch::{KgeBatch, Sampling};
+use super::batch::{KgeBatch, NegSampling, Sampling};
 use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate};
-use super::gpu::{CudaKgeModel, Device, check_device, cuda_device};
-use super::score::{DimError, Loss, ScoreFn};
-use super::step::{KgeModel, StepConfig, init_entities};
+use super::gpu::{CudaKgeModel, Device, check_device, cuda_device, unsupported};
+use super::init::{Init, init_entities, init_relations};
+use super::optim::Optimizer;
+use super::score::{DimError, Loss, Regularizer, ScoreFn};
+use super::step::{KgeModel, StepConfig};
 use ndarray::{ArrayView2, s};
 use ordo::engine::{
     self, Batch, Engine, EngineConfig, EngineError, Model, StageHook, StepError, StopCause,
@@ -18,7 +20,8 @@ use std::time::Instant;
 use thiserror::Error;
 
 /// How batches go through the pipeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// One batch in flight: the reference.
     Sync,
@@ -54,12 +57,24 @@ pub struct TrainConfig {
     pub loss: Loss,
     /// Embedding floats per entity and relation.
     pub dim: usize,
-    /// Adagrad learning rate.
+    /// Learning rate.
     pub lr: f32,
-    /// L2 weight per use of an embedding.
+    /// Optimizer (its state travels with each entity row).
+    pub optimizer: Optimizer,
+    /// Regularizer weight per use of an embedding (0 = off).
     pub reg: f32,
-    /// Initial embeddings are uniform in `[-init, init)`.
-    pub init: f32,
+    /// The regularizer `reg` weighs.
+    pub regularizer: Regularizer,
+    /// Initial distribution of embeddings.
+    pub init: Init,
+    /// Its scale (uniform bound, normal standard deviation, Xavier gain).
+    pub init_scale: f32,
+    /// γ of the margin loss.
+    pub margin: f32,
+    /// Inverse relations (tail-only corruption through `r⁻¹` for the head side).
+    pub reciprocal: bool,
+    /// Where negatives come from.
+    pub neg_sampling: NegSampling,
     /// Passes over the training triples.
     pub epochs: usize,
     /// Positives per batch.
@@ -87,8 +102,14 @@ impl Default for TrainConfig {
             loss: Loss::Softmax,
             dim: 100,
             lr: 0.1,
+            optimizer: Optimizer::Adagrad,
             reg: 0.0,
-            init: 0.1,
+            regularizer: Regularizer::L2,
+            init: Init::Uniform,
+            init_scale: 0.1,
+            margin: 1.0,
+            reciprocal: false,
+            neg_sampling: NegSampling::Uniform,
             epochs: 25,
             batch_size: 128,
             negatives: 64,
@@ -111,11 +132,28 @@ impl TrainConfig {
             negatives: self.negatives,
             chunk: self.chunk,
             entities: d.entities.len() as u32,
+            neg_sampling: self.neg_sampling,
         }
     }
 
-    fn step_config(&self) -> StepConfig {
-        StepConfig { score: self.score, loss: self.loss, dim: self.dim, lr: self.lr, reg: self.reg }
+    /// The step's hyper-parameters.
+    pub fn step_config(&self) -> StepConfig {
+        StepConfig {
+            score: self.score,
+            loss: self.loss,
+            dim: self.dim,
+            lr: self.lr,
+            reg: self.reg,
+            regularizer: self.regularizer,
+            optimizer: self.optimizer,
+            margin: self.margin,
+            reciprocal: self.reciprocal,
+        }
+    }
+
+    /// Floats per entity row (embedding and optimizer state).
+    pub fn row_width(&self) -> usize {
+        self.step_config().row_width()
     }
 
     /// A fresh model and entity store, initialized from the seed.
@@ -129,11 +167,25 @@ impl TrainConfig {
         if !(self.lr > 0.0 && self.lr.is_finite()) {
             return Err(TrainError::Config("--lr must be a positive number"));
         }
-        let n = d.entities.len();
-        let rows = init_entities(n, self.dim, self.init, self.seed);
+        let non_negative = |x: f32| x >= 0.0 && x.is_finite();
+        if !(non_negative(self.init_scale) && non_negative(self.reg) && self.margin.is_finite()) {
+            return Err(TrainError::Config(
+                "--init-scale and --reg-weight must be non-negative numbers, --margin a number",
+            ));
+        }
+        let (n, sc) = (d.entities.len(), self.step_config());
+        let init = (self.init, self.init_scale);
+        let rows = init_entities(n, self.dim, sc.row_width(), init, self.seed);
         let store =
-            RowStore::from_values(n, 2 * self.dim, &rows).expect("init has n × 2·dim floats");
-        Ok((KgeModel::new(self.step_config(), d.relations.len(), self.init, self.seed), store))
+            RowStore::from_values(n, sc.row_width(), &rows).expect("init has n × row floats");
+        let rel = init_relations(
+            sc.relation_rows(d.relations.len()),
+            sc.relation_dim(),
+            init,
+            self.score == ScoreFn::RotatE,
+            self.seed,
+        );
+        Ok((KgeModel::with_relations(sc, d.relations.len(), rel), store))
     }
 }
 
@@ -244,10 +296,14 @@ pub struct RunResult {
     pub test: Metrics,
     /// The computation order of each epoch (batch ids in the order the device stepped them).
     pub order: Vec<Vec<u64>>,
-    /// Final entity rows, `entities × 2·dim` (embedding, then Adagrad sums).
+    /// Final entity rows, `entities × row_width` (embedding, then optimizer state).
     pub entity_rows: Vec<f32>,
-    /// Final relation embeddings, `relations × dim`.
+    /// Floats per entity row.
+    pub row_width: usize,
+    /// Final relation parameters, `relation rows × relation_dim`.
     pub relations: Vec<f32>,
+    /// Floats per relation row.
+    pub relation_dim: usize,
     /// Final dense state of the model (relations and their Adagrad sums).
     pub dense: Vec<f32>,
     /// Rows that OAC's validation replaced with a newer value from its cache (stale reads it
@@ -274,7 +330,7 @@ impl RunResult {
 
     /// Entity embeddings only, `entities × dim`.
     pub fn entity_embeddings(&self, dim: usize) -> Vec<f32> {
-        self.entity_rows.chunks(2 * dim).flat_map(|r| r[..dim].iter().copied()).collect()
+        self.entity_rows.chunks(self.row_width).flat_map(|r| r[..dim].iter().copied()).collect()
     }
 }
 
@@ -302,11 +358,11 @@ pub fn metrics(
     triples: &[Triple],
     filter: &Filter,
 ) -> Metrics {
-    let dim = cfg.dim;
-    let rows = ArrayView2::from_shape((store_rows.len() / (2 * dim), 2 * dim), store_rows)
-        .expect("rows are 2·dim wide");
-    let rel = ArrayView2::from_shape((relations.len() / dim, dim), relations).expect("dim wide");
-    evaluate(cfg.score, rows.slice(s![.., ..dim]), rel, triples, filter)
+    let (dim, w, rdim) = (cfg.dim, cfg.row_width(), cfg.step_config().relation_dim());
+    let rows =
+        ArrayView2::from_shape((store_rows.len() / w, w), store_rows).expect("rows are w wide");
+    let rel = ArrayView2::from_shape((relations.len() / rdim, rdim), relations).expect("rdim wide");
+    evaluate((cfg.score, cfg.reciprocal), rows.slice(s![.., ..dim]), rel, triples, filter)
 }
 
 impl Mode {
@@ -399,6 +455,11 @@ fn drive(
     progress: Option<&StageHook>,
 ) -> Result<RunResult, TrainError> {
     check_device(cfg.device)?;
+    if cfg.device == Device::Cuda
+        && let Some(why) = unsupported(&cfg.step_config())
+    {
+        return Err(TrainError::Config(why));
+    }
     let (cpu_model, store) = cfg.init(d)?;
     let (mut model, mut device) = match cfg.device {
         Device::Cpu => (Stepper::Cpu(cpu_model), None),
@@ -482,7 +543,9 @@ fn drive(
         test,
         order: orders,
         entity_rows,
+        row_width: cfg.row_width(),
         relations,
+        relation_dim: cfg.step_config().relation_dim(),
         dense: model.dense()?,
         rows_replaced,
     })
@@ -495,7 +558,8 @@ mod tests {
     #[test]
     fn divergence_stops_training_with_a_clear_error_in_every_mode() {
         let d = Dataset::load("nations").unwrap();
-        let cfg = TrainConfig { dim: 8, epochs: 3, lr: 1e30, init: 1e18, ..TrainConfig::default() };
+        let cfg =
+            TrainConfig { dim: 8, epochs: 3, lr: 1e30, init_scale: 1e18, ..TrainConfig::default() };
         for mode in Mode::ALL {
             let err = train(&d, &cfg, mode, &mut |_| {}, None).unwrap_err();
             assert!(matches!(err, TrainError::Step(_)), "{mode:?}: {err}");

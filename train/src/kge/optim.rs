@@ -1,0 +1,88 @@
+//! The optimizers of the KGE step: Adagrad and Adam, sparse (only the rows a batch uses move).
+//!
+//! **State travels with the row.** An entity row in the engine's store is
+//! `[embedding (dim) | optimizer state (state_width(dim))]`, so the state is read, validated and
+//! written back with the embedding, and OAC's equivalence to the synchronous replay covers it.
+//! Adam keeps its step count per row (the row's own number of updates), so no global counter
+//! leaks between batches that share no row.
+
+/// Adagrad's denominator guard (`--device cuda` passes the same to ordo-gpu's kernels).
+pub const ADAGRAD_EPS: f32 = 1e-10;
+/// Adam's first-moment decay.
+pub const ADAM_BETA1: f32 = 0.9;
+/// Adam's second-moment decay.
+pub const ADAM_BETA2: f32 = 0.999;
+/// Adam's denominator guard.
+pub const ADAM_EPS: f32 = 1e-8;
+
+/// The optimizer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Optimizer {
+    /// Adagrad (Duchi et al. 2011): `acc += g²; w −= lr·g/(√acc + ε)`.
+    #[default]
+    Adagrad,
+    /// Adam (Kingma & Ba 2015) with bias correction by the row's own step count.
+    Adam,
+}
+
+impl Optimizer {
+    /// Floats of state per parameter row of `dim` floats: Adagrad's sums (`dim`), Adam's two
+    /// moments and step count (`2·dim + 1`).
+    pub fn state_width(self, dim: usize) -> usize {
+        match self {
+            Optimizer::Adagrad => dim,
+            Optimizer::Adam => 2 * dim + 1,
+        }
+    }
+
+    /// One update of `w` (a row of `dim` floats) with gradient `g` and state `state`
+    /// (`state_width(dim)` floats).
+    pub fn update(self, w: &mut [f32], state: &mut [f32], g: &[f32], lr: f32) {
+        match self {
+            Optimizer::Adagrad => {
+                for ((w, a), g) in w.iter_mut().zip(state.iter_mut()).zip(g) {
+                    *a += g * g;
+                    *w -= lr * g / (a.sqrt() + ADAGRAD_EPS);
+                }
+            }
+            Optimizer::Adam => {
+                let dim = w.len();
+                let (m, rest) = state.split_at_mut(dim);
+                let (v, t) = rest.split_at_mut(dim);
+                // The count is a float so the row stays one f32 slice; exact up to 2²⁴ updates.
+                t[0] += 1.0;
+                let step = t[0] as i32;
+                let c1 = 1.0 - ADAM_BETA1.powi(step);
+                let c2 = 1.0 - ADAM_BETA2.powi(step);
+                for j in 0..dim {
+                    m[j] = ADAM_BETA1 * m[j] + (1.0 - ADAM_BETA1) * g[j];
+                    v[j] = ADAM_BETA2 * v[j] + (1.0 - ADAM_BETA2) * g[j] * g[j];
+                    w[j] -= lr * (m[j] / c1) / ((v[j] / c2).sqrt() + ADAM_EPS);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adagrad_and_adam_take_their_textbook_first_steps() {
+        let (mut w, mut s) = (vec![1.0f32, -1.0], vec![0.0; 2]);
+        Optimizer::Adagrad.update(&mut w, &mut s, &[2.0, -0.5], 0.1);
+        // First Adagrad step: w − lr·sign(g).
+        assert!((w[0] - 0.9).abs() < 1e-6 && (w[1] + 0.9).abs() < 1e-6, "{w:?}");
+        assert_eq!(s, [4.0, 0.25]);
+        let (mut w, mut s) = (vec![1.0f32, -1.0], vec![0.0; Optimizer::Adam.state_width(2)]);
+        Optimizer::Adam.update(&mut w, &mut s, &[2.0, -0.5], 0.1);
+        // First bias-corrected Adam step is also w − lr·sign(g).
+        assert!((w[0] - 0.9).abs() < 1e-5 && (w[1] + 0.9).abs() < 1e-5, "{w:?}");
+        assert_eq!(s[4], 1.0, "the row's step count");
+        Optimizer::Adam.update(&mut w, &mut s, &[0.0, 0.0], 0.1);
+        assert_eq!(s[4], 2.0);
+        assert!(w[0] < 0.9, "momentum keeps moving w: {w:?}");
+    }
+}
