@@ -7,6 +7,7 @@
 //! order sequentially.
 #![warn(missing_docs)]
 
+pub mod accumulate;
 pub mod controller;
 pub mod error;
 pub mod gather;

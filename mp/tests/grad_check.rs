@@ -233,3 +233,31 @@ fn softmax_loss_gradient_is_that_of_the_mean_loss() {
         assert!((num - ana).abs() < 1e-3, "element {idx}: numeric {num}, backward {ana}");
     }
 }
+
+#[test]
+fn lookup_table_gradient_is_the_scattered_output_gradient() {
+    use ordo_mp::nodes::Lookup;
+    let table = common::matrix(5, 3, 1.0, 20);
+    let ids = ndarray::arr2(&[[4.0f32], [1.0], [4.0]]);
+    let mut l = Lookup::new(table.clone(), Optimizer::sgd(1.0), 1).unwrap();
+    let mut e = Emit::new(true);
+    l.forward(0, st(0), ids.clone(), &mut e).unwrap();
+    let y = match &e.out[0] {
+        Out::Forward { payload, .. } => payload.clone(),
+        o => panic!("{o:?}"),
+    };
+    assert_eq!(y.row(0), table.row(4));
+    let c = common::matrix(3, 3, 1.0, 21);
+    let mut e = Emit::new(true);
+    l.backward(0, st(0), c.clone(), &mut e).unwrap();
+    assert!(matches!(&e.out[..], [Out::Update(_), Out::Backward { port: 0, .. }]));
+    l.update(st(0), &mut e).unwrap();
+    // L = <c, table[ids]>: dL/dtable[4] = c[0] + c[2], dL/dtable[1] = c[1], others 0; SGD lr 1.
+    let after = l.params()[0].clone();
+    for j in 0..3 {
+        assert!((table[[4, j]] - (c[[0, j]] + c[[2, j]]) - after[[4, j]]).abs() < 1e-6);
+        assert!((table[[1, j]] - c[[1, j]] - after[[1, j]]).abs() < 1e-6);
+        assert_eq!(table[[0, j]], after[[0, j]]);
+    }
+    assert_eq!(l.pending(), 0);
+}

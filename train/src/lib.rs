@@ -2,6 +2,7 @@
 
 #![warn(missing_docs)]
 
+pub mod amp;
 pub mod kge;
 pub mod plot;
 pub mod rng;

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use ordo_train::{kge, sgd};
+use ordo_train::{amp, kge, sgd};
 
 /// ordo's reference trainers: asynchronous training with the result of synchronous training.
 #[derive(Debug, Parser)]
@@ -13,6 +13,8 @@ struct Cli {
 enum Command {
     /// Knowledge-graph embeddings (link prediction) in sync, async, bounded and OAC modes.
     Kge(kge::cli::KgeArgs),
+    /// AMPNet: asynchronous model-parallel training (mnist, list-reduction).
+    Amp(amp::cli::AmpArgs),
     /// Dense SGD on Fashion-MNIST with Interval-Asynchrony dispatchers.
     Sgd(sgd::cli::SgdArgs),
 }
@@ -22,6 +24,7 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         Command::Kge(args) => kge::cli::run(args),
         Command::Sgd(args) => sgd::cli::run(args),
+        Command::Amp(args) => amp::cli::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

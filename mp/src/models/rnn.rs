@@ -43,8 +43,9 @@ fn enter_loop() -> Isu {
 /// (through an `Isu` entering the loop) and labels (`B × 1`) into the loss. Each step
 /// concatenates `[h | x_t]`, applies the cell `Linear` (replica `instance mod r`, joined by a
 /// `Phi`), ReLU, increments the counter, and a `Cond` either loops back or leaves to the output
-/// layer. Returns the graph and the replica cells; cells go round-robin over the workers, the
-/// output layer after them, light nodes on worker 0.
+/// layer. Returns the graph and the replica cells; with several workers the cells go
+/// round-robin over workers `1..`, and the output layer and the light nodes stay on worker 0
+/// (so the control flow never waits behind a cell).
 pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<NodeId>), MpError> {
     let r = spec.replicas;
     if r == 0 || workers == 0 {
@@ -72,12 +73,12 @@ pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<Node
             spec.opt,
             spec.min_update_interval,
         )?);
-        b.place(cell, i % workers)?;
+        b.place(cell, if workers > 1 { 1 + i % (workers - 1) } else { 0 })?;
         b.connect(split, i, cell, 0)?;
         b.connect(cell, 0, join, i)?;
         cells.push(cell);
     }
-    b.place(out, r % workers)?;
+    b.place(out, 0)?;
     for n in [ctrl, ungroup, enter, phi, concat, split, join, relu, inc, cond, exit, loss] {
         b.place(n, 0)?;
     }

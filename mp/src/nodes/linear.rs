@@ -3,8 +3,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use ordo::mutation::{self, Mutant};
-
+use crate::accumulate::Accumulator;
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
@@ -27,12 +26,7 @@ pub struct Linear {
     w: Payload,
     b: Payload,
     opt: OptState,
-    min_update_interval: usize,
-    gw: Payload,
-    gb: Payload,
-    accumulated: usize,
-    update_requested: bool,
-    updates: u64,
+    acc: Accumulator,
     acts: HashMap<State, Payload>,
     emulate: Option<f64>,
 }
@@ -41,34 +35,21 @@ impl Linear {
     /// A layer with weights `w` (`d_in × d_out`), zero bias, optimizer `opt`, and
     /// `min_update_interval` ≥ 1.
     pub fn new(w: Payload, opt: Optimizer, min_update_interval: usize) -> Result<Linear, MpError> {
-        if min_update_interval == 0 {
-            return Err(MpError::Config("min_update_interval must be at least 1".into()));
-        }
         let b = Payload::zeros((1, w.ncols()));
         let opt = OptState::new(opt, &[&w, &b]);
-        Ok(Linear {
-            gw: Payload::zeros(w.raw_dim()),
-            gb: Payload::zeros(b.raw_dim()),
-            w,
-            b,
-            opt,
-            min_update_interval,
-            accumulated: 0,
-            update_requested: false,
-            updates: 0,
-            acts: HashMap::new(),
-            emulate: None,
-        })
+        let acc = Accumulator::new(&[&w, &b], min_update_interval)?;
+        Ok(Linear { w, b, opt, acc, acts: HashMap::new(), emulate: None })
     }
 
     /// The gradients accumulated since the last update (sums, for `W` and `b`).
     pub fn accumulated(&self) -> (&Payload, &Payload, usize) {
-        (&self.gw, &self.gb, self.accumulated)
+        let s = self.acc.sums();
+        (&s[0], &s[1], self.acc.accumulated())
     }
 
     /// Updates applied so far.
     pub fn updates(&self) -> u64 {
-        self.updates
+        self.acc.updates()
     }
 
     fn sleep(&self, flops: f64) {
@@ -140,39 +121,23 @@ impl Node for Linear {
             self.sleep(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64);
             Payload::zeros(x.raw_dim())
         } else {
-            self.gw += &x.t().dot(&g);
-            self.gb += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
+            let sums = self.acc.sums_mut();
+            sums[0] += &x.t().dot(&g);
+            sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
             g.dot(&self.w.t())
         };
-        self.accumulated += 1;
-        let due = if mutation::active(Mutant::AmpUpdateBeforeInterval) {
-            self.accumulated + 1 >= self.min_update_interval
-        } else {
-            self.accumulated >= self.min_update_interval
-        };
-        if due && !self.update_requested {
-            self.update_requested = true;
-            e.out.push(crate::node::Out::Update(State::new(self.updates)));
-        }
+        e.out.extend(self.acc.added());
         e.backward(0, state, dx);
         Ok(())
     }
 
     fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
-        if !self.update_requested || state != State::new(self.updates) {
-            return Err(MpError::Unexpected { kind: self.kind(), what: "update", state });
-        }
-        let n = self.accumulated as f32;
+        let means = self.acc.take_mean("Linear", state)?;
         if self.emulate.is_some() {
             self.sleep((self.w.nrows() * self.w.ncols()) as f64);
         } else {
-            let gw = std::mem::replace(&mut self.gw, Payload::zeros(self.w.raw_dim())) / n;
-            let gb = std::mem::replace(&mut self.gb, Payload::zeros(self.b.raw_dim())) / n;
-            self.opt.step(&mut [&mut self.w, &mut self.b], &[gw, gb]);
+            self.opt.step(&mut [&mut self.w, &mut self.b], &means);
         }
-        self.accumulated = 0;
-        self.update_requested = false;
-        self.updates += 1;
         Ok(())
     }
 

@@ -1,0 +1,117 @@
+//! `Lookup`: the lookup-table PPT (embeddings), the paper's other parameterized transform.
+
+use std::collections::HashMap;
+
+use crate::accumulate::Accumulator;
+use crate::error::MpError;
+use crate::message::Payload;
+use crate::node::{Emit, Node, check_port};
+use crate::optimizer::{OptState, Optimizer};
+use crate::state::State;
+
+/// Forward: the payload is a column of row ids (`k × 1`, as `f32`); emits the `k` table rows
+/// (`k × d`) and records the ids keyed by state. Backward: adds each gradient row to its table
+/// row's accumulated gradient (no gradient flows to the ids: the backward message to the input
+/// carries zeros of the ids' shape, so the sender still gets its one backward). Updates like
+/// [`Linear`](crate::nodes::Linear): after `min_update_interval` gradients, the mean.
+#[derive(Debug)]
+pub struct Lookup {
+    table: Payload,
+    opt: OptState,
+    acc: Accumulator,
+    ids: HashMap<State, Vec<usize>>,
+}
+
+impl Lookup {
+    /// A lookup table with rows `table` (`n × d`).
+    ///
+    /// ```
+    /// let t = ordo_mp::nodes::Lookup::new(ndarray::Array2::zeros((5, 2)), ordo_mp::optimizer::Optimizer::sgd(0.1), 1).unwrap();
+    /// assert_eq!(ordo_mp::Node::params(&t)[0].dim(), (5, 2));
+    /// ```
+    pub fn new(
+        table: Payload,
+        opt: Optimizer,
+        min_update_interval: usize,
+    ) -> Result<Lookup, MpError> {
+        let opt = OptState::new(opt, &[&table]);
+        let acc = Accumulator::new(&[&table], min_update_interval)?;
+        Ok(Lookup { table, opt, acc, ids: HashMap::new() })
+    }
+}
+
+impl Node for Lookup {
+    fn kind(&self) -> &'static str {
+        "Lookup"
+    }
+    fn inputs(&self) -> usize {
+        1
+    }
+    fn outputs(&self) -> usize {
+        1
+    }
+    fn forward(
+        &mut self,
+        port: usize,
+        state: State,
+        x: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "input", port, 1)?;
+        let n = self.table.nrows();
+        let ids: Vec<usize> = x.iter().map(|&v| v as usize).collect();
+        if x.ncols() != 1 || ids.iter().any(|&i| i >= n) {
+            return Err(MpError::Shape {
+                kind: "Lookup",
+                detail: format!("ids {:?} into {n} rows", x.dim()),
+            });
+        }
+        let y = self.table.select(ndarray::Axis(0), &ids);
+        if e.train {
+            self.ids.insert(state.clone(), ids);
+        }
+        e.forward(0, state, y);
+        Ok(())
+    }
+    fn backward(
+        &mut self,
+        port: usize,
+        state: State,
+        g: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        check_port(self.kind(), "output", port, 1)?;
+        let ids = self
+            .ids
+            .remove(&state)
+            .ok_or_else(|| MpError::NoForward { kind: "Lookup", state: state.clone() })?;
+        if g.dim() != (ids.len(), self.table.ncols()) {
+            return Err(MpError::Shape {
+                kind: "Lookup",
+                detail: format!("gradient {:?}", g.dim()),
+            });
+        }
+        let sum = &mut self.acc.sums_mut()[0];
+        for (r, &i) in ids.iter().enumerate() {
+            let mut row = sum.row_mut(i);
+            row += &g.row(r);
+        }
+        e.out.extend(self.acc.added());
+        e.backward(0, state, Payload::zeros((ids.len(), 1)));
+        Ok(())
+    }
+    fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
+        let means = self.acc.take_mean("Lookup", state)?;
+        self.opt.step(&mut [&mut self.table], &means);
+        Ok(())
+    }
+    fn pending(&self) -> usize {
+        self.ids.len()
+    }
+    fn params(&self) -> Vec<&Payload> {
+        vec![&self.table]
+    }
+    fn params_mut(&mut self) -> Vec<&mut Payload> {
+        vec![&mut self.table]
+    }
+}

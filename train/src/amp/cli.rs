@@ -1,0 +1,176 @@
+//! `ordo-train amp`: AMPNet on mnist or list-reduction, with a progress bar, CSV and PNG.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use clap::{Args, ValueEnum};
+use ordo_mp::optimizer::Optimizer;
+
+use super::list_reduction::generate;
+use super::tasks::{list_graph, list_instances, load_fashion, mnist_graph, mnist_instances};
+use super::train::{EpochPoint, Schedule, time_to_target, train};
+use crate::plot::{Chart, Series, line_chart};
+
+/// Which task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Task {
+    /// 4-layer MLP (784 hidden, ReLU, SGD lr 0.1) on Fashion-MNIST (the paper used MNIST).
+    Mnist,
+    /// Vanilla ReLU RNN (hidden 128) on the list-reduction task of Appendix B.2.
+    ListReduction,
+}
+
+/// Arguments of `ordo-train amp`.
+#[derive(Debug, Args)]
+pub struct AmpArgs {
+    /// The task.
+    #[arg(long, value_enum)]
+    pub task: Task,
+    /// Workers (threads).
+    #[arg(long, default_value_t = 2)]
+    pub workers: usize,
+    /// `max_active_keys`: instances in flight at most.
+    #[arg(long, default_value_t = 1)]
+    pub mak: usize,
+    /// `min_update_interval` of every parameterized node.
+    #[arg(long, default_value_t = 1)]
+    pub mui: usize,
+    /// Replicas of the RNN cell (list-reduction).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
+    /// Sleep as long as a device of this many flop/s would compute, instead of computing
+    /// (Appendix C); accuracies are then meaningless, throughputs are the point.
+    #[arg(long)]
+    pub emulate_flops: Option<f64>,
+    /// Epochs.
+    #[arg(long, default_value_t = 3)]
+    pub epochs: usize,
+    /// Training examples (a subsample; mnist has 60,000, list-reduction generates 10⁵).
+    #[arg(long)]
+    pub train_examples: Option<usize>,
+    /// Validation examples (mnist: the test split; list-reduction generates 10⁴).
+    #[arg(long)]
+    pub val_examples: Option<usize>,
+    /// Examples per instance (the paper's batch of 100).
+    #[arg(long, default_value_t = 100)]
+    pub batch: usize,
+    /// Hidden size (mnist 784, list-reduction 128 by default).
+    #[arg(long)]
+    pub hidden: Option<usize>,
+    /// Learning rate (mnist: SGD 0.1; list-reduction: Adam 0.002 by default).
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// Target validation accuracy for the time-to-target figure.
+    #[arg(long)]
+    pub target: Option<f64>,
+    /// Seed (data, weights, shuffles).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fashion-MNIST directory.
+    #[arg(long, default_value = "../shared/datasets/fashion_mnist")]
+    pub data: PathBuf,
+    /// Where to write `epochs.csv`, `accuracy_time.png`, `accuracy_epochs.png`.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Run `ordo-train amp`.
+pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut graph, train_src, val_src, target): (
+        _,
+        Arc<dyn ordo_mp::Source>,
+        Arc<dyn ordo_mp::Source>,
+        f64,
+    ) = match a.task {
+        Task::Mnist => {
+            let d = load_fashion(&a.data)?;
+            let train_set =
+                mnist_instances(&d.train, a.train_examples.unwrap_or(60_000), a.batch, 0);
+            let val_set = mnist_instances(&d.test, a.val_examples.unwrap_or(10_000), a.batch, 0);
+            let opt = Optimizer::sgd(a.lr.unwrap_or(0.1));
+            let g = mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?;
+            (g, Arc::new(train_set), Arc::new(val_set), a.target.unwrap_or(0.80))
+        }
+        Task::ListReduction => {
+            let hidden = a.hidden.unwrap_or(128);
+            let tr = generate(a.train_examples.unwrap_or(100_000), a.seed, 1);
+            let va = generate(a.val_examples.unwrap_or(10_000), a.seed, 2);
+            let opt = Optimizer::adam(a.lr.unwrap_or(0.002));
+            let g = list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?;
+            (
+                g,
+                Arc::new(list_instances(&tr, a.batch, hidden, 0)),
+                Arc::new(list_instances(&va, a.batch, hidden, 0)),
+                a.target.unwrap_or(0.5),
+            )
+        }
+    };
+    graph.emulate(a.emulate_flops);
+    let bar = indicatif::ProgressBar::new(a.epochs as u64);
+    let style = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:40}] epoch {pos}/{len} {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    let label = format!("{:?} mak {} workers {} replicas {}", a.task, a.mak, a.workers, a.replicas);
+    let schedule = Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed };
+    let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
+        bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
+        bar.inc(1);
+    })?;
+    bar.finish();
+    for p in &curve {
+        println!(
+            "epoch {} wall {:.2}s val_acc {:.4} train_loss {:.4} train {:.0} ex/s val {:.0} ex/s max_active {}",
+            p.epoch, p.wall_s, p.val_acc, p.train_loss, p.train_per_s, p.val_per_s, p.max_active
+        );
+    }
+    let mean_rate = curve.iter().map(|p| p.train_per_s).sum::<f64>() / curve.len().max(1) as f64;
+    match time_to_target(&curve, target) {
+        Some((e, t)) => println!(
+            "summary: {label}: target {target} reached at epoch {e}, {t:.2}s; {mean_rate:.0} train ex/s"
+        ),
+        None => println!(
+            "summary: {label}: target {target} not reached in {} epochs; {mean_rate:.0} train ex/s",
+            a.epochs
+        ),
+    }
+    if let Some(dir) = &a.out {
+        write_outputs(dir, &label, &curve)?;
+    }
+    Ok(())
+}
+
+fn write_outputs(
+    dir: &std::path::Path,
+    label: &str,
+    curve: &[EpochPoint],
+) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(dir)?;
+    let mut csv =
+        String::from("epoch,wall_s,val_acc,train_loss,train_per_s,val_per_s,max_active\n");
+    for p in curve {
+        writeln!(
+            csv,
+            "{},{:.4},{:.6},{:.6},{:.1},{:.1},{}",
+            p.epoch, p.wall_s, p.val_acc, p.train_loss, p.train_per_s, p.val_per_s, p.max_active
+        )?;
+    }
+    std::fs::write(dir.join("epochs.csv"), csv)?;
+    let series = |x: fn(&EpochPoint) -> f64| {
+        vec![Series {
+            label: label.to_string(),
+            points: curve.iter().map(|p| (x(p), p.val_acc)).collect(),
+        }]
+    };
+    let chart = |x_label| Chart {
+        title: "validation accuracy",
+        x_label,
+        y_label: "accuracy",
+        log2_x: false,
+    };
+    line_chart(&dir.join("accuracy_time.png"), &chart("wall time (s)"), &series(|p| p.wall_s))?;
+    line_chart(&dir.join("accuracy_epochs.png"), &chart("epoch"), &series(|p| p.epoch as f64))?;
+    Ok(())
+}
