@@ -4,7 +4,7 @@
 //! random model by a wide margin.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::{HookAction, HookPoint, StageHook};
+use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::score::ScoreFn;
 use ordo_train::kge::train::{Mode, RunResult, TrainConfig, replay, train};
@@ -42,7 +42,8 @@ fn curve(r: &RunResult) -> Vec<(u64, u64)> {
 }
 
 fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
-    train(d, cfg, mode, &mut |_| {}, Some(&slow_writes())).expect("training runs")
+    train(d, cfg, mode, &mut |_| {}, Some(&|c: EngineConfig| c.hook(slow_writes())))
+        .expect("training runs")
 }
 
 #[test]

@@ -11,7 +11,7 @@
 //! measurement: no GPU was available when they were set.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::{HookAction, HookPoint, StageHook};
+use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
 use ordo_train::kge::score::ScoreFn;
@@ -58,7 +58,9 @@ fn gpu_oac_on_umls_equals_the_replay_of_its_order() {
         HookPoint::WriteStart => HookAction::Delay(Duration::from_micros(300)),
         _ => HookAction::Continue,
     });
-    let oac = train(&d, &cfg, Mode::Oac, &mut |_| {}, Some(&slow)).expect("GPU training runs");
+    let oac =
+        train(&d, &cfg, Mode::Oac, &mut |_| {}, Some(&|c: EngineConfig| c.hook(slow.clone())))
+            .expect("GPU training runs");
     assert!(oac.rows_replaced > 0, "no stale read was repaired: the check would be vacuous");
 
     let gpu = replay(&d, &cfg, &oac.order).expect("GPU replay runs");

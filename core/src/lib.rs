@@ -70,7 +70,11 @@
 pub mod dispatcher;
 pub mod engine;
 pub mod mft;
+#[cfg(feature = "testing")]
 pub mod mutation;
+#[cfg(not(feature = "testing"))]
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod mutation;
 pub mod outstanding;
 #[cfg(not(ordo_loom))]
 pub mod sgd;
