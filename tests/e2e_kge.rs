@@ -97,14 +97,7 @@ fn trained_models_beat_a_random_model_by_a_wide_margin() {
 /// replay there too (sparse, few conflicts).
 #[test]
 fn wordnet_oac_epoch_equals_its_replay() {
-    let Some(dir) = ordo_tests::shared_datasets().map(|p| p.join("wordnet30")) else {
-        eprintln!("skipped: ../shared/datasets/wordnet30 not found (set ORDO_DATASETS)");
-        return;
-    };
-    if !dir.is_dir() {
-        eprintln!("skipped: {} not found", dir.display());
-        return;
-    }
+    let Some(dir) = ordo_tests::dataset("wordnet30") else { return };
     let d = Dataset::load(dir.to_str().unwrap()).unwrap();
     assert_eq!((d.entities.len(), d.relations.len()), (112_199, 11), "{}", d.summary());
     let cfg = TrainConfig {

@@ -62,6 +62,7 @@
 //! # Ok::<(), ordo::engine::EngineError>(())
 //! ```
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // `EngineError` is returned at most once per run or epoch, and carries the lists a caller needs
 // to know what the store holds after a stop; its size costs nothing that matters.
