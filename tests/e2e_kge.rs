@@ -4,7 +4,7 @@
 //! random model by a wide margin.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::{HookAction, HookPoint, StageHook};
+use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
 use ordo_train::kge::batch::NegSampling;
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::init::Init;
@@ -45,7 +45,8 @@ fn curve(r: &RunResult) -> Vec<(u64, u64)> {
 }
 
 fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
-    train(d, cfg, mode, &mut |_| {}, Some(&slow_writes())).expect("training runs")
+    train(d, cfg, mode, &mut |_| {}, Some(&|c: EngineConfig| c.hook(slow_writes())))
+        .expect("training runs")
 }
 
 #[test]
@@ -132,14 +133,7 @@ fn trained_models_beat_a_random_model_by_a_wide_margin() {
 /// replay there too (sparse, few conflicts).
 #[test]
 fn wordnet_oac_epoch_equals_its_replay() {
-    let Some(dir) = ordo_tests::shared_datasets().map(|p| p.join("wordnet30")) else {
-        eprintln!("skipped: ../shared/datasets/wordnet30 not found (set ORDO_DATASETS)");
-        return;
-    };
-    if !dir.is_dir() {
-        eprintln!("skipped: {} not found", dir.display());
-        return;
-    }
+    let Some(dir) = ordo_tests::dataset("wordnet30") else { return };
     let d = Dataset::load(dir.to_str().unwrap()).unwrap();
     assert_eq!((d.entities.len(), d.relations.len()), (112_199, 11), "{}", d.summary());
     let cfg = TrainConfig {

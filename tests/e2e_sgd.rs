@@ -11,14 +11,7 @@ use std::time::Duration;
 
 #[test]
 fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
-    let Some(dir) = ordo_tests::shared_datasets().map(|d| d.join("fashion_mnist")) else {
-        eprintln!("skipped: no shared datasets folder (set ORDO_DATASETS)");
-        return;
-    };
-    if !dir.is_dir() {
-        eprintln!("skipped: {} is absent", dir.display());
-        return;
-    }
+    let Some(dir) = ordo_tests::dataset("fashion_mnist") else { return };
     let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
     assert_eq!((data.train.n, data.test.n, data.train.dim), (60_000, 10_000, 784));
     let spec = Spec { y: 4, ..Spec::paper(Kind::Interval, 2) };

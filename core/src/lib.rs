@@ -62,6 +62,7 @@
 //! # Ok::<(), ordo::engine::EngineError>(())
 //! ```
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // `EngineError` is returned at most once per run or epoch, and carries the lists a caller needs
 // to know what the store holds after a stop; its size costs nothing that matters.
@@ -70,7 +71,11 @@
 pub mod dispatcher;
 pub mod engine;
 pub mod mft;
+#[cfg(feature = "testing")]
 pub mod mutation;
+#[cfg(not(feature = "testing"))]
+#[allow(dead_code, unreachable_pub)]
+pub(crate) mod mutation;
 pub mod outstanding;
 #[cfg(not(ordo_loom))]
 pub mod sgd;

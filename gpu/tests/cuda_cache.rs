@@ -1,5 +1,5 @@
 //! The validation cache in device memory against the CPU reference cache on random batch
-//! streams (needs a CUDA device; prints "skipped: no CUDA device" and passes without one).
+//! streams (needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device).
 
 #![cfg(not(ordo_loom))]
 
@@ -48,11 +48,12 @@ fn compare_on_stream(gpu: &Gpu, seed: u64, width: usize, capacity: usize, lag: u
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn cuda_cache_matches_the_cpu_cache_on_random_streams() {
-    if !ordo_gpu::cuda_available() {
-        eprintln!("skipped: no CUDA device");
-        return;
-    }
+    assert!(
+        ordo_gpu::cuda_available(),
+        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
+    );
     let gpu = Gpu::open(0).unwrap();
     for (seed, width) in [(1, 1), (2, 3), (3, 64), (4, 129)] {
         // Room for every live entry: no overflow allowed.
@@ -61,11 +62,12 @@ fn cuda_cache_matches_the_cpu_cache_on_random_streams() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn cuda_cache_overflows_and_compacts_like_the_cpu_cache() {
-    if !ordo_gpu::cuda_available() {
-        eprintln!("skipped: no CUDA device");
-        return;
-    }
+    assert!(
+        ordo_gpu::cuda_available(),
+        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
+    );
     let gpu = Gpu::open(0).unwrap();
     // A small cache with long lags: overflows (checked on the host) and many compactions.
     let overflows = compare_on_stream(&gpu, 9, 4, 40, 6);
@@ -75,11 +77,12 @@ fn cuda_cache_overflows_and_compacts_like_the_cpu_cache() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn cuda_cache_handles_empty_batches_and_clear() {
-    if !ordo_gpu::cuda_available() {
-        eprintln!("skipped: no CUDA device");
-        return;
-    }
+    assert!(
+        ordo_gpu::cuda_available(),
+        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
+    );
     let gpu = Gpu::open(0).unwrap();
     let stream = gpu.new_stream().unwrap();
     let config = CacheConfig { width: 2, capacity: 4 };

@@ -1,5 +1,5 @@
 //! The KGE kernels against the f64 reference (1e-5 relative) and against themselves (bitwise,
-//! run to run). Needs a CUDA device; prints "skipped: no CUDA device" and passes without one.
+//! run to run). Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device.
 
 #![cfg(not(ordo_loom))]
 
@@ -48,11 +48,12 @@ fn run_gpu(gpu: &Gpu, shape: KgeShape, hyper: KgeHyper, seed: u64) -> (Run, KgeR
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn kge_kernels_match_the_f64_reference() {
-    if !ordo_gpu::cuda_available() {
-        eprintln!("skipped: no CUDA device");
-        return;
-    }
+    assert!(
+        ordo_gpu::cuda_available(),
+        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
+    );
     let gpu = Gpu::open(0).unwrap();
     let cases = [KgeModel::DistMult, KgeModel::ComplEx]
         .into_iter()
@@ -76,11 +77,12 @@ fn kge_kernels_match_the_f64_reference() {
 }
 
 #[test]
+#[ignore = "needs a CUDA device"]
 fn kge_kernels_are_bitwise_deterministic() {
-    if !ordo_gpu::cuda_available() {
-        eprintln!("skipped: no CUDA device");
-        return;
-    }
+    assert!(
+        ordo_gpu::cuda_available(),
+        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
+    );
     let gpu = Gpu::open(0).unwrap();
     let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.05) };
     for model in [KgeModel::DistMult, KgeModel::ComplEx] {

@@ -1,5 +1,5 @@
-//! How an [`Engine`](super::Engine) runs: the mode, thread counts, queue depths, and a test-only
-//! hook that injects delays and faults at every stage.
+//! How an [`Engine`](super::Engine) runs: the mode, thread counts, queue depths, a progress
+//! observer, and (with the `testing` feature) a hook that injects delays and faults at every stage.
 
 use super::EngineError;
 use std::fmt;
@@ -68,13 +68,15 @@ pub enum HookAction {
     Fail,
 }
 
-/// A test hook: called with the point and the batch id at every [`HookPoint`] of the threaded
-/// pipeline. Used by tests to inject random delays and faults; `None` in production.
+/// A fault-injection hook for tests: called with the point and the batch id at every
+/// [`HookPoint`] of the pipeline, to inject delays and faults. It can be built only with the
+/// `testing` feature; for progress, use an [`Observer`](super::Observer).
 #[derive(Clone)]
-pub struct StageHook(pub StdArc<dyn Fn(HookPoint, u64) -> HookAction + Send + Sync>);
+pub struct StageHook(pub(crate) StdArc<dyn Fn(HookPoint, u64) -> HookAction + Send + Sync>);
 
 impl StageHook {
     /// Wrap a closure.
+    #[cfg(feature = "testing")]
     pub fn new(f: impl Fn(HookPoint, u64) -> HookAction + Send + Sync + 'static) -> Self {
         StageHook(StdArc::new(f))
     }
@@ -102,8 +104,10 @@ pub struct EngineConfig {
     /// Outstanding-batch slots for `Oac` (batches between registration and deregistration).
     /// `None`: enough for every batch the threads and queues can hold, so readers never wait.
     pub max_in_flight: Option<usize>,
-    /// Test-only hook for delays and faults.
-    pub hook: Option<StageHook>,
+    /// Test-only hook for delays and faults (`testing` feature).
+    pub(crate) hook: Option<StageHook>,
+    /// Progress observer.
+    pub(crate) observer: Option<super::observer::ObserverHandle>,
 }
 
 impl EngineConfig {
@@ -117,6 +121,7 @@ impl EngineConfig {
             output_depth: 4,
             max_in_flight: None,
             hook: None,
+            observer: None,
         }
     }
 
@@ -134,7 +139,14 @@ impl EngineConfig {
         self
     }
 
-    /// Install a test hook.
+    /// Install an observer of the pipeline's progress (see [`Progress`](super::Progress)).
+    pub fn observe(mut self, observer: StdArc<dyn super::Observer>) -> Self {
+        self.observer = Some(super::observer::ObserverHandle(observer));
+        self
+    }
+
+    /// Install a fault-injection hook (`testing` feature).
+    #[cfg(feature = "testing")]
     pub fn hook(mut self, hook: StageHook) -> Self {
         self.hook = Some(hook);
         self

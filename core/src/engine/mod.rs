@@ -61,12 +61,15 @@ mod error;
 #[cfg(ordo_loom)]
 pub mod loom_harness;
 pub mod model;
+mod observer;
 #[cfg(not(ordo_loom))]
 mod pipeline;
 mod reader;
 mod record;
 mod session;
+#[cfg(feature = "testing")]
 pub mod simulation;
+#[cfg(feature = "testing")]
 pub mod testing;
 mod writer;
 
@@ -75,6 +78,7 @@ pub use config::{AsyncWrite, EngineConfig, HookAction, HookPoint, Mode, StageHoo
 pub use device::{CpuDevice, DeviceStage};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
+pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
 #[cfg(not(ordo_loom))]
 pub use pipeline::Engine;
 pub use record::{RunReport, Staleness, Stamp, replay, replay_ids};

@@ -162,15 +162,17 @@ impl Engine {
         device.reset().map_err(EngineError::DeviceReset)?;
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();
+        let observer = self.config.observer.as_ref().map(|o| &*o.0);
         let out = if self.config.mode == Mode::Sync {
-            let mut session = Session::new(&cx, &stop, hook, device, model, None);
+            let mut session = Session::new(&cx, &stop, hook, observer, device, model, None);
             let out = f(&mut session);
             session.close();
             out
         } else {
             thread::scope(|scope| {
                 let lanes = spawn_stages(scope, &self.config, &cx, &stop);
-                let mut session = Session::new(&cx, &stop, hook, device, model, Some(lanes));
+                let mut session =
+                    Session::new(&cx, &stop, hook, observer, device, model, Some(lanes));
                 let out = f(&mut session);
                 session.close();
                 out
@@ -188,6 +190,7 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
     stop: &'env StopState,
 ) -> Lanes<D> {
     let hook = config.hook.as_ref();
+    let observer = config.observer.as_ref().map(|o| &*o.0);
     let (feed_tx, feed_rx) = bounded::<(usize, Batch<D>)>(config.input_depth);
     let (in_tx, in_rx) = bounded::<Staged<D>>(config.input_depth);
     let (out_tx, out_rx) = bounded::<Stamped>(config.output_depth);
@@ -226,8 +229,12 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
             for stamped in out_rx.iter() {
                 let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
                 let written = write_batch(cx, stamped, hook, stop);
+                let done = Completion { batch_id, version, written };
+                if let Some(o) = observer {
+                    o.written(&done);
+                }
                 // The session may be gone (closing): nobody waits for the completion then.
-                let _ = done_tx.send(Completion { batch_id, version, written });
+                let _ = done_tx.send(done);
             }
         });
     }

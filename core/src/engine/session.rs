@@ -17,7 +17,7 @@ use super::error::Stage;
 use super::pipeline::{POLL, StopState, guarded, read_batch, snooze, write_batch};
 use super::reader::Staged;
 use super::{
-    Batch, DeviceStage, EngineError, Model, RunReport, StageError, StageHook, StopCause,
+    Batch, DeviceStage, EngineError, Model, Observer, RunReport, StageError, StageHook, StopCause,
     validate_batch,
 };
 use crate::storage::RowStorage;
@@ -67,6 +67,7 @@ pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
     cx: &'a RunCtx<'a, S>,
     stop: &'a StopState,
     hook: Option<&'a StageHook>,
+    observer: Option<&'a dyn Observer>,
     device: &'a mut dyn DeviceStage<M>,
     model: &'a mut M,
     seq: Sequencer,
@@ -89,6 +90,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         cx: &'a RunCtx<'a, S>,
         stop: &'a StopState,
         hook: Option<&'a StageHook>,
+        observer: Option<&'a dyn Observer>,
         device: &'a mut dyn DeviceStage<M>,
         model: &'a mut M,
         lanes: Option<Lanes<M::Data>>,
@@ -97,6 +99,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             cx,
             stop,
             hook,
+            observer,
             device,
             model,
             seq: Sequencer::default(),
@@ -256,6 +259,13 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         validate_batch(self.submitted, batch, self.cx.store.rows())
     }
 
+    /// Tell the observer of the batch just stamped.
+    fn observe_stamp(&self) {
+        if let (Some(o), Some(stamp)) = (self.observer, self.seq.order.last()) {
+            o.stamped(stamp);
+        }
+    }
+
     fn acknowledge(&mut self, done: Completion) {
         self.acknowledged += 1;
         self.completions.push(done);
@@ -291,6 +301,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         let (seq, device, model) = (&mut self.seq, &mut *self.device, &mut *self.model);
         match catch_unwind(AssertUnwindSafe(|| seq.process(cx, device, model, job, hook))) {
             Ok(Ok((stamped, failed))) => {
+                self.observe_stamp();
                 // A failed cache insert: the batch is stamped, so it is written, then we stop.
                 if let Some(cause) = failed {
                     self.stop.fail(cause);
@@ -331,11 +342,16 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
                 Ok(s) => s,
                 Err(cause) => return stop.fail(cause),
             };
+        self.observe_stamp();
         let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
         let written = write_batch(cx, stamped, hook, stop);
         if let Some(cause) = failed {
             stop.fail(cause);
         }
-        self.acknowledge(Completion { batch_id, version, written });
+        let done = Completion { batch_id, version, written };
+        if let Some(o) = self.observer {
+            o.written(&done);
+        }
+        self.acknowledge(done);
     }
 }

@@ -16,10 +16,11 @@ use super::npy;
 use super::optim::Optimizer;
 use super::plot;
 use super::score::{Loss, Regularizer, ScoreFn};
-use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, TrainError, train};
+use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, TrainError, Tune, train};
 use indicatif::{ProgressBar, ProgressStyle};
-use ordo::engine::{HookAction, HookPoint, StageHook};
+use ordo::engine::{EngineConfig, Observer, Stamp};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Arguments of `ordo-train kge`.
 #[derive(Debug, clap::Args)]
@@ -359,15 +360,8 @@ fn train_with_progress(
             .progress_chars("=> ");
     // One bar, reset each epoch; the engine's device stage advances it as it steps batches.
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0).with_style(style) };
-    let hook = {
-        let bar = bar.clone();
-        StageHook::new(move |point, _| {
-            if point == HookPoint::Device {
-                bar.inc(1);
-            }
-            HookAction::Continue
-        })
-    };
+    let ticks: Arc<dyn Observer> = Arc::new(Ticks(bar.clone()));
+    let tune = move |c: EngineConfig| c.observe(ticks.clone());
     let mut observe = |e: Event<'_>| match e {
         Event::EpochStart { epoch, batches } => {
             bar.reset();
@@ -377,9 +371,18 @@ fn train_with_progress(
         Event::Batches(_) => {}
         Event::EpochEnd(s) => bar.suspend(|| print_epoch(s)),
     };
-    let r = train(d, cfg, mode, &mut observe, (!quiet).then_some(&hook));
+    let r = train(d, cfg, mode, &mut observe, (!quiet).then_some(&tune as &Tune<'_>));
     bar.finish_and_clear();
     Ok(r?)
+}
+
+/// Advances the progress bar as the device stamps batches.
+struct Ticks(ProgressBar);
+
+impl Observer for Ticks {
+    fn stamped(&self, _: &Stamp) {
+        self.0.inc(1);
+    }
 }
 
 fn print_epoch(s: &EpochStats) {

@@ -10,9 +10,7 @@ use super::optim::Optimizer;
 use super::score::{DimError, Loss, Regularizer, ScoreFn};
 use super::step::{KgeModel, StepConfig};
 use ndarray::{ArrayView2, s};
-use ordo::engine::{
-    self, Batch, Engine, EngineConfig, EngineError, Model, StageHook, StepError, StopCause,
-};
+use ordo::engine::{self, Batch, Engine, EngineConfig, EngineError, Model, StepError, StopCause};
 use ordo::store::RowStore;
 use ordo_gpu::GpuError;
 use ordo_gpu::pipeline::CudaDevice;
@@ -389,12 +387,12 @@ fn run_epoch(
     device: Option<&mut CudaDevice>,
     batches: Vec<Batch<KgeBatch>>,
     observe: &mut dyn FnMut(Event<'_>),
-    progress: Option<&StageHook>,
+    tune: Option<&Tune<'_>>,
 ) -> Result<(Vec<u64>, u64), TrainError> {
     let threads = cfg.threads.max(1);
     let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
-    if let Some(h) = progress {
-        ecfg = ecfg.hook(h.clone());
+    if let Some(tune) = tune {
+        ecfg = tune(ecfg);
     }
     let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
     let result = match device {
@@ -414,17 +412,20 @@ fn run_epoch(
     Ok((report.batch_ids(), report.rows_replaced))
 }
 
+/// Adjusts the engine configuration of a training run (see [`train`]).
+pub type Tune<'a> = dyn Fn(EngineConfig) -> EngineConfig + 'a;
+
 /// Train on `d` in `mode`, evaluating valid MRR after every epoch and test metrics at the end.
-/// `progress`, if given, is installed as the engine's stage hook (e.g. to advance a progress
-/// bar at [`engine::HookPoint::Device`]); it must return [`engine::HookAction::Continue`].
+/// `tune`, if given, adjusts each epoch's engine configuration (e.g. installs a progress
+/// [`engine::Observer`], or in tests a fault-injection hook).
 pub fn train(
     d: &Dataset,
     cfg: &TrainConfig,
     mode: Mode,
     observe: &mut dyn FnMut(Event<'_>),
-    progress: Option<&StageHook>,
+    tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
-    drive(d, cfg, mode, None, observe, progress)
+    drive(d, cfg, mode, None, observe, tune)
 }
 
 /// Replay recorded computation orders (one list of batch ids per epoch) sequentially
@@ -452,7 +453,7 @@ fn drive(
     mode: Mode,
     replay: Option<&[Vec<u64>]>,
     observe: &mut dyn FnMut(Event<'_>),
-    progress: Option<&StageHook>,
+    tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
     check_device(cfg.device)?;
     if cfg.device == Device::Cuda
@@ -507,16 +508,9 @@ fn drive(
                     .map_err(engine_error)?;
                 (orders[epoch].clone(), 0)
             }
-            None => run_epoch(
-                mode,
-                cfg,
-                &store,
-                &mut model,
-                device.as_mut(),
-                batches,
-                observe,
-                progress,
-            )?,
+            None => {
+                run_epoch(mode, cfg, &store, &mut model, device.as_mut(), batches, observe, tune)?
+            }
         };
         let epoch_s = start.elapsed().as_secs_f64();
         wall += epoch_s;

@@ -1,0 +1,108 @@
+//! Streaming throughput of the engine on the KGE workload: `oac` through the session API
+//! (`Engine::session`, batches submitted with back-pressure, one session for all epochs) against
+//! the whole-epoch API (`Engine::run` per epoch, threads restarted every epoch), same model,
+//! data and seed, interleaved in one process so both see the same machine load. Prints the
+//! batches/s of each and their ratio per repetition, and the median ratio.
+//!
+//! ```text
+//! cargo run --release -p ordo-train --bin kge_stream_bench -- [--dataset umls] [--epochs 10] [--reps 5]
+//! ```
+
+use clap::Parser;
+use ordo::engine::{CpuDevice, Engine, EngineConfig, EngineError, Mode};
+use ordo_train::kge::data::Dataset;
+use ordo_train::kge::train::TrainConfig;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Parser)]
+#[command(about = "oac via the session API vs the whole-epoch API on the KGE workload")]
+struct Args {
+    /// Embedded dataset (umls, kinships, nations).
+    #[arg(long, default_value = "umls")]
+    dataset: String,
+    /// Epochs per measured run.
+    #[arg(long, default_value_t = 10)]
+    epochs: usize,
+    /// Repetitions (each runs both APIs, in alternating order).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+    /// Engine reader and writer threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Embedding dimension.
+    #[arg(long, default_value_t = 100)]
+    dim: usize,
+}
+
+/// Batches per second of engine time over `epochs` epochs, via the whole-epoch API or the
+/// session API. Batch generation is outside the timed spans in both.
+fn measure(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    session: bool,
+) -> Result<f64, Box<dyn std::error::Error>> {
+    let (mut model, store) = cfg.init(d)?;
+    let sampling = cfg.sampling(d);
+    let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(cfg.threads, cfg.threads))?;
+    let (mut busy, mut batches) = (Duration::ZERO, 0usize);
+    if session {
+        engine.session(&mut CpuDevice::new(), &mut model, &store, |s| {
+            for epoch in 0..cfg.epochs {
+                let epoch_batches = sampling.epoch_batches(&d.train, epoch);
+                batches += epoch_batches.len();
+                let start = Instant::now();
+                s.submit_all(epoch_batches)?;
+                s.finish()?;
+                busy += start.elapsed();
+            }
+            Ok::<(), EngineError>(())
+        })??;
+    } else {
+        for epoch in 0..cfg.epochs {
+            let epoch_batches = sampling.epoch_batches(&d.train, epoch);
+            batches += epoch_batches.len();
+            let start = Instant::now();
+            engine.run(&mut model, &store, epoch_batches)?;
+            busy += start.elapsed();
+        }
+    }
+    Ok(batches as f64 / busy.as_secs_f64())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let d = Dataset::load(&args.dataset)?;
+    let cfg = TrainConfig {
+        dim: args.dim,
+        epochs: args.epochs,
+        threads: args.threads,
+        ..TrainConfig::default()
+    };
+    println!(
+        "{} · oac · dim {} · {} epochs · {} reader(s) + {} writer(s) · {} logical CPUs (shared)",
+        d.name,
+        cfg.dim,
+        cfg.epochs,
+        cfg.threads,
+        cfg.threads,
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    println!("| rep | whole-epoch batches/s | session batches/s | session / whole |");
+    println!("|---|---|---|---|");
+    let mut ratios = Vec::new();
+    for rep in 0..args.reps {
+        // Alternate which API runs first, so a drift in machine load favours neither.
+        let (whole, session) = if rep % 2 == 0 {
+            let w = measure(&d, &cfg, false)?;
+            (w, measure(&d, &cfg, true)?)
+        } else {
+            let s = measure(&d, &cfg, true)?;
+            (measure(&d, &cfg, false)?, s)
+        };
+        ratios.push(session / whole);
+        println!("| {} | {whole:.0} | {session:.0} | {:.3} |", rep + 1, session / whole);
+    }
+    ratios.sort_by(f64::total_cmp);
+    println!("\nmedian session / whole-epoch: {:.3}", ratios[ratios.len() / 2]);
+    Ok(())
+}
