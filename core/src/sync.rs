@@ -5,6 +5,12 @@
 //! the shipped source itself; otherwise they are the std types. Code in this crate imports
 //! synchronization types only from here.
 //!
+//! Under `RUSTFLAGS="--cfg ordo_shuttle"` they come from [shuttle](https://docs.rs/shuttle) instead
+//! (`Arc` stays std's, as in shuttle), so `core/tests/shuttle_*.rs` run the shipped source under
+//! shuttle's randomized and PCT schedulers, with more threads and longer runs than loom can
+//! explore. Shuttle explores sequentially consistent interleavings only: every ordering is
+//! treated as `SeqCst`, so a weakened ordering is invisible to it (loom's job).
+//!
 //! What loom does not see (TOOLING.md): it models `SeqCst` *loads and stores* as `AcqRel`
 //! (we use `fence(SeqCst)` and read-modify-writes where sequential consistency matters, which
 //! loom models faithfully), it does not model load buffering, and it bounds preemptions.
@@ -16,11 +22,18 @@ pub use loom::sync::{Arc, Condvar, Mutex};
 #[cfg(ordo_loom)]
 pub use loom::thread;
 
-#[cfg(not(ordo_loom))]
+#[cfg(all(ordo_shuttle, not(ordo_loom)))]
+pub use shuttle::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
+#[cfg(all(ordo_shuttle, not(ordo_loom)))]
+pub use shuttle::sync::{Arc, Condvar, Mutex};
+#[cfg(all(ordo_shuttle, not(ordo_loom)))]
+pub use shuttle::thread;
+
+#[cfg(not(any(ordo_loom, ordo_shuttle)))]
 pub use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
-#[cfg(not(ordo_loom))]
+#[cfg(not(any(ordo_loom, ordo_shuttle)))]
 pub use std::sync::{Arc, Condvar, Mutex};
-#[cfg(not(ordo_loom))]
+#[cfg(not(any(ordo_loom, ordo_shuttle)))]
 pub use std::thread;
 
 pub use std::sync::atomic::Ordering;
@@ -28,12 +41,14 @@ pub use std::sync::atomic::Ordering;
 /// Back off inside a spin or CAS-retry loop.
 ///
 /// Under loom this yields to the scheduler (a spin loop that never yields makes loom explore
-/// an unbounded number of states); otherwise it is a CPU spin hint.
+/// an unbounded number of states), under shuttle likewise; otherwise it is a CPU spin hint.
 #[inline]
 pub fn spin_wait() {
     #[cfg(ordo_loom)]
     loom::thread::yield_now();
-    #[cfg(not(ordo_loom))]
+    #[cfg(all(ordo_shuttle, not(ordo_loom)))]
+    shuttle::thread::yield_now();
+    #[cfg(not(any(ordo_loom, ordo_shuttle)))]
     std::hint::spin_loop();
 }
 

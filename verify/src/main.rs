@@ -3,7 +3,8 @@
 //! ```text
 //! cargo run --release -p ordo-verify -- check [--bound k,p] [--interval m,steps,y0]
 //! cargo run --release -p ordo-verify -- check --mutant evict-ste-plus-one   # print its trace
-//! cargo run --release -p ordo-verify -- mutants [--quick] [--checkers model,proptest,loom,fuzz]
+//! cargo run --release -p ordo-verify -- mutants [--quick] [--checkers model,proptest,loom,shuttle,fuzz]
+//! cargo run --release -p ordo-verify -- mutants --long [SECONDS]   # + fuzz >= 10 min, not in CI
 //! ```
 
 use std::path::PathBuf;
@@ -72,8 +73,8 @@ enum Cmd {
     Mutants {
         #[command(flatten)]
         bound: BoundArgs,
-        /// Checkers to run, comma-separated, from model, proptest, loom, fuzz.
-        #[arg(long, value_delimiter = ',', value_parser = checker, default_value = "model,proptest,loom,fuzz")]
+        /// Checkers to run, comma-separated, from model, proptest, loom, shuttle, fuzz.
+        #[arg(long, value_delimiter = ',', value_parser = checker, default_value = "model,proptest,loom,shuttle,fuzz")]
         checkers: Vec<Checker>,
         /// CI mode: the model checker and proptest only.
         #[arg(long)]
@@ -81,18 +82,27 @@ enum Cmd {
         /// Seconds per fuzz target per mutant.
         #[arg(long, default_value_t = 20)]
         fuzz_seconds: u64,
-        /// Wall-clock limit of one test subprocess, seconds (a hang past it counts as a kill).
+        /// Wall-clock limit of one test function's run with a mutant, seconds: 10 x its baseline
+        /// + 30 s, at least this; a hang past it counts as a kill.
         #[arg(long, default_value_t = 600)]
         timeout: u64,
+        /// Test functions run at once (default: the available cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// Also fuzz every target on the correct code for this many seconds (default 600 when
+        /// given without a value), growing and then minimizing the committed corpus (not in CI).
+        #[arg(long, num_args = 0..=1, default_missing_value = "600")]
+        long: Option<u64>,
         /// Only these mutants (comma-separated names); default all.
         #[arg(long, value_delimiter = ',', value_parser = mutant)]
         only: Vec<Mutant>,
         /// The workspace root (default: the parent of this crate's directory).
         #[arg(long)]
         root: Option<PathBuf>,
-        /// Target dir for `--cfg ordo_loom` builds (default: $ORDO_LOOM_TARGET_DIR or <root>/target/loom).
+        /// Target dir (default: $CARGO_TARGET_DIR or <root>/target); the loom and shuttle
+        /// configurations build in its `loom/` and `shuttle/` subdirectories.
         #[arg(long)]
-        loom_target_dir: Option<PathBuf>,
+        target_dir: Option<PathBuf>,
     },
 }
 
@@ -133,8 +143,45 @@ fn mutant(s: &str) -> Result<Mutant, String> {
 }
 
 fn checker(s: &str) -> Result<Checker, String> {
-    Checker::from_name(s)
-        .ok_or_else(|| format!("unknown checker `{s}`; one of model, proptest, loom, fuzz"))
+    Checker::from_name(s).ok_or_else(|| {
+        format!("unknown checker `{s}`; one of model, proptest, loom, shuttle, fuzz")
+    })
+}
+
+/// Progress of the mutation table: a bar on a terminal, one line per finished job either way.
+#[derive(Default)]
+struct Bar(std::sync::Mutex<Option<indicatif::ProgressBar>>);
+
+impl mutants::Progress for Bar {
+    fn phase(&self, name: &str, total: usize) {
+        eprintln!("[mutants] {name}");
+        if let Ok(mut bar) = self.0.lock() {
+            if let Some(old) = bar.take() {
+                old.finish_and_clear();
+            }
+            if total > 0 {
+                let b = indicatif::ProgressBar::new(total as u64);
+                b.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{msg} [{bar:30}] {pos}/{len} {elapsed}",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                b.set_message(name.to_string());
+                *bar = Some(b);
+            }
+        }
+    }
+
+    fn done(&self, line: &str) {
+        match self.0.lock().ok().as_ref().and_then(|b| b.as_ref()) {
+            Some(b) => {
+                b.suspend(|| eprintln!("[mutants] {line}"));
+                b.inc(1);
+            }
+            None => eprintln!("[mutants] {line}"),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -201,14 +248,17 @@ fn main() -> ExitCode {
             quick,
             fuzz_seconds,
             timeout,
+            jobs,
+            long,
             only,
             root,
-            loom_target_dir,
+            target_dir,
         } => {
             let root = root.unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."));
-            let loom_target_dir = loom_target_dir
-                .or_else(|| std::env::var_os("ORDO_LOOM_TARGET_DIR").map(PathBuf::from))
-                .unwrap_or_else(|| root.join("target/loom"));
+            let target_dir = target_dir
+                .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
+                .unwrap_or_else(|| root.join("target"));
+            let target_dir = std::path::absolute(&target_dir).unwrap_or(target_dir);
             let checkers = if quick { vec![Checker::Model, Checker::Proptest] } else { checkers };
             let opts = Options {
                 root,
@@ -216,12 +266,30 @@ fn main() -> ExitCode {
                 bound: bound.bound(),
                 fuzz_seconds,
                 timeout: Duration::from_secs(timeout),
-                loom_target_dir,
+                target_dir,
+                jobs: jobs.unwrap_or_else(|| {
+                    std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
+                }),
                 mutants: if only.is_empty() { Mutant::ALL.to_vec() } else { only },
             };
-            let table = mutants::run(&opts, |msg| eprintln!("[mutants] {msg}"));
+            let bar = Bar::default();
+            let table = mutants::run(&opts, &bar);
             print!("{}", table.render());
-            if table.passes(quick) { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+            let mut fuzz_ok = true;
+            if let Some(seconds) = long {
+                for r in mutants::long_fuzz(&opts.root, seconds, &bar) {
+                    println!(
+                        "long fuzz {}: {} inputs in {:.0?}, corpus {} files after cmin, {}",
+                        r.target,
+                        r.runs,
+                        r.elapsed,
+                        r.corpus,
+                        r.failure.as_deref().unwrap_or("no failure")
+                    );
+                    fuzz_ok &= r.failure.is_none();
+                }
+            }
+            if table.passes(quick) && fuzz_ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
         }
     }
 }

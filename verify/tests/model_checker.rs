@@ -224,10 +224,11 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
         },
         fuzz_seconds: 1,
         timeout: std::time::Duration::from_secs(60),
-        loom_target_dir: root.join("target/loom"),
+        target_dir: root.join("target"),
+        jobs: 2,
         mutants: protocol_mutants(),
     };
-    let table = mutants::run(&opts, |_| {});
+    let table = mutants::run(&opts, &mutants::Quiet);
     let _ = std::fs::remove_dir_all(&root);
     let live = protocol_mutants().iter().filter(|m| m.equivalent_because().is_none()).count();
     assert_eq!(table.kill_rate(), (live, live));

@@ -206,6 +206,66 @@ impl<P: UpdateInterval> IntervalDispatcher<P> {
         }
     }
 
+    /// Mutant `published-aba-dispatcher`: FinishStep of the published Algorithm 2 (lines 16–34,
+    /// `core/tests/fixtures/published_algorithm2.rs`) on this dispatcher's state. Each of the
+    /// paper's separate variables `I_first`, `I_done`, `y` is one field of the word, and each
+    /// access to it is its own atomic operation on the word that reads or changes that field
+    /// alone, so the interleavings are those of the published algorithm: its CAS compares
+    /// `I_done` only (ABA across intervals), and lines 28–30 reset `y`, `I_first` and `I_done` in
+    /// three separate steps.
+    fn published_algorithm2_finish(&self, worker: WorkerId, step: StepIndex) -> Decision {
+        // SeqCst everywhere, as in the fixture: the paper gives no orderings.
+        let field = |f: fn(IntervalState) -> u64| {
+            f(IntervalState::unpack(self.state.load(Ordering::SeqCst)))
+        };
+        let set = |f: &dyn Fn(&mut IntervalState)| {
+            let _ = self.state.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                let mut s = IntervalState::unpack(w);
+                f(&mut s);
+                Some(s.pack())
+            });
+        };
+        let reject = || {
+            self.workers.count_rejected(worker);
+            Decision::REJECTED
+        };
+        if step < field(|s| s.first) {
+            return reject(); // 17–18
+        }
+        let (new, first, y) = loop {
+            let old = field(|s| s.done.into()); // 21
+            let (y, first) = (field(|s| s.y.into()), field(|s| s.first));
+            if old >= y || step < first {
+                return reject(); // 22–23
+            }
+            // 26: CAS(I_done, old, old + 1): succeeds whenever I_done = old, whatever the others.
+            let cas = self.state.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |w| {
+                let s = IntervalState::unpack(w);
+                (u64::from(s.done) == old).then(|| IntervalState { done: s.done + 1, ..s }.pack())
+            });
+            if cas.is_ok() {
+                break (old + 1, first, y);
+            }
+            spin_wait();
+        };
+        if new == field(|s| s.y.into()) {
+            // 27–30, one step each.
+            let total = self.closed_accepted.load(Ordering::SeqCst) + new;
+            self.closed_accepted.store(total, Ordering::SeqCst);
+            let next_first = self.started.load(Ordering::SeqCst).min(EXHAUSTED);
+            let closed = ClosedInterval { first, y: y as u32, accepted_total: total, next_first };
+            let next_y = self.policy.next_y(&closed).clamp(1, MAX_Y);
+            set(&|s| s.y = next_y); // 28
+            set(&|s| s.first = next_first); // 29
+            set(&|s| s.done = 0); // 30
+        }
+        Decision {
+            accepted: true,
+            tau: Some(new - 1),
+            interval: Some(IntervalInfo { first, y: y as u32, order: new as u32 }),
+        }
+    }
+
     /// The closer's second phase (module docs): the word is full and only this thread writes it.
     fn open_next(&self, closed: IntervalState) {
         // Relaxed load: the previous closer's store is ordered before our full-CAS (its Release
@@ -254,6 +314,9 @@ impl<P: UpdateInterval> Dispatcher for IntervalDispatcher<P> {
     }
 
     fn finish_step_detailed(&self, worker: WorkerId, step: StepIndex) -> Decision {
+        if mutation::active(Mutant::PublishedAbaDispatcher) {
+            return self.published_algorithm2_finish(worker, step);
+        }
         let seen = self.workers.seen(worker).map(IntervalState::unpack);
         // Acquire: pairs with the opener's Release store (closed total, policy state).
         let mut cur = self.state.load(Ordering::Acquire);
