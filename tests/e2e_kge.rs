@@ -6,11 +6,14 @@
 
 use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
 use ordo_train::kge::batch::NegSampling;
+use ordo_train::kge::checkpoint::{Checkpoint, CheckpointError};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::init::Init;
 use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::{Loss, Regularizer, ScoreFn};
-use ordo_train::kge::train::{Mode, RunResult, TrainConfig, replay, train};
+use ordo_train::kge::train::{
+    Mode, Resumable, RunResult, TrainConfig, replay, train, train_resumable,
+};
 use std::time::Duration;
 
 fn config() -> TrainConfig {
@@ -149,4 +152,97 @@ fn wordnet_oac_epoch_equals_its_replay() {
     let sync = replay(&d, &cfg, &oac.order).unwrap();
     assert_eq!(bits(&oac.entity_rows), bits(&sync.entity_rows));
     assert_eq!(curve(&oac), curve(&sync));
+}
+
+fn temp_dir(tag: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("ordo-e2e-kge-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn checkpointed(dir: &std::path::Path) -> Resumable {
+    Resumable { checkpoint: Some(dir.to_path_buf()), every: 1, resume: None }
+}
+
+/// Checkpoints (issue 13): 4 epochs equal 2 epochs, checkpointed, then resumed for 2 more — bit
+/// for bit in sync; in oac the resumed run equals the replay of its whole recorded order.
+#[test]
+fn four_epochs_equal_two_epochs_resumed_for_two_more() {
+    let d = Dataset::load("umls").unwrap();
+    let cfg = TrainConfig { epochs: 4, dim: 16, optimizer: Optimizer::Adam, lr: 0.01, ..config() };
+    let half = TrainConfig { epochs: 2, ..cfg };
+    for mode in [Mode::Sync, Mode::Oac] {
+        let dir = temp_dir(mode.name());
+        let first = train_resumable(
+            &d,
+            &half,
+            mode,
+            checkpointed(&dir),
+            &mut |_| {},
+            Some(&|c: EngineConfig| c.hook(slow_writes())),
+        )
+        .unwrap();
+        let ck = Checkpoint::read(&dir, &d, &cfg).unwrap();
+        assert_eq!((ck.epoch, ck.orders.len()), (2, 2));
+        assert_eq!(bits(&ck.entity_rows), bits(&first.entity_rows));
+        let resumed = Resumable { resume: Some(ck), ..Resumable::default() };
+        let rest = train_resumable(
+            &d,
+            &cfg,
+            mode,
+            resumed,
+            &mut |_| {},
+            Some(&|c: EngineConfig| c.hook(slow_writes())),
+        )
+        .unwrap();
+        assert_eq!(rest.order.len(), 4);
+        assert_eq!(rest.order[..2], first.order[..]);
+        let reference = match mode {
+            Mode::Sync => run(&d, &cfg, Mode::Sync),
+            _ => replay(&d, &cfg, &rest.order).unwrap(),
+        };
+        assert_eq!(bits(&rest.entity_rows), bits(&reference.entity_rows), "{mode:?}");
+        assert_eq!(bits(&rest.dense), bits(&reference.dense), "{mode:?}");
+        assert_eq!(curve(&rest), curve(&reference), "{mode:?}");
+        assert_eq!(rest.test, reference.test);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// A corrupt checkpoint, or one of another model, is refused with an error naming the file, and
+/// reading it changes nothing on disk. The `.npy` files load without ordo's types: plain numpy
+/// headers, `entities.tsv` in row order.
+#[test]
+fn a_corrupt_or_foreign_checkpoint_is_refused() {
+    let d = Dataset::load("nations").unwrap();
+    let cfg = TrainConfig { epochs: 1, dim: 8, ..config() };
+    let dir = temp_dir("corrupt");
+    train_resumable(&d, &cfg, Mode::Sync, checkpointed(&dir), &mut |_| {}, None).unwrap();
+    let sub = dir.join(std::fs::read_to_string(dir.join("latest")).unwrap().trim());
+    let npy = std::fs::read(sub.join("entities.npy")).unwrap();
+    assert_eq!(&npy[..6], b"\x93NUMPY");
+    assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (14, 8)"));
+    let tsv = std::fs::read_to_string(sub.join("entities.tsv")).unwrap();
+    assert_eq!(tsv.lines().next().unwrap(), format!("0\t{}", d.entities[0]));
+    // Another model: refused, naming meta.json and both settings.
+    let other = TrainConfig { score: ScoreFn::DistMult, ..cfg };
+    let e = Checkpoint::read(&dir, &d, &other).unwrap_err();
+    assert!(matches!(e, CheckpointError::Mismatch { .. }), "{e}");
+    assert!(e.to_string().contains("meta.json") && e.to_string().contains("DistMult"), "{e}");
+    // One flipped byte: refused by its checksum, naming the file; nothing changes on disk.
+    let mut bad = npy.clone();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    std::fs::write(sub.join("entities.npy"), &bad).unwrap();
+    let listing = |p: &std::path::Path| {
+        let mut v: Vec<_> = std::fs::read_dir(p).unwrap().map(|e| e.unwrap().path()).collect();
+        v.sort();
+        v.iter().map(|p| (p.clone(), std::fs::read(p).ok())).collect::<Vec<_>>()
+    };
+    let before = (listing(&dir), listing(&sub));
+    let e = Checkpoint::read(&dir, &d, &cfg).unwrap_err();
+    assert!(matches!(e, CheckpointError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("entities.npy") && e.to_string().contains("CRC-32"), "{e}");
+    assert_eq!(before, (listing(&dir), listing(&sub)));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -22,15 +22,16 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Kge(args) => kge::cli::run(args),
-        Command::Sgd(args) => sgd::cli::run(args),
-        Command::Amp(args) => amp::cli::run(args),
+        // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
+        Command::Kge(args) => kge::cli::run(args).map_err(|e| (kge::cli::exit_code(&*e), e)),
+        Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (1, e)),
+        Command::Amp(args) => amp::cli::run(args).map_err(|e| (1, e)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
+        Err((code, e)) => {
             eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(code)
         }
     }
 }

@@ -8,15 +8,20 @@
 //! ```
 
 use super::batch::NegSampling;
+use super::checkpoint::{Checkpoint, CheckpointError};
 use super::compare;
+use super::data::DataError;
 use super::data::Dataset;
 use super::gpu::{Device, check_device};
 use super::init::Init;
 use super::npy;
+use super::npy::NpyError;
 use super::optim::Optimizer;
 use super::plot;
 use super::score::{Loss, Regularizer, ScoreFn};
-use super::train::{EpochStats, Event, Mode, RunResult, TrainConfig, TrainError, Tune, train};
+use super::train::{
+    EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
 use std::path::PathBuf;
@@ -130,6 +135,16 @@ struct KgeOpts {
     /// Evaluation runs on the CPU either way [default: cpu].
     #[arg(long, value_enum, global = true)]
     device: Option<Device>,
+    /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order) to this directory
+    /// every --checkpoint-every epochs and after the last; with compare, one per mode.
+    #[arg(long, global = true)]
+    checkpoint: Option<PathBuf>,
+    /// Epochs between checkpoints (0 = only after the last) [default: 0].
+    #[arg(long, global = true)]
+    checkpoint_every: Option<usize>,
+    /// Continue the run checkpointed in this directory up to --epochs.
+    #[arg(long, global = true)]
+    resume: Option<PathBuf>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long, global = true)]
     #[serde(skip)]
@@ -205,7 +220,10 @@ impl KgeOpts {
             out,
             save,
             load,
-            device
+            device,
+            checkpoint,
+            checkpoint_every,
+            resume
         )
     }
 
@@ -258,6 +276,25 @@ impl KgeOpts {
 
 type BoxError = Box<dyn std::error::Error>;
 
+/// The exit status for an error of [`run`]: 2 for bad input (a malformed or unknown dataset, a
+/// bad configuration file or hyper-parameter, a corrupt checkpoint or one of another run,
+/// embeddings that do not fit), 1 for a failure while running.
+pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
+    let bad_checkpoint = |c: &CheckpointError| {
+        matches!(c, CheckpointError::Corrupt { .. } | CheckpointError::Mismatch { .. })
+    };
+    let bad_input = e.is::<DataError>()
+        || e.is::<ConfigError>()
+        || e.is::<NpyError>()
+        || e.downcast_ref::<CheckpointError>().is_some_and(bad_checkpoint)
+        || e.downcast_ref::<TrainError>().is_some_and(|t| match t {
+            TrainError::Dim(_) | TrainError::Config(_) => true,
+            TrainError::Checkpoint(c) => bad_checkpoint(c),
+            _ => false,
+        });
+    if bad_input { 2 } else { 1 }
+}
+
 /// Run `ordo-train kge`.
 pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let KgeArgs { command, opts } = args;
@@ -309,7 +346,18 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     for mode in modes {
         println!("\n== mode {} ==", mode.name());
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
-        let r = train_with_progress(&d, &cfg, mode, o.quiet)?;
+        let per_mode = |dir: &PathBuf| {
+            if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
+        };
+        let resumable = Resumable {
+            checkpoint: o.checkpoint.as_ref().map(per_mode),
+            every: o.checkpoint_every.unwrap_or(0),
+            resume: match &o.resume {
+                Some(dir) => Some(Checkpoint::read(&per_mode(dir), &d, &cfg)?),
+                None => None,
+            },
+        };
+        let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet)?;
         println!(
             "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
             mode.name(),
@@ -352,6 +400,7 @@ fn train_with_progress(
     d: &Dataset,
     cfg: &TrainConfig,
     mode: Mode,
+    resumable: Resumable,
     quiet: bool,
 ) -> Result<RunResult, BoxError> {
     let style =
@@ -371,7 +420,14 @@ fn train_with_progress(
         Event::Batches(_) => {}
         Event::EpochEnd(s) => bar.suspend(|| print_epoch(s)),
     };
-    let r = train(d, cfg, mode, &mut observe, (!quiet).then_some(&tune as &Tune<'_>));
+    let r = train_resumable(
+        d,
+        cfg,
+        mode,
+        resumable,
+        &mut observe,
+        (!quiet).then_some(&tune as &Tune<'_>),
+    );
     bar.finish_and_clear();
     Ok(r?)
 }

@@ -41,7 +41,7 @@ impl Filter {
 }
 
 /// Ranking metrics, averaged over head and tail queries.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct Metrics {
     /// Mean reciprocal rank.
     pub mrr: f64,

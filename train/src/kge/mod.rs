@@ -4,10 +4,11 @@
 //! [`init`] the initial embeddings, [`optim`] Adagrad and Adam, [`batch`] cuts batches and
 //! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
 //! filtered metrics, [`train`] is the epoch loop over the engine's modes, [`npy`] saves and loads
-//! embeddings, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy,
+//! embeddings, [`checkpoint`] writes and resumes checkpoints, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy,
 //! [`gpu`] runs the step on a CUDA GPU (`--device cuda`), [`cli`] is `ordo-train kge`.
 
 pub mod batch;
+pub mod checkpoint;
 pub mod cli;
 pub mod compare;
 pub mod data;

@@ -2,6 +2,7 @@
 //! evaluation after each epoch, test metrics at the end, and the recorded computation order.
 
 use super::batch::{KgeBatch, NegSampling, Sampling};
+use super::checkpoint::{Checkpoint, CheckpointError, Identity};
 use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate};
 use super::gpu::{CudaKgeModel, Device, check_device, cuda_device, unsupported};
@@ -202,6 +203,9 @@ pub enum TrainError {
     /// The engine refused the configuration or failed.
     #[error("engine: {0}")]
     Engine(EngineError),
+    /// A checkpoint could not be written, or the one to resume is corrupt or of another run.
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
     /// `--device cuda` could not be used (no usable CUDA, or a CUDA call failed).
     #[error("--device cuda: {0}")]
     Cuda(#[from] GpuError),
@@ -269,7 +273,7 @@ fn max_batch_rows(cfg: &TrainConfig, entities: usize) -> usize {
 }
 
 /// One epoch's record.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochStats {
     /// 1-based epoch number.
     pub epoch: usize,
@@ -425,7 +429,31 @@ pub fn train(
     observe: &mut dyn FnMut(Event<'_>),
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
-    drive(d, cfg, mode, None, observe, tune)
+    drive(d, cfg, mode, None, Resumable::default(), observe, tune)
+}
+
+/// Checkpointing of a run: where and how often to write, and where to resume from.
+#[derive(Debug, Clone, Default)]
+pub struct Resumable {
+    /// Write a checkpoint here every `every` epochs and after the last.
+    pub checkpoint: Option<std::path::PathBuf>,
+    /// Epochs between checkpoints (0 = only after the last).
+    pub every: usize,
+    /// Continue from this checkpoint (read with [`Checkpoint::read`]) up to `cfg.epochs`.
+    pub resume: Option<Checkpoint>,
+}
+
+/// [`train`] with checkpoints and resume (see [`super::checkpoint`]): a run of `a + b` epochs
+/// equals one of `a` epochs resumed for `b` more.
+pub fn train_resumable(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    resumable: Resumable,
+    observe: &mut dyn FnMut(Event<'_>),
+    tune: Option<&Tune<'_>>,
+) -> Result<RunResult, TrainError> {
+    drive(d, cfg, mode, None, resumable, observe, tune)
 }
 
 /// Replay recorded computation orders (one list of batch ids per epoch) sequentially
@@ -435,7 +463,7 @@ pub fn train(
 /// a GPU replay (see [`super::gpu`]).
 pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunResult, TrainError> {
     let cfg = TrainConfig { epochs: order.len(), ..*cfg };
-    drive(d, &cfg, Mode::Sync, Some(order), &mut |_| {}, None)
+    drive(d, &cfg, Mode::Sync, Some(order), Resumable::default(), &mut |_| {}, None)
 }
 
 fn engine_error(e: EngineError) -> TrainError {
@@ -452,6 +480,7 @@ fn drive(
     cfg: &TrainConfig,
     mode: Mode,
     replay: Option<&[Vec<u64>]>,
+    resumable: Resumable,
     observe: &mut dyn FnMut(Event<'_>),
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
@@ -461,7 +490,16 @@ fn drive(
     {
         return Err(TrainError::Config(why));
     }
-    let (cpu_model, store) = cfg.init(d)?;
+    let (mut cpu_model, mut store) = cfg.init(d)?;
+    let resume = resumable.resume;
+    if let Some(ck) = &resume {
+        let n = d.entities.len();
+        let fits = ck.identity == Identity::of(d, cfg) && cpu_model.set_dense(&ck.dense);
+        store = match RowStore::from_values(n, cfg.row_width(), &ck.entity_rows) {
+            Ok(s) if fits => s,
+            _ => return Err(TrainError::Config("the checkpoint does not fit this run")),
+        };
+    }
     let (mut model, mut device) = match cfg.device {
         Device::Cpu => (Stepper::Cpu(cpu_model), None),
         Device::Cuda => {
@@ -486,11 +524,12 @@ fn drive(
         v.len().min(if cfg.eval_limit == 0 { usize::MAX } else { cfg.eval_limit })
     };
     let (valid, test) = (&d.valid[..limit(&d.valid)], &d.test[..limit(&d.test)]);
-    let mut epochs = Vec::with_capacity(cfg.epochs);
-    let mut orders = Vec::with_capacity(cfg.epochs);
-    let mut wall = 0.0;
-    let mut rows_replaced = 0;
-    for epoch in 0..cfg.epochs {
+    let (mut epochs, mut orders, start, mut rows_replaced) = match resume {
+        Some(ck) => (ck.epochs, ck.orders, ck.epoch, ck.rows_replaced),
+        None => (Vec::with_capacity(cfg.epochs), Vec::with_capacity(cfg.epochs), 0, 0),
+    };
+    let mut wall = epochs.last().map_or(0.0, |e: &EpochStats| e.wall_s);
+    for epoch in start..cfg.epochs {
         let batches = sampling.epoch_batches(&d.train, epoch);
         let first_id = batches.first().map_or(0, |b| b.id);
         observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
@@ -527,6 +566,21 @@ fn drive(
         };
         observe(Event::EpochEnd(&stats));
         epochs.push(stats);
+        let done = epoch + 1;
+        if let Some(dir) = &resumable.checkpoint
+            && (done == cfg.epochs || (resumable.every > 0 && done.is_multiple_of(resumable.every)))
+        {
+            let ck = Checkpoint {
+                identity: Identity::of(d, cfg),
+                epoch: done,
+                entity_rows: snapshot,
+                dense: model.dense()?,
+                orders: orders.clone(),
+                epochs: epochs.clone(),
+                rows_replaced,
+            };
+            ck.write(dir, d, cfg)?;
+        }
     }
     let entity_rows = if replay.is_some() { table } else { store.snapshot() };
     let relations = model.relations()?;
