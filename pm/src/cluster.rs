@@ -25,21 +25,21 @@ use crate::transport::{InProcessTransport, Transport};
 /// How long a remote pull or write waits for its answer before it fails.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
-struct Shared {
-    node: Mutex<Node>,
-    answered: Condvar,
-    outgoing: Sender<(NodeId, Message)>,
+pub(crate) struct Shared {
+    pub(crate) node: Mutex<Node>,
+    pub(crate) answered: Condvar,
+    pub(crate) outgoing: Sender<(NodeId, Message)>,
     /// Messages created and not yet handled, over the whole cluster (in-process only).
-    in_flight: Arc<AtomicI64>,
+    pub(crate) in_flight: Arc<AtomicI64>,
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Node> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Node> {
         // A poisoned lock means a node panicked mid-step; its state is not trustworthy.
         self.node.lock().expect("a node thread panicked")
     }
 
-    fn post(&self, out: Outbox) {
+    pub(crate) fn post(&self, out: Outbox) {
         // SeqCst: the counter, and the quiet checks of `Cluster::quiesce`, need one total order so
         // a message counted here is never missed by a check that sees the node quiet.
         self.in_flight.fetch_add(out.len() as i64, Ordering::SeqCst);
@@ -54,7 +54,7 @@ impl Shared {
 /// A node's API for training threads (cheap to clone; `Send + Sync`).
 #[derive(Clone)]
 pub struct NodeHandle {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
 }
 
 impl std::fmt::Debug for NodeHandle {
@@ -259,7 +259,10 @@ impl Cluster {
             shared.push(s.clone());
             let stop = stop.clone();
             threads.push(std::thread::spawn(move || {
-                communicate(&s, &transport, &rx, &stop, Duration::from_micros(200))
+                // Relaxed: see `Cluster::drop`.
+                communicate(&s, &transport, &rx, Duration::from_micros(200), |_, _, _| {
+                    Ok(stop.load(Ordering::Relaxed))
+                })
             }));
         }
         Ok(Cluster { shared, threads, stop, in_flight })
@@ -323,17 +326,17 @@ impl Drop for Cluster {
     }
 }
 
-/// The communication thread of one node: the only caller of `transport`.
-fn communicate(
+/// The communication thread of one node: the only caller of `transport`. Runs until `done`
+/// (called once per iteration, on this thread, so it may make MPI calls) says so.
+pub(crate) fn communicate<T: Transport + ?Sized>(
     s: &Shared,
-    transport: &dyn Transport,
+    transport: &T,
     outgoing: &Receiver<(NodeId, Message)>,
-    stop: &AtomicBool,
     round_interval: Duration,
+    mut done: impl FnMut(&T, &Shared, bool) -> Result<bool, PmError>,
 ) -> Result<(), PmError> {
     let mut next_round = Instant::now();
-    // Relaxed: see `Cluster::drop`.
-    while !stop.load(Ordering::Relaxed) {
+    loop {
         while let Ok((to, m)) = outgoing.try_recv() {
             transport.send(to, m)?;
         }
@@ -351,6 +354,8 @@ fn communicate(
             s.post(out);
             next_round = Instant::now() + round_interval;
         }
+        if done(transport, s, outgoing.is_empty())? {
+            return Ok(());
+        }
     }
-    Ok(())
 }

@@ -25,6 +25,8 @@ pub mod error;
 pub mod intent;
 pub mod message;
 pub mod mode;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod node;
 pub mod routing;
 pub mod sampling;

@@ -12,6 +12,7 @@ pub type Key = u64;
 /// The main copy of a key and the owner's bookkeeping for it; moves whole on relocation, so the
 /// responsibility for a key follows its allocation (paper 002 §3).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "mpi", derive(serde::Serialize, serde::Deserialize))]
 pub struct OwnerRecord {
     /// The key's value.
     pub value: Vec<f32>,
@@ -33,6 +34,7 @@ pub struct OwnerRecord {
 
 /// A request for a key's owner; routed (see [`crate::routing`]).
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "mpi", derive(serde::Serialize, serde::Deserialize))]
 pub enum ToOwner {
     /// `node`'s intent for the key became active (its `epoch`-th activation).
     IntentOn {
@@ -91,6 +93,7 @@ pub enum ToOwner {
 
 /// A message between nodes.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "mpi", derive(serde::Serialize, serde::Deserialize))]
 pub enum Message {
     /// A request for the key's owner, forwarded until it reaches it; `hops` counts forwards.
     Routed {

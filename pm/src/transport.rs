@@ -1,6 +1,6 @@
 //! How nodes' messages travel: one trait, implemented in-process by channels
-//! ([`InProcessTransport`], threads as nodes) and across processes by MPI (feature `mpi`, not yet
-//! built). The deterministic [`crate::sim::Simulation`] drives nodes without threads and keeps its
+//! ([`InProcessTransport`], threads as nodes) and across processes by MPI ([`crate::mpi`], feature
+//! `mpi`). The deterministic [`crate::sim::Simulation`] drives nodes without threads and keeps its
 //! own FIFO channel per ordered pair of nodes, chosen by a seeded RNG.
 //!
 //! Contract: messages from one node to another arrive in the order they were sent (FIFO per
@@ -14,8 +14,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use crate::error::PmError;
 use crate::message::{Message, NodeId};
 
-/// A node's endpoint of the network.
-pub trait Transport: Send {
+/// A node's endpoint of the network. Used only by the node's communication thread (not `Send`:
+/// an MPI communicator stays on the thread that initialized MPI).
+pub trait Transport {
     /// This node's id.
     fn rank(&self) -> NodeId;
     /// Number of nodes.
