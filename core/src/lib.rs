@@ -12,7 +12,6 @@ pub mod engine;
 pub mod mft;
 pub mod mutation;
 pub mod outstanding;
-#[cfg(not(ordo_loom))]
 pub mod sgd;
 pub mod storage;
 pub mod store;

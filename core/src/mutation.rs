@@ -68,11 +68,18 @@ pub enum Mutant {
     /// The interval dispatcher is the published Algorithm 2, whose CAS covers only the accepted
     /// count `I_done` (ABA across intervals; `y` and `I_first` reset by separate stores).
     PublishedAbaDispatcher,
+    /// A PASSM step writes every block lock-free instead of only the block its worker owns:
+    /// two workers write one block at once, which breaks *at most one writer per block* (and so
+    /// loses updates and tears rows).
+    PassmWritesForeignBlock,
+    /// ASSM reads and writes partitions without their locks: two workers' read-modify-writes
+    /// of one partition interleave, which breaks *no update is lost*.
+    AssmNoLock,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 19] = [
+    pub const ALL: [Mutant; 21] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -92,6 +99,8 @@ impl Mutant {
         Mutant::RegisterNoRecheck,
         Mutant::MftPrefixRelaxed,
         Mutant::PublishedAbaDispatcher,
+        Mutant::PassmWritesForeignBlock,
+        Mutant::AssmNoLock,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -116,6 +125,8 @@ impl Mutant {
             Mutant::RegisterNoRecheck => "register-no-recheck",
             Mutant::MftPrefixRelaxed => "mft-prefix-relaxed",
             Mutant::PublishedAbaDispatcher => "published-aba-dispatcher",
+            Mutant::PassmWritesForeignBlock => "passm-writes-foreign-block",
+            Mutant::AssmNoLock => "assm-no-lock",
         }
     }
 
