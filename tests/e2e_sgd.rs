@@ -42,3 +42,35 @@ fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
     );
     assert!(last.test_acc > 0.80, "test accuracy {}", last.test_acc);
 }
+
+/// Paper 003's PASSM+ (ASSM, then PASSM, then ASSM) with two workers trains the MLP past 80%,
+/// and its PASSM steps restrict backpropagation (worker 1 owns the output layer).
+#[test]
+fn passm_plus_trains_an_mlp_past_80_percent_on_fashion_mnist() {
+    let dir = ordo_tests::shared_datasets()
+        .map(|d| d.join("fashion_mnist"))
+        .expect("the shared datasets folder (../shared/datasets or $ORDO_DATASETS) is required");
+    let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
+    let spec = Spec::paper(Kind::PassmPlus, 2);
+    let built = build(&spec).unwrap();
+    let opts = TrainOptions {
+        threads: 2,
+        lr: 0.1,
+        momentum: 0.9,
+        batch: 32,
+        hidden: 64,
+        // 1,875 steps per epoch: ASSM in epoch 0, PASSM in epoch 1, ASSM from epoch 2.
+        switch_at: vec![1, 2],
+        stop: Stop { max_updates: Some(3 * 1875), max_time: Some(Duration::from_secs(60)) },
+        eval_every: Every::Updates(1875),
+        ..TrainOptions::default()
+    };
+    let outcome = train(&data, &built.algo, &opts, &mut |_| {}, None).unwrap();
+    let last = outcome.curve.last().expect("the final model is evaluated");
+    let w = &outcome.workers;
+    eprintln!("test accuracy {:.3}; workers {w:?}", last.test_acc);
+    assert!(last.test_acc > 0.80, "test accuracy {}", last.test_acc);
+    assert_eq!(w.len(), 2);
+    assert!(w[1].passm_steps > 0 && w[1].layers_skipped == w[1].passm_steps);
+    assert!(w.iter().all(|t| t.passm_steps < t.steps), "epochs 0 and 2 are ASSM");
+}

@@ -77,7 +77,6 @@ pub mod mutation;
 #[allow(dead_code, unreachable_pub)]
 pub(crate) mod mutation;
 pub mod outstanding;
-#[cfg(not(ordo_loom))]
 pub mod sgd;
 pub mod storage;
 pub mod store;

@@ -90,11 +90,18 @@ pub enum Mutant {
     /// AdaPM: a stale owner (which relocated the key away) takes a routed request as delivered
     /// instead of forwarding it, which breaks *conservation* and *routing terminates at the owner*.
     PmStaleOwnerNoForward,
+    /// A PASSM step writes every block lock-free instead of only the block its worker owns:
+    /// two workers write one block at once, which breaks *at most one writer per block* (and so
+    /// loses updates and tears rows).
+    PassmWritesForeignBlock,
+    /// ASSM reads and writes partitions without their locks: two workers' read-modify-writes
+    /// of one partition interleave, which breaks *no update is lost*.
+    AssmNoLock,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 26] = [
+    pub const ALL: [Mutant; 28] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -121,6 +128,8 @@ impl Mutant {
         Mutant::PmRelocateDropsReplicaDelta,
         Mutant::PmReplicaExpiresUnflushed,
         Mutant::PmStaleOwnerNoForward,
+        Mutant::PassmWritesForeignBlock,
+        Mutant::AssmNoLock,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -152,6 +161,8 @@ impl Mutant {
             Mutant::PmRelocateDropsReplicaDelta => "pm-relocate-drops-replica-delta",
             Mutant::PmReplicaExpiresUnflushed => "pm-replica-expires-unflushed",
             Mutant::PmStaleOwnerNoForward => "pm-stale-owner-no-forward",
+            Mutant::PassmWritesForeignBlock => "passm-writes-foreign-block",
+            Mutant::AssmNoLock => "assm-no-lock",
         }
     }
 

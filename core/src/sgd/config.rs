@@ -68,6 +68,7 @@ impl Default for SgdConfig {
 
 impl SgdConfig {
     /// Check the configuration against a worker count.
+    #[cfg_attr(ordo_loom, allow(dead_code))] // the runtimes that call it are not built under loom
     pub(crate) fn validate(&self, threads: usize) -> Result<(), SgdError> {
         if threads == 0 {
             return Err(SgdError::NoWorkers);
@@ -114,6 +115,31 @@ pub enum SgdError {
     /// A monitor period of zero.
     #[error("the monitor period must be > 0")]
     ZeroPeriod,
+    /// More blocks (workers) than the model has layers to give them.
+    #[error("{blocks} blocks cannot be layer-aligned over a model of {layers} layers")]
+    TooManyBlocks {
+        /// Blocks asked for (one per worker).
+        blocks: usize,
+        /// Layers of the model.
+        layers: usize,
+    },
+    /// The model's layer sizes do not add up to its parameter count.
+    #[error("the layers hold {layers} parameters but the model has {params}")]
+    LayerSizes {
+        /// Sum of `LayeredModel::layer_sizes`.
+        layers: usize,
+        /// `GradientModel::num_params`.
+        params: usize,
+    },
+    /// Zero steps per epoch.
+    #[error("an epoch must have at least one step")]
+    NoEpoch,
+    /// Switch or dampening epochs not strictly increasing.
+    #[error("--switch-at and --lr-drops epochs must be strictly increasing")]
+    UnsortedEpochs,
+    /// Weight decay must be finite and ≥ 0.
+    #[error("the weight decay must be finite and >= 0, got {0}")]
+    BadWeightDecay(f32),
 }
 
 /// What the monitor sees: the global model at one moment.

@@ -19,19 +19,50 @@
 //! run through a monitor closure called with periodic [`Snapshot`]s ([`Every`]); the closure
 //! can stop the run on a metric (e.g. a target test accuracy) by returning [`Control::Stop`].
 //!
-//! Not compiled under `--cfg ordo_loom`: loom has no scoped threads, and what loom must check here is
-//! the dispatcher (`core/tests/loom_*.rs`), not the floating-point loop.
+//! **Paper 003's methods** (ASSM, PASSM, PASSM+; [`run_async_subgradient`]) share the workers,
+//! records and monitor of this runtime but keep their own model store: the parameter vector split
+//! into layer-aligned [`Blocks`] ([`BlockStore`]), each worker with a *private* momentum, written
+//! under per-block locks (ASSM, [`assm`]) or lock-free by the block's owner (PASSM, [`passm`]),
+//! switched at epochs by a [`BlockSchedule`] (PASSM+). The model computes restricted subgradients
+//! through [`LayeredModel`].
+//!
+//! Under `--cfg ordo_loom` only the shared-memory parts of paper 003 are compiled (blocks, the
+//! block store, ASSM's and PASSM's reads and writes, the phase gate), for
+//! `core/tests/loom_passm.rs`: loom has no scoped threads, and what loom must check of paper
+//! 001's runtime is the dispatcher (`core/tests/loom_*.rs`), not the floating-point loop.
 
+pub mod assm;
+mod block_store;
+mod blocks;
 mod config;
+#[cfg(not(ordo_loom))]
 mod params;
+pub mod passm;
+mod phase_gate;
+#[cfg(not(ordo_loom))]
 mod record;
+#[cfg(not(ordo_loom))]
 mod runtime;
+mod schedule;
+#[cfg(not(ordo_loom))]
+mod subgradient;
+#[cfg(not(ordo_loom))]
 mod sync_sgd;
 
+pub use block_store::{BlockStore, ROW_WORDS};
+pub use blocks::Blocks;
 pub use config::{Control, Every, SgdConfig, SgdError, Snapshot, Stop};
+#[cfg(not(ordo_loom))]
 pub use params::SharedParams;
-pub use record::{RunReport, StepEvent, StepRecord};
+pub use phase_gate::PhaseGate;
+#[cfg(not(ordo_loom))]
+pub use record::{BlockRunReport, RunReport, StepEvent, StepRecord, WorkerTelemetry};
+#[cfg(not(ordo_loom))]
 pub use runtime::run_dispatched;
+pub use schedule::{BlockSchedule, Method};
+#[cfg(not(ordo_loom))]
+pub use subgradient::run_async_subgradient;
+#[cfg(not(ordo_loom))]
 pub use sync_sgd::run_sync;
 
 /// A model whose minibatch gradient the runtime can ask for (the trainer implements it).
@@ -54,6 +85,32 @@ pub trait GradientModel: Sync {
         &self,
         params: &[f32],
         batch: u64,
+        scratch: &mut Self::Scratch,
+        grad: &mut [f32],
+    ) -> f32;
+}
+
+/// A model of consecutive layers that can stop backpropagation early (paper 003 §4, *restricted
+/// backpropagation*): the subgradient with respect to layers `lowest..` only, which skips the
+/// backward work of the layers below.
+///
+/// Layout: layer `l`'s parameters are the words `offset(l)..offset(l + 1)` of the parameter
+/// vector, where `offset(l)` is the sum of the first `l` entries of
+/// [`layer_sizes`](LayeredModel::layer_sizes) (input layer first).
+pub trait LayeredModel: GradientModel {
+    /// Parameters per layer, input layer first; they sum to `num_params()`.
+    fn layer_sizes(&self) -> Vec<usize>;
+
+    /// Write the subgradient of minibatch `batch`'s loss at `params` with respect to layers
+    /// `lowest..` into `grad[offset(lowest)..]` and zeros below, and return the minibatch loss.
+    ///
+    /// Contract: `grad[offset(lowest)..]` equals, bit for bit, the same words of
+    /// [`gradient`](GradientModel::gradient)'s output (the same numbers, fewer of them).
+    fn restricted_gradient(
+        &self,
+        params: &[f32],
+        batch: u64,
+        lowest: usize,
         scratch: &mut Self::Scratch,
         grad: &mut [f32],
     ) -> f32;

@@ -71,3 +71,37 @@ impl RunReport {
         self.steps.iter().filter_map(|s| s.tau).max().unwrap_or(0)
     }
 }
+
+/// What one worker of an ASSM / PASSM / PASSM+ run did and where its time went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WorkerTelemetry {
+    /// Steps run.
+    pub steps: u64,
+    /// Of which PASSM steps (restricted subgradient, lock-free write of the own block).
+    pub passm_steps: u64,
+    /// Layers whose backpropagation the restriction skipped, summed over steps.
+    pub layers_skipped: u64,
+    /// Parameters whose subgradient the restriction skipped, summed over steps (each costs
+    /// about two multiply-adds per example of the minibatch in a dense layer's backward).
+    pub params_skipped: u64,
+    /// Time spent waiting for partition locks (ASSM reads and writes).
+    pub lock_wait: Duration,
+    /// Time reading the model (locks included).
+    pub read: Duration,
+    /// Time computing subgradients.
+    pub compute: Duration,
+    /// Time writing the model (locks included).
+    pub write: Duration,
+}
+
+/// The outcome of an ASSM / PASSM / PASSM+ run.
+#[derive(Debug, Clone)]
+pub struct BlockRunReport {
+    /// Steps, updates, wall time and final parameters (every step is applied: `tau` is always
+    /// set, counting the updates begun between the step's read and its write).
+    pub run: RunReport,
+    /// Per worker, in worker order.
+    pub workers: Vec<WorkerTelemetry>,
+    /// The partition the run used (worker `c` owns block `c` in PASSM steps).
+    pub blocks: super::Blocks,
+}

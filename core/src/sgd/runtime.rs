@@ -1,16 +1,50 @@
 //! Algorithm 1 of paper 001: dispatcher-driven workers with Hogwild updates, and the monitor.
 
 use super::{
-    Control, Every, GradientModel, RunReport, SgdConfig, SgdError, SharedParams, Snapshot,
-    StepEvent, StepRecord,
+    BlockStore, Control, Every, GradientModel, RunReport, SgdConfig, SgdError, SharedParams,
+    Snapshot, StepEvent, StepRecord,
 };
 use crate::dispatcher::Dispatcher;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
 use std::time::{Duration, Instant};
 
+/// The global model as the monitor and the report see it.
+pub(super) trait ModelView: Sync {
+    /// Model updates begun so far.
+    fn version(&self) -> u64;
+    /// Number of parameters.
+    fn len(&self) -> usize;
+    /// Copy the parameters into `out`.
+    fn copy_into(&self, out: &mut [f32]);
+}
+
+impl ModelView for SharedParams {
+    fn version(&self) -> u64 {
+        SharedParams::version(self)
+    }
+    fn len(&self) -> usize {
+        SharedParams::len(self)
+    }
+    fn copy_into(&self, out: &mut [f32]) {
+        SharedParams::copy_into(self, out)
+    }
+}
+
+impl ModelView for BlockStore {
+    fn version(&self) -> u64 {
+        BlockStore::version(self)
+    }
+    fn len(&self) -> usize {
+        BlockStore::len(self)
+    }
+    fn copy_into(&self, out: &mut [f32]) {
+        BlockStore::copy_into(self, out)
+    }
+}
+
 /// What the workers and the monitor of one run share.
-pub(super) struct Shared {
-    pub params: SharedParams,
+pub(super) struct Shared<P = SharedParams> {
+    pub params: P,
     /// Set by anyone who ends the run (limit reached, monitor, a worker leaving).
     pub stop: AtomicBool,
     /// Steps started so far.
@@ -20,10 +54,10 @@ pub(super) struct Shared {
     pub start: Instant,
 }
 
-impl Shared {
-    pub fn new(init: &[f32]) -> Self {
+impl<P> Shared<P> {
+    pub fn new(params: P) -> Self {
         Self {
-            params: SharedParams::new(init),
+            params,
             stop: AtomicBool::new(false),
             started: AtomicU64::new(0),
             accept: Mutex::new(()),
@@ -49,9 +83,9 @@ impl Shared {
 
 /// Stops the run when a worker leaves its loop for any reason (a panic included), so the
 /// monitor never waits for workers that are gone.
-pub(super) struct StopOnDrop<'a>(pub &'a Shared);
+pub(super) struct StopOnDrop<'a, P>(pub &'a Shared<P>);
 
-impl Drop for StopOnDrop<'_> {
+impl<P> Drop for StopOnDrop<'_, P> {
     fn drop(&mut self) {
         self.0.request_stop();
     }
@@ -132,7 +166,7 @@ pub fn run_dispatched<M: GradientModel, D: Dispatcher + ?Sized>(
     on_step: Option<&(dyn Fn(&StepEvent) + Sync)>,
 ) -> Result<RunReport, SgdError> {
     check_args(model, threads, init, cfg)?;
-    let shared = Shared::new(init);
+    let shared = Shared::new(SharedParams::new(init));
     Ok(run_workers(&shared, threads, cfg, monitor, |w| {
         worker(model, dispatcher, w, &shared, cfg, on_step)
     }))
@@ -140,8 +174,8 @@ pub fn run_dispatched<M: GradientModel, D: Dispatcher + ?Sized>(
 
 /// Run `work(w)` on `threads` scoped threads while this thread runs the monitor; join them
 /// (resuming a worker's panic) and report.
-pub(super) fn run_workers(
-    shared: &Shared,
+pub(super) fn run_workers<P: ModelView>(
+    shared: &Shared<P>,
     threads: usize,
     cfg: &SgdConfig,
     monitor: &mut dyn FnMut(&Snapshot<'_>) -> Control,
@@ -162,7 +196,11 @@ pub(super) fn run_workers(
         steps,
         updates: shared.params.version(),
         wall: shared.start.elapsed(),
-        params: shared.params.to_vec(),
+        params: {
+            let mut p = vec![0.0; shared.params.len()];
+            shared.params.copy_into(&mut p);
+            p
+        },
     }
 }
 
@@ -216,8 +254,8 @@ fn worker<M: GradientModel, D: Dispatcher + ?Sized>(
 
 /// The caller's thread during a run: enforce the time limit and call the monitor per
 /// `cfg.every`, until someone stops the run.
-pub(super) fn monitor_loop(
-    shared: &Shared,
+pub(super) fn monitor_loop<P: ModelView>(
+    shared: &Shared<P>,
     cfg: &SgdConfig,
     monitor: &mut dyn FnMut(&Snapshot<'_>) -> Control,
 ) {

@@ -1,7 +1,9 @@
 //! Data-parallel synchronous SGD (the paper's "Sync" baseline).
 
 use super::runtime::{Shared, StopOnDrop, check_args, run_workers};
-use super::{Control, GradientModel, RunReport, SgdConfig, SgdError, Snapshot, StepRecord};
+use super::{
+    Control, GradientModel, RunReport, SgdConfig, SgdError, SharedParams, Snapshot, StepRecord,
+};
 use crate::sync::{AtomicBool, Ordering};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::{Barrier, Mutex, RwLock};
@@ -30,7 +32,7 @@ pub fn run_sync<M: GradientModel>(
     monitor: &mut dyn FnMut(&Snapshot<'_>) -> Control,
 ) -> Result<RunReport, SgdError> {
     check_args(model, m, init, cfg)?;
-    let shared = Shared::new(init);
+    let shared = Shared::new(SharedParams::new(init));
     let n = init.len();
     let round = Round {
         barrier: Barrier::new(m),

@@ -95,6 +95,9 @@ fn run_one(
             &mut monitor,
             feed.as_deref().map(|f| f as _),
         )?,
+        Algorithm::Subgradient(k) => {
+            return Err(format!("{k:?} is paper 003's (passm_experiments), not paper 001's").into());
+        }
     };
     if snapshots.is_some() {
         snaps.push((report.wall.as_secs_f64(), report.started() as u64, report.params.clone()));

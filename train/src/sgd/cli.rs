@@ -1,8 +1,9 @@
-//! `ordo-train sgd`: train an MLP on Fashion-MNIST with a dispatcher of paper 001.
+//! `ordo-train sgd`: train an MLP or CNN on Fashion-MNIST with a dispatcher of paper 001 or
+//! with paper 003's ASSM / PASSM / PASSM+.
 
 use super::dispatchers::{Kind, Spec, YPolicy, build};
 use super::idx::FashionMnist;
-use super::output::write_outputs;
+use super::output::{WORKER_COLUMNS, worker_cells, write_outputs};
 use super::train::{EvalPoint, ModelKind, TrainOptions, train};
 use ordo::dispatcher::ProbeConfig;
 use ordo::sgd::{Every, Stop};
@@ -39,12 +40,26 @@ pub struct SgdArgs {
     /// Worker threads m.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
-    /// Learning rate η.
+    /// Learning rate: η for sync/async/elasync/interval (θ ← θ − η·v); for assm/passm/passm-plus
+    /// paper 003's γ (x ← x − (1 − m)·γ·u), so γ = η / (1 − m) is the same step.
     #[arg(long, default_value_t = 0.005)]
     pub lr: f32,
-    /// Momentum μ.
+    /// Momentum μ (paper 003's m).
     #[arg(long, default_value_t = 0.5)]
     pub momentum: f32,
+    /// passm-plus: epochs where the method flips, ASSM → PASSM → ASSM … (paper 003 Table D:
+    /// 75,135,165,210,225).
+    #[arg(long, value_delimiter = ',')]
+    pub switch_at: Vec<u64>,
+    /// assm/passm/passm-plus: epochs where γ is dampened by --lr-drop (e.g. 150,225).
+    #[arg(long, value_delimiter = ',')]
+    pub lr_drops: Vec<u64>,
+    /// The dampening factor at each --lr-drops epoch.
+    #[arg(long, default_value_t = 0.1)]
+    pub lr_drop: f32,
+    /// assm/passm/passm-plus: weight decay (L2 coefficient added to the subgradient).
+    #[arg(long, default_value_t = 0.0)]
+    pub weight_decay: f32,
     /// Minibatch size.
     #[arg(long, default_value_t = 16)]
     pub batch: usize,
@@ -124,6 +139,10 @@ impl SgdArgs {
             eval_limit: self.eval_limit,
             target_acc: self.target_acc,
             seed: self.seed,
+            switch_at: self.switch_at.clone(),
+            lr_drops: self.lr_drops.clone(),
+            lr_drop: self.lr_drop,
+            weight_decay: self.weight_decay,
         })
     }
 }
@@ -177,11 +196,30 @@ pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
         outcome.report.mean_tau(),
         outcome.report.max_tau()
     );
+    for line in worker_lines(&outcome.workers) {
+        eprintln!("{line}");
+    }
     if let Some(dir) = &args.out {
         write_outputs(dir, &spec.label(), &outcome)?;
         eprintln!("wrote {}", dir.display());
     }
     Ok(())
+}
+
+/// ASSM / PASSM / PASSM+ per-worker telemetry as table lines (none for other algorithms).
+pub fn worker_lines(workers: &[ordo::sgd::WorkerTelemetry]) -> Vec<String> {
+    if workers.is_empty() {
+        return Vec::new();
+    }
+    let line = |first: String, cells: &[String]| {
+        cells.iter().fold(format!("{first:>6}"), |acc, c| format!("{acc} {c:>14}"))
+    };
+    let header: Vec<String> = WORKER_COLUMNS.iter().map(|c| c.to_string()).collect();
+    let mut lines = vec![line("worker".into(), &header)];
+    for (w, t) in workers.iter().enumerate() {
+        lines.push(line(w.to_string(), &worker_cells(t)));
+    }
+    lines
 }
 
 fn row(p: &EvalPoint) -> String {

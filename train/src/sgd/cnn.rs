@@ -8,7 +8,7 @@ use super::net::{
     Batches, CLASSES, Classifier, DenseHead, NetError, axpy, cross_entropy_grad, dot,
 };
 use crate::rng::SplitMix64;
-use ordo::sgd::GradientModel;
+use ordo::sgd::{GradientModel, LayeredModel};
 
 const SIDE: usize = 28;
 const K: usize = 5;
@@ -233,6 +233,26 @@ impl GradientModel for Cnn<'_> {
 
     /// Mean cross-entropy of the minibatch and its gradient (backpropagation).
     fn gradient(&self, p: &[f32], batch: u64, s: &mut CnnScratch, grad: &mut [f32]) -> f32 {
+        self.restricted_gradient(p, batch, 0, s, grad)
+    }
+}
+
+impl LayeredModel for Cnn<'_> {
+    /// `[conv 1, conv 2, dense 192→64, dense 64→10]`, kernels/weights and biases each.
+    fn layer_sizes(&self) -> Vec<usize> {
+        vec![K2 - K1, W3 - K2, W4 - W3, NPARAMS - W4]
+    }
+
+    /// Backpropagation from the loss down to layer `lowest` only: each layer below is skipped,
+    /// and so is the input gradient of layer `lowest` (nothing below needs it).
+    fn restricted_gradient(
+        &self,
+        p: &[f32],
+        batch: u64,
+        lowest: usize,
+        s: &mut CnnScratch,
+        grad: &mut [f32],
+    ) -> f32 {
         grad.fill(0.0);
         let inv = 1.0 / self.batches.size() as f32;
         let mut loss = 0.0f32;
@@ -240,7 +260,15 @@ impl GradientModel for Cnn<'_> {
             let mut o = self.probs(p, self.data.image(i), s);
             loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
             // Dense 192 → 64 (ReLU) → 10.
-            HEAD.backward(&p[W3..], &s.p2, &s.h, &o, &mut grad[W3..], &mut s.dh, Some(&mut s.dp2));
+            if lowest >= 3 {
+                HEAD.backward_top(&s.h, &o, &mut grad[W3..]);
+                continue;
+            }
+            let dp2 = (lowest < 2).then_some(&mut s.dp2[..]);
+            HEAD.backward(&p[W3..], &s.p2, &s.h, &o, &mut grad[W3..], &mut s.dh, dp2);
+            if lowest == 2 {
+                continue;
+            }
             // Pool 2 and conv 2.
             relu_pool_back(&s.p2, &s.arg2, &s.dp2, &mut s.d2);
             s.dp1.fill(0.0);
@@ -251,8 +279,11 @@ impl GradientModel for Cnn<'_> {
                 &s.d2,
                 gk2,
                 rest,
-                Some(&mut s.dp1),
+                (lowest == 0).then_some(&mut s.dp1[..]),
             );
+            if lowest == 1 {
+                continue;
+            }
             // Pool 1 and conv 1.
             relu_pool_back(&s.p1, &s.arg1, &s.dp1, &mut s.d1);
             let (gk1, rest) = grad[K1..K2].split_at_mut(C1 * K * K);
@@ -291,6 +322,31 @@ mod tests {
             .chain(B4..NPARAMS)
             .collect();
         check_gradient(&cnn, &p, &some, 1e-3);
+    }
+
+    #[test]
+    fn restricted_gradient_is_the_slice_of_the_full_gradient_bit_for_bit() {
+        let data = random_split(3, SIDE * SIDE, 9);
+        let cnn = Cnn::new(&data, 2, 1).unwrap();
+        let mut p = cnn.init_params(4);
+        let mut rng = SplitMix64(6);
+        p.iter_mut().for_each(|x| *x += 0.05 * rng.symmetric());
+        let sizes = cnn.layer_sizes();
+        assert_eq!(sizes.iter().sum::<usize>(), NPARAMS);
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        let mut s = cnn.scratch();
+        let (mut full, mut part) = (vec![0.0; NPARAMS], vec![1.0; NPARAMS]);
+        for batch in 0..2 {
+            let l_full = cnn.gradient(&p, batch, &mut s, &mut full);
+            assert!(full[..K2].iter().any(|&x| x != 0.0), "the full gradient reaches conv 1");
+            for lowest in 1..4 {
+                let from: usize = sizes[..lowest].iter().sum();
+                let l = cnn.restricted_gradient(&p, batch, lowest, &mut s, &mut part);
+                assert_eq!(l.to_bits(), l_full.to_bits());
+                assert_eq!(bits(&part[from..]), bits(&full[from..]), "lowest {lowest}");
+                assert!(part[..from].iter().all(|&x| x == 0.0), "zeros below layer {lowest}");
+            }
+        }
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Build the algorithm a run asks for: Sync, Async, ElAsync, or Interval with a y policy.
+//! Build the algorithm a run asks for: Sync, Async, ElAsync, Interval with a y policy, or
+//! paper 003's ASSM / PASSM / PASSM+.
 
 use super::train::Algorithm;
 use ordo::dispatcher::{
@@ -19,6 +20,20 @@ pub enum Kind {
     Elasync,
     /// Interval-Asynchrony.
     Interval,
+    /// Paper 003's ASSM: full subgradients, private momentum, per-block locks.
+    Assm,
+    /// Paper 003's PASSM: worker c owns block c (restricted subgradient, lock-free writes).
+    Passm,
+    /// Paper 003's PASSM+: ASSM, switching to PASSM and back at `--switch-at` epochs.
+    PassmPlus,
+}
+
+impl Kind {
+    /// The method family of paper 003 (run by `ordo::sgd::run_async_subgradient`, not by a
+    /// dispatcher).
+    pub fn is_subgradient(self) -> bool {
+        matches!(self, Kind::Assm | Kind::Passm | Kind::PassmPlus)
+    }
 }
 
 /// How the interval `y` changes (§4.1).
@@ -69,6 +84,7 @@ impl Spec {
     pub fn label(&self) -> String {
         match (self.kind, self.policy) {
             (Kind::Interval, p) => format!("interval-{p:?}(y={})", self.y).to_lowercase(),
+            (Kind::PassmPlus, _) => "passm-plus".to_string(),
             (k, _) => format!("{k:?}").to_lowercase(),
         }
     }
@@ -119,6 +135,9 @@ pub fn build(spec: &Spec) -> Result<Built, BuildError> {
     let m = spec.threads;
     Ok(match spec.kind {
         Kind::Sync => Built { algo: Algorithm::Sync, feed: None },
+        Kind::Assm | Kind::Passm | Kind::PassmPlus => {
+            Built { algo: Algorithm::Subgradient(spec.kind), feed: None }
+        }
         Kind::Async => Built { algo: Algorithm::Dispatched(Arc::new(Async::new(m)?)), feed: None },
         Kind::Elasync => {
             let d = Arc::new(ElAsync::new(m, m, spec.m_probe)?);
@@ -165,7 +184,9 @@ mod tests {
 
     #[test]
     fn every_kind_builds() {
-        for kind in [Kind::Sync, Kind::Async, Kind::Elasync, Kind::Interval] {
+        for kind in
+            [Kind::Sync, Kind::Async, Kind::Elasync, Kind::Interval, Kind::Assm, Kind::PassmPlus]
+        {
             for policy in [YPolicy::Fixed, YPolicy::Decay, YPolicy::Probe] {
                 let s = Spec { policy, ..Spec::paper(kind, 4) };
                 let b = build(&s).unwrap();
@@ -173,6 +194,7 @@ mod tests {
                     kind == Kind::Elasync || (kind == Kind::Interval && policy == YPolicy::Probe);
                 assert_eq!(b.feed.is_some(), probing, "{}", s.label());
                 assert_eq!(matches!(b.algo, Algorithm::Sync), kind == Kind::Sync);
+                assert_eq!(matches!(b.algo, Algorithm::Subgradient(_)), kind.is_subgradient());
             }
         }
     }

@@ -4,7 +4,7 @@
 use super::idx::Split;
 use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, cross_entropy_grad};
 use crate::rng::SplitMix64;
-use ordo::sgd::GradientModel;
+use ordo::sgd::{GradientModel, LayeredModel};
 
 /// An MLP bound to its training split.
 ///
@@ -77,13 +77,37 @@ impl GradientModel for Mlp<'_> {
 
     /// Mean cross-entropy of the minibatch and its gradient (backpropagation).
     fn gradient(&self, p: &[f32], batch: u64, s: &mut MlpScratch, grad: &mut [f32]) -> f32 {
+        self.restricted_gradient(p, batch, 0, s, grad)
+    }
+}
+
+impl LayeredModel for Mlp<'_> {
+    /// `[W1 and b1, W2 and b2]`.
+    fn layer_sizes(&self) -> Vec<usize> {
+        self.head().layer_sizes().to_vec()
+    }
+
+    /// `lowest = 1` stops backpropagation at the output layer: `W1`'s gradient (the bulk of
+    /// the backward work, `hidden × dim` multiply-adds per example) is skipped.
+    fn restricted_gradient(
+        &self,
+        p: &[f32],
+        batch: u64,
+        lowest: usize,
+        s: &mut MlpScratch,
+        grad: &mut [f32],
+    ) -> f32 {
         grad.fill(0.0);
         let inv = 1.0 / self.batches.size() as f32;
         let mut loss = 0.0f32;
         for i in self.batches.examples(batch) {
             let mut o = self.probs(p, self.data.image(i), s);
             loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
-            self.head().backward(p, &s.x, &s.h, &o, grad, &mut s.dh, None);
+            if lowest == 0 {
+                self.head().backward(p, &s.x, &s.h, &o, grad, &mut s.dh, None);
+            } else {
+                self.head().backward_top(&s.h, &o, grad);
+            }
         }
         loss * inv
     }
@@ -117,6 +141,28 @@ mod tests {
         let (eval_loss, acc) = mlp.evaluate(&p, &data, None);
         assert!((f64::from(loss) - eval_loss).abs() < 1e-5, "{loss} vs {eval_loss}");
         assert!((0.0..=1.0).contains(&acc));
+    }
+
+    #[test]
+    fn restricted_gradient_is_the_slice_of_the_full_gradient_bit_for_bit() {
+        let data = random_split(7, 6, 7);
+        let mlp = Mlp::new(&data, 5, 3, 1).unwrap();
+        let mut p = mlp.init_params(3);
+        let mut rng = SplitMix64(5);
+        p.iter_mut().for_each(|x| *x += 0.1 * rng.symmetric());
+        let from = mlp.layer_sizes()[0];
+        assert_eq!(mlp.layer_sizes().iter().sum::<usize>(), mlp.num_params());
+        let (mut full, mut top) = (vec![0.0; p.len()], vec![1.0; p.len()]);
+        let mut s = mlp.scratch();
+        for batch in 0..4 {
+            let l_full = mlp.gradient(&p, batch, &mut s, &mut full);
+            let l_top = mlp.restricted_gradient(&p, batch, 1, &mut s, &mut top);
+            assert_eq!(l_full.to_bits(), l_top.to_bits());
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&top[from..]), bits(&full[from..]), "batch {batch}");
+            assert!(top[..from].iter().all(|&x| x == 0.0), "zeros below the lowest layer");
+            assert!(full[..from].iter().any(|&x| x != 0.0), "the full gradient reaches W1");
+        }
     }
 
     #[test]

@@ -135,6 +135,20 @@ impl DenseHead {
         o
     }
 
+    /// Parameters per layer: `[W1 and b1, W2 and b2]` (the order of the flat layout).
+    pub fn layer_sizes(&self) -> [usize; 2] {
+        [self.hidden * self.inputs + self.hidden, CLASSES * self.hidden + CLASSES]
+    }
+
+    /// Backward of the output layer only (restricted backpropagation stopping at it): add the
+    /// gradients of `W2` and `b2` into `g`.
+    pub fn backward_top(&self, h: &[f32], dlogits: &[f32; CLASSES], g: &mut [f32]) {
+        for (c, &dc) in dlogits.iter().enumerate() {
+            g[self.b2() + c] += dc;
+            axpy(&mut g[self.w2(c)], dc, h);
+        }
+    }
+
     /// Backward from `dlogits`: add the parameter gradients into `g` (same layout as `p`),
     /// using `dh` as scratch; if `dx` is given, overwrite it with the input gradient.
     #[allow(clippy::too_many_arguments)] // the activations of one forward pass, kept apart
@@ -148,10 +162,9 @@ impl DenseHead {
         dh: &mut [f32],
         mut dx: Option<&mut [f32]>,
     ) {
+        self.backward_top(h, dlogits, g);
         dh.fill(0.0);
         for (c, &dc) in dlogits.iter().enumerate() {
-            g[self.b2() + c] += dc;
-            axpy(&mut g[self.w2(c)], dc, h);
             axpy(dh, dc, &p[self.w2(c)]);
         }
         if let Some(dx) = dx.as_deref_mut() {

@@ -5,7 +5,8 @@ use crate::plot::{Chart, Series, bar_chart, line_chart};
 use std::fmt::Write as _;
 use std::path::Path;
 
-/// Write `curve.csv` (one row per evaluation), `steps.csv` (one row per step),
+/// Write `curve.csv` (one row per evaluation), `steps.csv` (one row per step), `workers.csv`
+/// (ASSM / PASSM / PASSM+ only: per-worker steps, restriction savings, lock wait and time split),
 /// `accuracy.png`, `loss.png` (test metrics over wall time) and `tau.png` (histogram of τ).
 pub fn write_outputs(
     dir: &Path,
@@ -30,6 +31,13 @@ pub fn write_outputs(
         writeln!(steps, "{},{},{},{tau},{},{end:.6}", s.index, s.worker, s.accepted(), s.loss)?;
     }
     std::fs::write(dir.join("steps.csv"), steps)?;
+    if !outcome.workers.is_empty() {
+        let mut w = format!("worker,{}\n", WORKER_COLUMNS.join(","));
+        for (k, t) in outcome.workers.iter().enumerate() {
+            writeln!(w, "{k},{}", worker_cells(t).join(","))?;
+        }
+        std::fs::write(dir.join("workers.csv"), w)?;
+    }
     let series = |f: fn(&super::train::EvalPoint) -> f64| {
         vec![Series {
             label: label.to_string(),
@@ -68,4 +76,31 @@ pub fn write_outputs(
     };
     bar_chart(&dir.join("tau.png"), &c, &bars)?;
     Ok(())
+}
+
+/// The columns of a worker's ASSM / PASSM / PASSM+ telemetry (`workers.csv`, the CLI's table).
+pub const WORKER_COLUMNS: [&str; 8] = [
+    "steps",
+    "passm_steps",
+    "layers_skipped",
+    "params_skipped",
+    "lock_wait_s",
+    "read_s",
+    "compute_s",
+    "write_s",
+];
+
+/// One worker's telemetry as the cells of [`WORKER_COLUMNS`].
+pub fn worker_cells(t: &ordo::sgd::WorkerTelemetry) -> [String; 8] {
+    let s = |d: std::time::Duration| format!("{:.6}", d.as_secs_f64());
+    [
+        t.steps.to_string(),
+        t.passm_steps.to_string(),
+        t.layers_skipped.to_string(),
+        t.params_skipped.to_string(),
+        s(t.lock_wait),
+        s(t.read),
+        s(t.compute),
+        s(t.write),
+    ]
 }

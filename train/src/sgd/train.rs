@@ -2,12 +2,14 @@
 //! test split as it trains.
 
 use super::cnn::Cnn;
+use super::dispatchers::Kind;
 use super::idx::FashionMnist;
 use super::mlp::Mlp;
 use super::net::{Classifier, NetError};
 use ordo::dispatcher::Dispatcher;
 use ordo::sgd::{
-    Control, Every, RunReport, SgdConfig, SgdError, StepEvent, Stop, run_dispatched, run_sync,
+    BlockSchedule, Control, Every, LayeredModel, RunReport, SgdConfig, SgdError, StepEvent, Stop,
+    WorkerTelemetry, run_async_subgradient, run_dispatched, run_sync,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +22,9 @@ pub enum Algorithm {
     Sync,
     /// A dispatcher of Algorithm 1 ([`ordo::sgd::run_dispatched`]).
     Dispatched(Arc<dyn Dispatcher>),
+    /// Paper 003's ASSM, PASSM or PASSM+ ([`ordo::sgd::run_async_subgradient`]; the kind is
+    /// one of [`Kind::is_subgradient`]).
+    Subgradient(Kind),
 }
 
 /// Which network to train.
@@ -56,6 +61,14 @@ pub struct TrainOptions {
     pub target_acc: Option<f64>,
     /// Seed of the shuffle and the initial weights.
     pub seed: u64,
+    /// PASSM+: epochs where the method flips (ASSM → PASSM → ASSM …).
+    pub switch_at: Vec<u64>,
+    /// ASSM / PASSM / PASSM+: epochs where γ is multiplied by `lr_drop`.
+    pub lr_drops: Vec<u64>,
+    /// The dampening factor of `lr_drops`.
+    pub lr_drop: f32,
+    /// ASSM / PASSM / PASSM+: weight decay.
+    pub weight_decay: f32,
 }
 
 impl Default for TrainOptions {
@@ -72,6 +85,10 @@ impl Default for TrainOptions {
             eval_limit: None,
             target_acc: None,
             seed: 1,
+            switch_at: Vec::new(),
+            lr_drops: Vec::new(),
+            lr_drop: 0.1,
+            weight_decay: 0.0,
         }
     }
 }
@@ -113,6 +130,8 @@ pub struct TrainOutcome {
     pub curve: Vec<EvalPoint>,
     /// The runtime's record.
     pub report: RunReport,
+    /// ASSM / PASSM / PASSM+: what each worker did (empty for the other algorithms).
+    pub workers: Vec<WorkerTelemetry>,
 }
 
 impl TrainOutcome {
@@ -152,7 +171,26 @@ pub fn train(
     }
 }
 
-fn train_model<M: Classifier>(
+/// The schedule of an ASSM / PASSM / PASSM+ run of `kind` (one epoch = one pass over `n_train`
+/// examples in minibatches of `opts.batch`).
+pub fn schedule(kind: Kind, cfg: SgdConfig, opts: &TrainOptions, n_train: usize) -> BlockSchedule {
+    let per_epoch = (n_train / opts.batch.max(1)).max(1) as u64;
+    let base = match kind {
+        Kind::Passm => BlockSchedule::passm(cfg, per_epoch),
+        Kind::PassmPlus => {
+            BlockSchedule::passm_plus(cfg, per_epoch, opts.switch_at.clone(), opts.threads)
+        }
+        _ => BlockSchedule::assm(cfg, per_epoch),
+    };
+    BlockSchedule {
+        lr_drops: opts.lr_drops.clone(),
+        lr_drop: opts.lr_drop,
+        weight_decay: opts.weight_decay,
+        ..base
+    }
+}
+
+fn train_model<M: Classifier + LayeredModel>(
     model: &M,
     init: Vec<f32>,
     data: &FashionMnist,
@@ -205,11 +243,19 @@ fn train_model<M: Classifier>(
             _ => Control::Continue,
         }
     };
+    let mut workers = Vec::new();
     let report = match algo {
         Algorithm::Sync => {
             let r = run_sync(model, opts.threads, &init, &cfg, &mut monitor)?;
             r.steps.iter().for_each(count);
             r
+        }
+        Algorithm::Subgradient(kind) => {
+            let s = schedule(*kind, cfg, opts, data.train.n);
+            let r = run_async_subgradient(model, opts.threads, &init, &s, &mut monitor)?;
+            r.run.steps.iter().for_each(count);
+            workers = r.workers;
+            r.run
         }
         Algorithm::Dispatched(d) => run_dispatched(
             model,
@@ -224,5 +270,5 @@ fn train_model<M: Classifier>(
     // The final model, with exact statistics from the report.
     let exact = Some((report.accept_rate(), report.mean_tau()));
     evaluate(report.updates, report.started() as u64, report.wall, &report.params, exact);
-    Ok(TrainOutcome { curve, report })
+    Ok(TrainOutcome { curve, report, workers })
 }
