@@ -98,16 +98,23 @@ impl NodeHandle {
         })
     }
 
-    /// Read `keys` into `out` (`keys.len() × width`); returns their versions. Blocks on remote
-    /// keys until the owners answer.
+    /// Read `keys` into `out` (`keys.len() × width`); returns their versions. Every remote
+    /// request is sent before the first is waited for, so a pull of many remote keys costs about
+    /// one round trip, not one per key; blocks until the owners answer.
     pub fn pull(&self, keys: &[Key], out: &mut [f32]) -> Result<Vec<u64>, PmError> {
         let width = self.shared.lock().width();
         if out.len() != keys.len() * width {
             return Err(PmError::UpdateLength { keys: keys.len(), updates: out.len(), width });
         }
+        // All keys checked before any request leaves, so no answer arrives that nobody takes.
+        let n_keys = self.shared.lock().keys();
+        if let Some(&key) = keys.iter().find(|&&k| k >= n_keys) {
+            return Err(PmError::KeyOutOfRange { key, keys: n_keys });
+        }
+        let outcomes = self.step(|n, o| keys.iter().map(|&k| n.pull(k, o)).collect::<Vec<_>>());
         let mut versions = Vec::with_capacity(keys.len());
-        for (&k, dst) in keys.iter().zip(out.chunks_mut(width.max(1))) {
-            let (v, ver) = match self.step(|n, o| n.pull(k, o))? {
+        for (outcome, dst) in outcomes.into_iter().zip(out.chunks_mut(width.max(1))) {
+            let (v, ver) = match outcome? {
                 PullOutcome::Local(v, ver) => (v, ver),
                 PullOutcome::Remote(req) => self.wait(|n| n.take_reply(req))?,
             };

@@ -18,12 +18,14 @@ use super::npy;
 use super::npy::NpyError;
 use super::optim::Optimizer;
 use super::plot;
+use super::pm::{PmConfig, PmTrainError, train_pm};
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
 };
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
+use ordo_pm::PmMode;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -145,6 +147,17 @@ struct KgeOpts {
     /// Continue the run checkpointed in this directory up to --epochs.
     #[arg(long, global = true)]
     resume: Option<PathBuf>,
+    /// Train with the parameters in AdaPM (or a baseline) over in-process nodes instead of the
+    /// engine: adapm, static, replicate, no-relocation, no-replication, immediate.
+    #[arg(long, global = true)]
+    #[serde(default, deserialize_with = "pm_mode")]
+    pm: Option<PmMode>,
+    /// Nodes of --pm (one training thread each) [default: 2].
+    #[arg(long, global = true)]
+    pm_nodes: Option<usize>,
+    /// Batches (clocks) ahead that --pm nodes signal intent [default: 2].
+    #[arg(long, global = true)]
+    intent_offset: Option<u64>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long, global = true)]
     #[serde(skip)]
@@ -174,6 +187,16 @@ pub enum ConfigError {
         /// The parser's message (with the line).
         message: String,
     },
+    /// Options that do not go together.
+    #[error("{0}")]
+    Unsupported(&'static str),
+}
+
+/// `pm = "adapm"` in a config file.
+fn pm_mode<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<PmMode>, D::Error> {
+    use serde::Deserialize;
+    let name = Option::<String>::deserialize(de)?;
+    name.map(|n| n.parse().map_err(serde::de::Error::custom)).transpose()
 }
 
 /// Parse a config file: JSON if its name ends in `.json`, TOML otherwise.
@@ -223,7 +246,10 @@ impl KgeOpts {
             device,
             checkpoint,
             checkpoint_every,
-            resume
+            resume,
+            pm,
+            pm_nodes,
+            intent_offset
         )
     }
 
@@ -286,6 +312,7 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
     let bad_input = e.is::<DataError>()
         || e.is::<ConfigError>()
         || e.is::<NpyError>()
+        || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
         || e.downcast_ref::<CheckpointError>().is_some_and(bad_checkpoint)
         || e.downcast_ref::<TrainError>().is_some_and(|t| match t {
             TrainError::Dim(_) | TrainError::Config(_) => true,
@@ -317,6 +344,19 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             m.mrr, m.hits1, m.hits3, m.hits10
         );
         return Ok(());
+    }
+    if let Some(mode) = o.pm {
+        if args.command.is_some() || o.checkpoint.is_some() || o.resume.is_some() {
+            return Err(Box::new(ConfigError::Unsupported(
+                "--pm trains one run: no compare, --checkpoint or --resume",
+            )));
+        }
+        let pm = PmConfig {
+            mode,
+            nodes: o.pm_nodes.unwrap_or(2),
+            intent_offset: o.intent_offset.unwrap_or(2),
+        };
+        return run_pm(&d, &cfg, pm, o.quiet);
     }
     let modes: Vec<Mode> = match args.command {
         Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
@@ -430,6 +470,37 @@ fn train_with_progress(
     );
     bar.finish_and_clear();
     Ok(r?)
+}
+
+/// `--pm`: train over the in-process AdaPM cluster, print the `pm:` line and the test metrics.
+fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(), BoxError> {
+    println!(
+        "pm {} · {} nodes · intent offset {} · {:?} dim {} · batch {} · {} epochs · seed {}",
+        pm.mode,
+        pm.nodes,
+        pm.intent_offset,
+        cfg.score,
+        cfg.dim,
+        cfg.batch_size,
+        cfg.epochs,
+        cfg.seed
+    );
+    let style =
+        ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} batches {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> ");
+    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0).with_style(style) };
+    bar.set_prefix(pm.mode.name());
+    let r = train_pm(d, cfg, pm, &bar);
+    bar.finish_and_clear();
+    let r = r?;
+    println!("trained in {:.2} s, mean loss {:.4}", r.wall_s, r.loss);
+    println!("{}", r.stats_line());
+    println!(
+        "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
+        pm.mode, r.test.mrr, r.test.hits1, r.test.hits3, r.test.hits10
+    );
+    Ok(())
 }
 
 /// Advances the progress bar as the device stamps batches.

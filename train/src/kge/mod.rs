@@ -5,7 +5,8 @@
 //! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
 //! filtered metrics, [`train`] is the epoch loop over the engine's modes, [`npy`] saves and loads
 //! embeddings, [`checkpoint`] writes and resumes checkpoints, [`plot`] writes the CSV and figures, [`compare`] tabulates time-to-accuracy,
-//! [`gpu`] runs the step on a CUDA GPU (`--device cuda`), [`cli`] is `ordo-train kge`.
+//! [`gpu`] runs the step on a CUDA GPU (`--device cuda`), [`pm`] trains with the parameters in
+//! AdaPM (`--pm`, its own asynchronous regime, not the engine), [`cli`] is `ordo-train kge`.
 
 pub mod batch;
 pub mod checkpoint;
@@ -18,6 +19,7 @@ pub mod init;
 pub mod npy;
 pub mod optim;
 pub mod plot;
+pub mod pm;
 pub mod score;
 pub mod step;
 pub mod train;

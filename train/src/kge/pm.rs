@@ -1,0 +1,390 @@
+//! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`.
+//!
+//! The parameters live in an in-process [`Cluster`] of `N` nodes (threads as nodes, see
+//! `ordo_pm::cluster`): one key per entity row (`[embedding | optimizer state]`, as in the
+//! engine's store) and, after them, one key per relation row (`[parameters | optimizer state]`,
+//! zero-padded to the table's width). Each node has one training thread that works on its share
+//! of the batches (global batch `i` goes to node `i mod N`, epoch after epoch) and, per batch:
+//! signals intent for the keys of the batch `--intent-offset K` clocks ahead, pulls the batch's
+//! keys, runs the same [`KgeModel`] step the engine runs, pushes the step's change of every
+//! pulled row as an **additive update** (the PM's semantics, paper 002 §3: new − old, so
+//! concurrent updates from other nodes add up instead of being overwritten), and advances its
+//! clock.
+//!
+//! This is AdaPM's own asynchronous regime and does **not** go through the OAC engine: no
+//! computation order is recorded and the result is not equal to a synchronous run (pulls may
+//! see replicas that miss other nodes' latest pushes until the next sync round). What the run
+//! reports is the PM's traffic ([`PmStats`]) and the model's filtered test metrics, read after
+//! the cluster is quiescent (when every node agrees on every key, see `ordo_pm::node`).
+//!
+//! Negatives are drawn as in the engine's runs ([`super::batch`], uniform over all entities by
+//! default), not by `ordo_pm::sampling::sample_local`; so every batch needs keys from the whole
+//! table, as in the paper's baselines without local sampling.
+
+use super::batch::KgeBatch;
+use super::data::Dataset;
+use super::eval::{Filter, Metrics};
+use super::gpu::Device;
+use super::step::KgeModel;
+use super::train::{TrainConfig, TrainError, metrics};
+use indicatif::ProgressBar;
+use ordo::engine::{Batch, BatchRows, Model};
+use ordo_pm::cluster::{Cluster, NodeHandle};
+use ordo_pm::{Key, PmError, PmMode, PmStats};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// How long the cluster may take to become quiescent after training.
+const QUIESCE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The parameter-manager side of a run.
+///
+/// ```
+/// use ordo_pm::PmMode;
+/// use ordo_train::kge::pm::PmConfig;
+/// let pm = PmConfig { mode: PmMode::AdaPm, nodes: 2, intent_offset: 2 };
+/// assert_eq!(pm.mode.name(), "adapm");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PmConfig {
+    /// Which strategy the nodes run (AdaPM or a baseline).
+    pub mode: PmMode,
+    /// Nodes (each with one training thread).
+    pub nodes: usize,
+    /// Clocks (batches) between a node's intent signal for a batch and its access.
+    pub intent_offset: u64,
+}
+
+/// Why a PM run failed.
+#[derive(Debug, Error)]
+pub enum PmTrainError {
+    /// `--pm-nodes 0`.
+    #[error("--pm-nodes must be at least 1")]
+    NoNodes,
+    /// `--pm` trains on the CPU only.
+    #[error("--pm trains on the CPU only (give --device cpu)")]
+    Device,
+    /// A hyper-parameter is bad, or a step failed (e.g. the loss became NaN).
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// The parameter manager failed (an owner did not answer, the cluster did not quiesce).
+    #[error("parameter manager: {0}")]
+    Pm(#[from] PmError),
+    /// A node's training thread panicked.
+    #[error("the training thread of node {0} panicked")]
+    NodePanicked(usize),
+}
+
+impl PmTrainError {
+    /// Whether the error is the caller's bad input (exit status 2), not a failure while running.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            PmTrainError::NoNodes | PmTrainError::Device => true,
+            PmTrainError::Train(t) => matches!(t, TrainError::Dim(_) | TrainError::Config(_)),
+            _ => false,
+        }
+    }
+}
+
+/// The outcome of a PM run.
+#[derive(Debug, Clone)]
+pub struct PmRun {
+    /// Nodes that trained.
+    pub nodes: usize,
+    /// The PM's counters summed over nodes, taken at quiescence after training (the final
+    /// reads for evaluation are not counted).
+    pub stats: PmStats,
+    /// Mean loss per positive over the whole run.
+    pub loss: f64,
+    /// Training wall time, seconds (until quiescence).
+    pub wall_s: f64,
+    /// Filtered test metrics of the final parameters.
+    pub test: Metrics,
+}
+
+impl PmRun {
+    /// The one summary line of the run's PM traffic.
+    ///
+    /// ```
+    /// use ordo_pm::PmStats;
+    /// use ordo_train::kge::{eval::Metrics, pm::PmRun};
+    /// let stats = PmStats { local_pulls: 3, remote_pulls: 1, bytes_sent: 40, ..PmStats::default() };
+    /// let run = PmRun { nodes: 2, stats, loss: 0.0, wall_s: 0.0, test: Metrics::from_ranks(&[1.0]) };
+    /// assert_eq!(
+    ///     run.stats_line(),
+    ///     "pm: nodes=2 remote_share=0.250000 bytes_sent=40 relocations=0 replications=0"
+    /// );
+    /// ```
+    pub fn stats_line(&self) -> String {
+        let s = &self.stats;
+        format!(
+            "pm: nodes={} remote_share={:.6} bytes_sent={} relocations={} replications={}",
+            self.nodes,
+            s.remote_share(),
+            s.bytes_sent,
+            s.relocations,
+            s.replications
+        )
+    }
+}
+
+/// Where entity and relation rows sit in the PM's table of `width`-float keys.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    entities: usize,
+    /// Relation rows the model holds (twice the dataset's with inverses).
+    relation_rows: usize,
+    /// Floats per entity row (embedding and optimizer state).
+    entity_width: usize,
+    /// Relation parameters per row, and their optimizer state.
+    rdim: usize,
+    rstate: usize,
+    /// Floats per key: the wider of an entity row and a relation row.
+    width: usize,
+}
+
+impl Layout {
+    fn of(cfg: &TrainConfig, d: &Dataset) -> Self {
+        let sc = cfg.step_config();
+        let rdim = sc.relation_dim();
+        let rstate = cfg.optimizer.state_width(rdim);
+        let entity_width = sc.row_width();
+        Layout {
+            entities: d.entities.len(),
+            relation_rows: sc.relation_rows(d.relations.len()),
+            entity_width,
+            rdim,
+            rstate,
+            width: entity_width.max(rdim + rstate),
+        }
+    }
+
+    fn keys(&self) -> u64 {
+        (self.entities + self.relation_rows) as u64
+    }
+
+    fn relation_key(&self, r: usize) -> Key {
+        (self.entities + r) as Key
+    }
+
+    /// The initial value of key `k`: entity rows from `rows`, relation rows from the model's
+    /// dense state (`relation_rows × rdim` parameters, then their optimizer state).
+    fn initial(&self, k: Key, rows: &[f32], dense: &[f32]) -> Vec<f32> {
+        let mut v = vec![0.0; self.width];
+        let k = k as usize;
+        if k < self.entities {
+            let ew = self.entity_width;
+            v[..ew].copy_from_slice(&rows[k * ew..(k + 1) * ew]);
+        } else {
+            self.relation_to_key(k - self.entities, dense, &mut v);
+        }
+        v
+    }
+
+    /// Copy relation row `r` of `dense` into a key's value.
+    fn relation_to_key(&self, r: usize, dense: &[f32], key: &mut [f32]) {
+        let (rd, rs, params) = (self.rdim, self.rstate, self.relation_rows * self.rdim);
+        key[..rd].copy_from_slice(&dense[r * rd..(r + 1) * rd]);
+        key[rd..rd + rs].copy_from_slice(&dense[params + r * rs..params + (r + 1) * rs]);
+    }
+
+    /// Copy a key's value into relation row `r` of `dense`.
+    fn key_to_relation(&self, r: usize, key: &[f32], dense: &mut [f32]) {
+        let (rd, rs, params) = (self.rdim, self.rstate, self.relation_rows * self.rdim);
+        dense[r * rd..(r + 1) * rd].copy_from_slice(&key[..rd]);
+        dense[params + r * rs..params + (r + 1) * rs].copy_from_slice(&key[rd..rd + rs]);
+    }
+}
+
+/// The relation rows a batch's step reads and updates: its positives' relations (and their
+/// inverses with `reciprocal`), sorted, without repeats.
+fn batch_relations(b: &KgeBatch, relations: usize, reciprocal: bool) -> Vec<usize> {
+    let mut rs: Vec<usize> = b
+        .pos
+        .iter()
+        .flat_map(|p| {
+            let r = p.1 as usize;
+            [Some(r), reciprocal.then_some(r + relations)]
+        })
+        .flatten()
+        .collect();
+    rs.sort_unstable();
+    rs.dedup();
+    rs
+}
+
+/// One batch as the PM sees it: its keys (entity rows first, in the batch's row order, then its
+/// relation rows) and the relation rows themselves.
+struct PmBatch<'a> {
+    batch: &'a Batch<KgeBatch>,
+    relations: Vec<usize>,
+    keys: Vec<Key>,
+}
+
+/// Train on `d` with the parameters in an in-process AdaPM cluster, then evaluate on the test
+/// split. `progress` advances by one per batch.
+pub fn train_pm(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    progress: &ProgressBar,
+) -> Result<PmRun, PmTrainError> {
+    if pm.nodes == 0 {
+        return Err(PmTrainError::NoNodes);
+    }
+    if cfg.device != Device::Cpu {
+        return Err(PmTrainError::Device);
+    }
+    let (model, store) = cfg.init(d)?;
+    let layout = Layout::of(cfg, d);
+    let (init_rows, init_dense) = (store.snapshot(), model.dense());
+    let cluster = Cluster::in_process(pm.nodes, layout.keys(), layout.width, pm.mode, |k| {
+        layout.initial(k, &init_rows, &init_dense)
+    })?;
+    let sampling = cfg.sampling(d);
+    let batches: Vec<Batch<KgeBatch>> =
+        (0..cfg.epochs).flat_map(|e| sampling.epoch_batches(&d.train, e)).collect();
+    progress.set_length(batches.len() as u64);
+    let relations = d.relations.len();
+    // Global batch i goes to node i mod N.
+    let mut plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|_| Vec::new()).collect();
+    for (i, b) in batches.iter().enumerate() {
+        let rels = batch_relations(&b.data, relations, cfg.reciprocal);
+        let keys = b.rows.iter().copied().chain(rels.iter().map(|&r| layout.relation_key(r)));
+        plans[i % pm.nodes].push(PmBatch { batch: b, keys: keys.collect(), relations: rels });
+    }
+    let start = Instant::now();
+    let outcomes: Vec<Result<(f64, u64), PmTrainError>> = std::thread::scope(|s| {
+        let workers: Vec<_> = plans
+            .iter()
+            .enumerate()
+            .map(|(n, plan)| {
+                let (h, model) = (cluster.handle(n), model.clone());
+                let dense = init_dense.clone();
+                s.spawn(move || {
+                    run_node(&h?, model, dense, plan, layout, pm.intent_offset, progress)
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .enumerate()
+            .map(|(n, w)| w.join().unwrap_or(Err(PmTrainError::NodePanicked(n))))
+            .collect()
+    });
+    let (mut loss_sum, mut positives) = (0.0, 0);
+    for o in outcomes {
+        let (l, p) = o?;
+        loss_sum += l;
+        positives += p;
+    }
+    cluster.quiesce(QUIESCE_TIMEOUT)?;
+    let wall_s = start.elapsed().as_secs_f64();
+    let stats = cluster.stats();
+    // Read every key (any node gives the same value at quiescence).
+    let all: Vec<Key> = (0..layout.keys()).collect();
+    let mut table = vec![0.0; all.len() * layout.width];
+    cluster.handle(0)?.pull(&all, &mut table)?;
+    let (ew, w) = (layout.entity_width, layout.width);
+    let rows: Vec<f32> =
+        table.chunks(w).take(layout.entities).flat_map(|k| k[..ew].iter().copied()).collect();
+    let mut dense = init_dense;
+    for (r, key) in table.chunks(w).skip(layout.entities).enumerate() {
+        layout.key_to_relation(r, key, &mut dense);
+    }
+    let rel = &dense[..layout.relation_rows * layout.rdim];
+    let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
+    let test = metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d));
+    let loss = loss_sum / positives.max(1) as f64;
+    Ok(PmRun { nodes: pm.nodes, stats, loss, wall_s, test })
+}
+
+/// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
+/// `t + offset`, pull, step, push the change, advance the clock. Returns the summed loss and the
+/// number of positives stepped.
+fn run_node(
+    h: &NodeHandle,
+    mut model: KgeModel,
+    mut dense: Vec<f32>,
+    plan: &[PmBatch<'_>],
+    layout: Layout,
+    offset: u64,
+    progress: &ProgressBar,
+) -> Result<(f64, u64), PmTrainError> {
+    let (ew, w) = (layout.entity_width, layout.width);
+    let signal = |t: usize| match plan.get(t) {
+        Some(b) => h.intent(&b.keys, t as u64, t as u64 + 1),
+        None => Ok(()),
+    };
+    // Batches 0..offset are signaled before the first clock: as if signaled `offset` ahead.
+    for t in 0..(offset as usize).min(plan.len()) {
+        signal(t)?;
+    }
+    let (mut loss_sum, mut positives) = (0.0, 0u64);
+    let mut values = Vec::new();
+    for (t, b) in plan.iter().enumerate() {
+        signal(t + offset as usize)?;
+        values.resize(b.keys.len() * w, 0.0);
+        h.pull(&b.keys, &mut values)?;
+        let ne = b.batch.rows.len();
+        let mut rows: Vec<f32> =
+            values.chunks(w).take(ne).flat_map(|k| k[..ew].iter().copied()).collect();
+        let before = rows.clone();
+        for (&r, key) in b.relations.iter().zip(values.chunks(w).skip(ne)) {
+            layout.key_to_relation(r, key, &mut dense);
+        }
+        model.set_dense(&dense);
+        let mut batch_rows = BatchRows::new(&b.batch.rows, ew, &mut rows)
+            .expect("the batch's rows are sorted and the buffer is rows × width");
+        model.step(&b.batch.data, &mut batch_rows).map_err(TrainError::Step)?;
+        positives += b.batch.data.pos.len() as u64;
+        loss_sum += model.take_loss() * b.batch.data.pos.len() as f64;
+        // The additive update: each pulled row's change by this step.
+        let mut updates = vec![0.0; values.len()];
+        for ((u, new), old) in updates.chunks_mut(w).zip(rows.chunks(ew)).zip(before.chunks(ew)) {
+            u[..ew].iter_mut().zip(new.iter().zip(old)).for_each(|(u, (n, o))| *u = n - o);
+        }
+        let after = model.dense();
+        let mut new_key = vec![0.0; w];
+        for ((&r, u), old) in
+            b.relations.iter().zip(updates.chunks_mut(w).skip(ne)).zip(values.chunks(w).skip(ne))
+        {
+            layout.relation_to_key(r, &after, &mut new_key);
+            u.iter_mut().zip(new_key.iter().zip(old)).for_each(|(u, (n, o))| *u = n - o);
+        }
+        dense = after;
+        h.push(&b.keys, &updates)?;
+        h.advance_clock();
+        progress.inc(1);
+    }
+    Ok((loss_sum, positives))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_nodes_is_a_typed_error() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, epochs: 1, ..TrainConfig::default() };
+        let pm = PmConfig { mode: PmMode::AdaPm, nodes: 0, intent_offset: 1 };
+        let e = train_pm(&d, &cfg, pm, &ProgressBar::hidden()).unwrap_err();
+        assert!(matches!(e, PmTrainError::NoNodes) && e.is_bad_input(), "{e}");
+    }
+
+    #[test]
+    fn relation_rows_round_trip_through_keys() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg = TrainConfig { dim: 8, reciprocal: true, ..TrainConfig::default() };
+        let l = Layout::of(&cfg, &d);
+        let dense: Vec<f32> =
+            (0..l.relation_rows * (l.rdim + l.rstate)).map(|x| x as f32).collect();
+        let mut back = vec![0.0; dense.len()];
+        for r in 0..l.relation_rows {
+            let key = l.initial(l.relation_key(r), &[], &dense);
+            l.key_to_relation(r, &key, &mut back);
+        }
+        assert_eq!(back, dense);
+    }
+}
