@@ -552,6 +552,12 @@ fn model_baseline(opts: &Options) -> Verdict {
 }
 
 fn model_cell(opts: &Options, m: Mutant) -> Verdict {
+    if let Some(found) = crate::suite::check_stateright_mutant(m) {
+        return match found {
+            Some(why) => Verdict::Killed(why),
+            None => Verdict::Survived,
+        };
+    }
     match check_mutant(&opts.bound, m, Limits::default()) {
         None => {
             Verdict::NotApplicable("not a protocol step (memory ordering or code detail)".into())
