@@ -119,6 +119,10 @@ struct KgeOpts {
     /// [default: 0].
     #[arg(long, global = true)]
     eval_limit: Option<usize>,
+    /// Rank each answer against this many sampled entities instead of all (DGL-KE/PBG's
+    /// evaluation for large graphs; printed as "sampled") [default: 0 = full ranking].
+    #[arg(long, global = true)]
+    eval_sample: Option<usize>,
     /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -216,6 +220,7 @@ impl KgeOpts {
             threads,
             staleness,
             eval_limit,
+            eval_sample,
             out,
             save,
             load,
@@ -268,6 +273,7 @@ impl KgeOpts {
             threads: self.threads.unwrap_or(d.threads),
             staleness: self.staleness.unwrap_or(d.staleness),
             eval_limit: self.eval_limit.unwrap_or(d.eval_limit),
+            eval_sample: self.eval_sample.unwrap_or(d.eval_sample),
             device: self.device.unwrap_or(d.device),
         }
     }
@@ -344,6 +350,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let mut results = Vec::new();
     for mode in modes {
         println!("\n== mode {} ==", mode.name());
+        if cfg.eval_sample > 0 {
+            println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
+        }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
         let per_mode = |dir: &PathBuf| {
             if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
@@ -358,8 +367,13 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         };
         let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet)?;
         println!(
-            "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
+            "test ({}{}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
             mode.name(),
+            if cfg.eval_sample > 0 {
+                format!(", sampled ranking against {} entities", cfg.eval_sample)
+            } else {
+                String::new()
+            },
             r.test.mrr,
             r.test.hits1,
             r.test.hits3,
