@@ -43,6 +43,18 @@ enum KgeCommand {
     Compare,
     /// Print the filtered test metrics of embeddings saved with --save (give --load).
     Eval,
+    /// Write a synthetic graph with power-law degrees to --out DIR (train/valid/test.txt).
+    Synth {
+        /// Entities.
+        #[arg(long, default_value_t = 1_000_000)]
+        entities: u32,
+        /// Triples (98% train, 1% valid, 1% test).
+        #[arg(long, default_value_t = 20_000_000)]
+        triples: u64,
+        /// Relations.
+        #[arg(long, default_value_t = 100)]
+        relations: u32,
+    },
 }
 
 /// Options shared by all `kge` commands. Every training option may also come from
@@ -306,6 +318,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let args = KgeArgs { command, opts: opts.resolve()? };
     let o = &args.opts;
     let cfg = o.config();
+    if let Some(KgeCommand::Synth { entities, triples, relations }) = args.command {
+        let dir = o.out.as_ref().ok_or("kge synth needs --out DIR")?;
+        super::synth::write(dir, entities.max(1), relations, triples, cfg.seed)?;
+        println!("wrote {triples} triples over {entities} entities to {}", dir.display());
+        return Ok(());
+    }
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
     let d = Dataset::load(o.dataset())?;
