@@ -20,4 +20,5 @@ pub mod optim;
 pub mod plot;
 pub mod score;
 pub mod step;
+pub mod synth;
 pub mod train;
