@@ -71,11 +71,9 @@
 pub mod dispatcher;
 pub mod engine;
 pub mod mft;
-#[cfg(feature = "testing")]
+// Public in every build: ordo-pm and ordo-mp put their hooks behind `mutation::active`, which is
+// a constant `false` without feature `mutants`; the catalog pulls in no test-only crate.
 pub mod mutation;
-#[cfg(not(feature = "testing"))]
-#[allow(dead_code, unreachable_pub)]
-pub(crate) mod mutation;
 pub mod outstanding;
 pub mod sgd;
 pub mod storage;

@@ -38,6 +38,16 @@ pub use std::thread;
 
 pub use std::sync::atomic::Ordering;
 
+/// The engine's thread glue (the stop flag, scoped threads): std under every cfg, so `Engine`
+/// exists under `--cfg ordo_loom` too. loom checks the pipeline's protocol through
+/// `engine::loom_harness`, which drives the same stage tasks on loom threads; an `Engine` run
+/// under `ordo_loom` outside a loom model panics (its primitives are loom's).
+pub(crate) mod host {
+    pub use std::sync::Mutex;
+    pub use std::sync::atomic::AtomicBool;
+    pub use std::thread;
+}
+
 /// Back off inside a spin or CAS-retry loop.
 ///
 /// Under loom this yields to the scheduler (a spin loop that never yields makes loom explore

@@ -12,7 +12,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Knowledge-graph embeddings (link prediction) in sync, async, bounded and OAC modes.
-    Kge(kge::cli::KgeArgs),
+    Kge(Box<kge::cli::KgeArgs>),
     /// AMPNet: asynchronous model-parallel training (mnist, list-reduction).
     Amp(amp::cli::AmpArgs),
     /// Dense SGD on Fashion-MNIST with Interval-Asynchrony dispatchers.
@@ -23,7 +23,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
-        Command::Kge(args) => kge::cli::run(args).map_err(|e| (kge::cli::exit_code(&*e), e)),
+        Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::cli::exit_code(&*e), e)),
         Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (1, e)),
         Command::Amp(args) => amp::cli::run(args).map_err(|e| (1, e)),
     };

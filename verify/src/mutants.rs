@@ -552,6 +552,12 @@ fn model_baseline(opts: &Options) -> Verdict {
 }
 
 fn model_cell(opts: &Options, m: Mutant) -> Verdict {
+    if let Some(found) = crate::suite::check_stateright_mutant(m) {
+        return match found {
+            Some(why) => Verdict::Killed(why),
+            None => Verdict::Survived,
+        };
+    }
     match check_mutant(&opts.bound, m, Limits::default()) {
         None => {
             Verdict::NotApplicable("not a protocol step (memory ordering or code detail)".into())
@@ -835,7 +841,11 @@ pub fn long_fuzz(root: &Path, seconds: u64, progress: &dyn Progress) -> Vec<Long
 /// The panic line and the one after it, or libFuzzer's error line, or the last lines.
 fn why_failed(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
-    match lines.iter().position(|l| l.contains("panicked") || l.contains("ERROR: libFuzzer")) {
+    // `panicked at` first: shuttle prints "test panicked in task" (no message) before it.
+    let at = lines.iter().position(|l| l.contains("panicked at"));
+    match at.or_else(|| {
+        lines.iter().position(|l| l.contains("panicked") || l.contains("ERROR: libFuzzer"))
+    }) {
         Some(i) => lines[i..(i + 2).min(lines.len())].join(" ").trim().to_string(),
         None => lines.iter().rev().take(2).rev().copied().collect::<Vec<_>>().join(" / "),
     }

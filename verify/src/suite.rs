@@ -143,3 +143,35 @@ pub fn check_mutant(
         None
     }
 }
+
+/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet), checked at their CI
+/// bounds: `None` when `mutant` belongs to neither model; otherwise `Some(Some(why))` when the
+/// model finds a counterexample to the property the mutant breaks (the kill) and `Some(None)`
+/// when it survives.
+pub fn check_stateright_mutant(mutant: Mutant) -> Option<Option<String>> {
+    use stateright::{Checker, Model};
+    if let Some((_, property)) = crate::adapm::MUTANTS.iter().find(|(m, _)| *m == mutant) {
+        let checker =
+            crate::adapm::AdaPmModel::new(3, 1, Some(mutant)).checker().spawn_bfs().join();
+        return Some(checker.discovery(property).map(|path| {
+            format!(
+                "{}-step counterexample ({} states): {property}",
+                path.into_actions().len(),
+                checker.unique_state_count()
+            )
+        }));
+    }
+    if crate::ampnet::AMPNET_MUTANTS.contains(&mutant) {
+        let model = crate::ampnet::Ampnet::ci(Some(mutant));
+        let checker = model.clone().checker().spawn_bfs().join();
+        let broken = crate::ampnet::PROPERTIES.iter().find(|p| checker.discovery(p).is_some());
+        return Some(match broken {
+            Some(p) => {
+                Some(format!("counterexample ({} states): {p}", checker.unique_state_count()))
+            }
+            None if model.fails() => Some("an instance can never complete".into()),
+            None => None,
+        });
+    }
+    None
+}

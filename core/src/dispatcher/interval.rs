@@ -259,9 +259,15 @@ impl<P: UpdateInterval> IntervalDispatcher<P> {
             set(&|s| s.first = next_first); // 29
             set(&|s| s.done = 0); // 30
         }
+        // τ reported as the correct path does (the mutant changes the algorithm, not reporting).
+        let before = new as u32 - 1;
+        let tau = match self.workers.seen(worker).map(IntervalState::unpack) {
+            Some(w) if w.first == first => before.saturating_sub(w.done),
+            _ => before,
+        };
         Decision {
             accepted: true,
-            tau: Some(new - 1),
+            tau: Some(tau.into()),
             interval: Some(IntervalInfo { first, y: y as u32, order: new as u32 }),
         }
     }

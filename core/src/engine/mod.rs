@@ -62,7 +62,6 @@ mod error;
 pub mod loom_harness;
 pub mod model;
 mod observer;
-#[cfg(not(ordo_loom))]
 mod pipeline;
 mod reader;
 mod record;
@@ -79,7 +78,6 @@ pub use device::{CpuDevice, DeviceStage};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
-#[cfg(not(ordo_loom))]
 pub use pipeline::Engine;
 pub use record::{RunReport, Staleness, Stamp, replay, replay_ids};
 pub use session::{Completion, Session, TrySubmitError};

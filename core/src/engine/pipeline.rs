@@ -12,7 +12,8 @@ use super::{
     StageError, StageHook, StopCause, prepare,
 };
 use crate::storage::RowStorage;
-use crate::sync::{AtomicBool, Mutex, Ordering, thread};
+use crate::sync::Ordering;
+use crate::sync::host::{AtomicBool, Mutex, thread};
 use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
 use crossbeam_utils::Backoff;
 use std::panic::{AssertUnwindSafe, catch_unwind};

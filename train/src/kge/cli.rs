@@ -46,6 +46,18 @@ enum KgeCommand {
     Compare,
     /// Print the filtered test metrics of embeddings saved with --save (give --load).
     Eval,
+    /// Write a synthetic graph with power-law degrees to --out DIR (train/valid/test.txt).
+    Synth {
+        /// Entities.
+        #[arg(long, default_value_t = 1_000_000)]
+        entities: u32,
+        /// Triples (98% train, 1% valid, 1% test).
+        #[arg(long, default_value_t = 20_000_000)]
+        triples: u64,
+        /// Relations.
+        #[arg(long, default_value_t = 100)]
+        relations: u32,
+    },
 }
 
 /// Options shared by all `kge` commands. Every training option may also come from
@@ -122,6 +134,10 @@ struct KgeOpts {
     /// [default: 0].
     #[arg(long, global = true)]
     eval_limit: Option<usize>,
+    /// Rank each answer against this many sampled entities instead of all (DGL-KE/PBG's
+    /// evaluation for large graphs; printed as "sampled") [default: 0 = full ranking].
+    #[arg(long, global = true)]
+    eval_sample: Option<usize>,
     /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
@@ -240,6 +256,7 @@ impl KgeOpts {
             threads,
             staleness,
             eval_limit,
+            eval_sample,
             out,
             save,
             load,
@@ -295,6 +312,7 @@ impl KgeOpts {
             threads: self.threads.unwrap_or(d.threads),
             staleness: self.staleness.unwrap_or(d.staleness),
             eval_limit: self.eval_limit.unwrap_or(d.eval_limit),
+            eval_sample: self.eval_sample.unwrap_or(d.eval_sample),
             device: self.device.unwrap_or(d.device),
         }
     }
@@ -328,6 +346,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let args = KgeArgs { command, opts: opts.resolve()? };
     let o = &args.opts;
     let cfg = o.config();
+    if let Some(KgeCommand::Synth { entities, triples, relations }) = args.command {
+        let dir = o.out.as_ref().ok_or("kge synth needs --out DIR")?;
+        super::synth::write(dir, entities.max(1), relations, triples, cfg.seed)?;
+        println!("wrote {triples} triples over {entities} entities to {}", dir.display());
+        return Ok(());
+    }
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
     let d = Dataset::load(o.dataset())?;
@@ -385,6 +409,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let mut results = Vec::new();
     for mode in modes {
         println!("\n== mode {} ==", mode.name());
+        if cfg.eval_sample > 0 {
+            println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
+        }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
         let per_mode = |dir: &PathBuf| {
             if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
@@ -399,8 +426,13 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         };
         let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet)?;
         println!(
-            "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
+            "test ({}{}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
             mode.name(),
+            if cfg.eval_sample > 0 {
+                format!(", sampled ranking against {} entities", cfg.eval_sample)
+            } else {
+                String::new()
+            },
             r.test.mrr,
             r.test.hits1,
             r.test.hits3,

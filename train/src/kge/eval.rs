@@ -147,6 +147,63 @@ pub fn evaluate(
     Metrics::from_ranks(&ranks)
 }
 
+/// *Sampled* filtered metrics (DGL-KE's and PyTorch-BigGraph's evaluation for large graphs):
+/// each query ranks its answer against `k` entities drawn uniformly (with replacement, seeded by
+/// `seed` and the triple's index) instead of all entities, leaving out known answers as
+/// [`evaluate`] does. Sampled ranks are optimistic: these metrics are not comparable with the
+/// full ranking and are labelled "sampled" wherever printed.
+pub fn evaluate_sampled(
+    (score, reciprocal): (ScoreFn, bool),
+    entities: ArrayView2<'_, f32>,
+    relations: ArrayView2<'_, f32>,
+    triples: &[Triple],
+    filter: &Filter,
+    (k, seed): (usize, u64),
+) -> Metrics {
+    let dim = entities.ncols();
+    let n = entities.nrows() as u32;
+    let inverse = relations.nrows() / 2;
+    let inter = score.interaction();
+    let empty = Vec::new();
+    let ranks: Vec<f64> = triples
+        .par_iter()
+        .enumerate()
+        .flat_map_iter(|(i, t)| {
+            let mut g = crate::rng::SplitMix64::new(seed, 0x5A3F_0000_0000 ^ i as u64);
+            let sample: Vec<u32> = (0..k).map(|_| g.below(n)).collect();
+            let (h, r, tl) = (
+                entities.row(t.h as usize).to_vec(),
+                relations.row(t.r as usize).to_vec(),
+                entities.row(t.t as usize).to_vec(),
+            );
+            let (mut q, mut p) = (vec![0.0; dim], vec![0.0; dim]);
+            score.tail_query(&h, &r, &mut q);
+            if reciprocal {
+                score.tail_query(&tl, &relations.row(t.r as usize + inverse).to_vec(), &mut p);
+            } else {
+                score.head_query(&r, &tl, &mut p);
+            }
+            let rank = |query: &[f32], target: u32, known: &[u32]| {
+                let s = inter.score(query, &entities.row(target as usize).to_vec());
+                let (mut better, mut tied) = (0usize, 0usize);
+                for &e in &sample {
+                    if e == target || known.binary_search(&e).is_ok() {
+                        continue;
+                    }
+                    let x = inter.score(query, &entities.row(e as usize).to_vec());
+                    better += usize::from(x > s);
+                    tied += usize::from(x == s);
+                }
+                if s.is_nan() { (k + 1) as f64 } else { 1.0 + better as f64 + tied as f64 / 2.0 }
+            };
+            let kt = filter.tails.get(&(t.h, t.r)).unwrap_or(&empty);
+            let kh = filter.heads.get(&(t.r, t.t)).unwrap_or(&empty);
+            [rank(&q, t.t, kt), rank(&p, t.h, kh)]
+        })
+        .collect();
+    Metrics::from_ranks(&ranks)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +220,23 @@ mod tests {
         // A constant model ranks in the middle, not first.
         assert_eq!(realistic_rank(&[0.5; 9], 3, &[]), 5.0);
         assert_eq!(realistic_rank(&[f32::NAN, 1.0], 0, &[]), 2.0);
+    }
+
+    #[test]
+    fn sampled_ranking_is_optimistic_and_approaches_the_full_one() {
+        // DistMult dim 1: entity i has value i + 1; the answer (tail 0) is the worst of 50.
+        let e = ndarray::Array2::from_shape_fn((50, 1), |(i, _)| i as f32 + 1.0);
+        let r = ndarray::arr2(&[[1.0f32]]);
+        let t = [Triple { h: 0, r: 0, t: 0 }];
+        let f = Filter::new(&[]);
+        let full = evaluate((ScoreFn::DistMult, false), e.view(), r.view(), &t, &f);
+        let few = evaluate_sampled((ScoreFn::DistMult, false), e.view(), r.view(), &t, &f, (5, 1));
+        let many =
+            evaluate_sampled((ScoreFn::DistMult, false), e.view(), r.view(), &t, &f, (5000, 1));
+        // Full: rank 50 on both sides. 5 samples: rank ≤ 6. Many samples: rank ≈ 1 + 5000·49/50.
+        assert_eq!(full.mrr, 1.0 / 50.0);
+        assert!(few.mrr >= 1.0 / 6.0, "{few:?}");
+        assert!(many.mrr < 1.0 / 4000.0, "{many:?}");
     }
 
     #[test]

@@ -22,4 +22,5 @@ pub mod plot;
 pub mod pm;
 pub mod score;
 pub mod step;
+pub mod synth;
 pub mod train;

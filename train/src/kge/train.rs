@@ -4,7 +4,7 @@
 use super::batch::{KgeBatch, NegSampling, Sampling};
 use super::checkpoint::{Checkpoint, CheckpointError, Identity};
 use super::data::{Dataset, Triple};
-use super::eval::{Filter, Metrics, evaluate};
+use super::eval::{Filter, Metrics, evaluate, evaluate_sampled};
 use super::gpu::{CudaKgeModel, Device, check_device, cuda_device, unsupported};
 use super::init::{Init, init_entities, init_relations};
 use super::optim::Optimizer;
@@ -90,6 +90,9 @@ pub struct TrainConfig {
     pub staleness: usize,
     /// Evaluate on at most the first this many valid and test triples (0 = all).
     pub eval_limit: usize,
+    /// Rank against this many sampled entities instead of all (0 = full ranking); see
+    /// [`super::eval::evaluate_sampled`].
+    pub eval_sample: usize,
     /// Where the step runs ([`Device::Cuda`]: ordo-gpu's kernels and device stage).
     pub device: Device,
 }
@@ -117,6 +120,7 @@ impl Default for TrainConfig {
             threads: 1,
             staleness: 4,
             eval_limit: 0,
+            eval_sample: 0,
             device: Device::Cpu,
         }
     }
@@ -364,7 +368,11 @@ pub fn metrics(
     let rows =
         ArrayView2::from_shape((store_rows.len() / w, w), store_rows).expect("rows are w wide");
     let rel = ArrayView2::from_shape((relations.len() / rdim, rdim), relations).expect("rdim wide");
-    evaluate((cfg.score, cfg.reciprocal), rows.slice(s![.., ..dim]), rel, triples, filter)
+    let (model, ents) = ((cfg.score, cfg.reciprocal), rows.slice(s![.., ..dim]));
+    match cfg.eval_sample {
+        0 => evaluate(model, ents, rel, triples, filter),
+        k => evaluate_sampled(model, ents, rel, triples, filter, (k, cfg.seed)),
+    }
 }
 
 impl Mode {
