@@ -22,6 +22,9 @@ use crate::node::{Node, Outbox, PullOutcome};
 use crate::stats::PmStats;
 use crate::transport::{InProcessTransport, Transport};
 
+/// Most messages the communication thread handles under one lock before it sends and syncs.
+const MAX_DRAIN: i64 = 4096;
+
 /// How long a remote pull or write waits for its answer before it fails.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -77,9 +80,16 @@ impl NodeHandle {
         self.shared.lock().intent(keys, start, end)
     }
 
-    /// See [`Node::advance_clock`].
+    /// See [`Node::advance_clock`]; then a sync round ([`Node::sync_round`]) on the caller's
+    /// thread, so replica deltas and refreshes leave at least once per clock however rarely the
+    /// communication thread gets a core (with more threads than cores, it got too few rounds and
+    /// replicas drifted apart for whole epochs). Its messages go out through the communication
+    /// thread like every other; the caller never touches the transport.
     pub fn advance_clock(&self) {
-        self.shared.lock().advance_clock();
+        self.step(|n, out| {
+            n.advance_clock();
+            n.sync_round(out);
+        });
     }
 
     /// This node's clock.
@@ -347,12 +357,27 @@ pub(crate) fn communicate<T: Transport + ?Sized>(
         while let Ok((to, m)) = outgoing.try_recv() {
             transport.send(to, m)?;
         }
-        if let Some((from, m)) = transport.recv_timeout(Duration::from_micros(100))? {
+        if let Some(first) = transport.recv_timeout(Duration::from_micros(100))? {
+            // Handle what has already arrived under one lock (up to `MAX_DRAIN`): taking the
+            // lock once per message let a busy training thread starve the node's inbox.
             let mut out = Vec::new();
-            s.lock().handle(from, m, &mut out);
+            let mut handled = 0;
+            {
+                let mut node = s.lock();
+                let mut next = Some(first);
+                while let Some((from, m)) = next {
+                    node.handle(from, m, &mut out);
+                    handled += 1;
+                    next = if handled < MAX_DRAIN {
+                        transport.recv_timeout(Duration::ZERO)?
+                    } else {
+                        None
+                    };
+                }
+            }
             s.post(out);
-            // SeqCst: after the messages it produced are counted (see `Shared::post`).
-            s.in_flight.fetch_sub(1, Ordering::SeqCst);
+            // SeqCst: after the messages they produced are counted (see `Shared::post`).
+            s.in_flight.fetch_sub(handled, Ordering::SeqCst);
             s.answered.notify_all();
         }
         if Instant::now() >= next_round {

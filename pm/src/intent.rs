@@ -5,7 +5,7 @@
 //! `[start, end)`" (paper 002 §3). The node acts on it once the timing rule says so
 //! ([`crate::timing`]) and it expires once the clock reaches `end`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::message::Key;
 use crate::timing::ActionTiming;
@@ -31,11 +31,13 @@ pub enum Transition {
     Off(Key, u64),
 }
 
-/// The intents of one node.
+/// The intents of one node. Pending intents are kept by start clock and active ones by end
+/// clock, so a round touches only the intents it acts on or expires (the timing rule acts on an
+/// intent iff its start is below a threshold, [`ActionTiming::should_act`]), not every signal.
 #[derive(Debug, Default, Clone)]
 pub struct IntentBook {
-    pending: Vec<Intent>,
-    active: Vec<Intent>,
+    pending: BTreeMap<u64, Vec<Intent>>,
+    active: BTreeMap<u64, Vec<Intent>>,
     count: HashMap<Key, u32>,
     epoch: HashMap<Key, u64>,
 }
@@ -43,18 +45,18 @@ pub struct IntentBook {
 impl IntentBook {
     /// Record a signal (not acted on until [`IntentBook::round`]).
     pub fn signal(&mut self, intent: Intent) {
-        self.pending.push(intent);
+        self.pending.entry(intent.start).or_default().push(intent);
     }
 
     /// A communication round at `clock`: expire active intents with `end ≤ clock`, drop pending
     /// ones that ended unacted, and act on pending ones the timing rule admits (all of them when
-    /// `immediate`). Transitions come out in the order the owner must see them.
+    /// `immediate`). Transitions come out in the order the owner must see them: every `Off`
+    /// before any `On`, so a key that expires and is re-signaled in one round ends active.
     pub fn round(&mut self, clock: u64, timing: &ActionTiming, immediate: bool) -> Vec<Transition> {
         let mut out = Vec::new();
-        let (expired, still): (Vec<_>, Vec<_>) =
-            self.active.drain(..).partition(|i| i.end <= clock);
-        self.active = still;
-        for i in expired {
+        let still = self.active.split_off(&clock.saturating_add(1));
+        let expired = std::mem::replace(&mut self.active, still);
+        for i in expired.into_values().flatten() {
             let c = self.count.get_mut(&i.key).expect("an active intent is counted");
             *c -= 1;
             if *c == 0 {
@@ -62,12 +64,16 @@ impl IntentBook {
                 out.push(Transition::Off(i.key, self.epoch[&i.key]));
             }
         }
-        let pending = std::mem::take(&mut self.pending);
-        for i in pending {
-            if i.end <= clock {
-                continue;
+        // `should_act` is monotone in the start clock: act on a prefix of `pending`. An intent
+        // that ended unacted (end ≤ clock) has start < clock, so it lies in that prefix.
+        while let Some(entry) = self.pending.first_entry() {
+            if !immediate && !timing.should_act(*entry.key(), clock) {
+                break;
             }
-            if immediate || timing.should_act(i.start, clock) {
+            for i in entry.remove() {
+                if i.end <= clock {
+                    continue;
+                }
                 let c = self.count.entry(i.key).or_insert(0);
                 *c += 1;
                 if *c == 1 {
@@ -75,9 +81,7 @@ impl IntentBook {
                     *e += 1;
                     out.push(Transition::On(i.key, *e));
                 }
-                self.active.push(i);
-            } else {
-                self.pending.push(i);
+                self.active.entry(i.end).or_default().push(i);
             }
         }
         out
@@ -95,6 +99,7 @@ impl IntentBook {
 
     /// The largest end clock of any pending or active intent.
     pub fn last_end(&self) -> Option<u64> {
-        self.pending.iter().chain(&self.active).map(|i| i.end).max()
+        let pending = self.pending.values().flatten().map(|i| i.end).max();
+        pending.max(self.active.last_key_value().map(|(&end, _)| end))
     }
 }

@@ -30,6 +30,9 @@ pub struct OwnerRecord {
     pub moves: u64,
     /// Updated since the replicas were last refreshed.
     pub dirty: bool,
+    /// Per replica node, the highest [`ToOwner::Flush`] sequence number applied to `value`;
+    /// echoed in refreshes so the replica knows which of its flushes the value already holds.
+    pub flushed: BTreeMap<NodeId, u64>,
 }
 
 /// A request for a key's owner; routed (see [`crate::routing`]).
@@ -61,6 +64,8 @@ pub enum ToOwner {
     Flush {
         /// The replica's node.
         node: NodeId,
+        /// The node's flush sequence number (increasing per node).
+        seq: u64,
         /// The delta since its last flush.
         delta: Vec<f32>,
     },
@@ -121,6 +126,8 @@ pub enum Message {
         version: u64,
         /// The sending owner.
         owner: NodeId,
+        /// The highest flush sequence number of the receiver that `value` holds.
+        acked: u64,
     },
     /// Fresh value for a replica.
     Refresh {
@@ -132,6 +139,8 @@ pub enum Message {
         version: u64,
         /// The sending owner.
         owner: NodeId,
+        /// The highest flush sequence number of the receiver that `value` holds.
+        acked: u64,
     },
     /// Answer to [`ToOwner::Write`].
     WriteReply {
@@ -171,7 +180,7 @@ impl Message {
                     ToOwner::IntentOn { .. } => 16,
                     ToOwner::IntentOff { delta, .. } => 16 + 8 + delta.as_ref().map_or(0, floats),
                     ToOwner::Push { delta } => floats(delta),
-                    ToOwner::Flush { delta, .. } => 8 + floats(delta),
+                    ToOwner::Flush { delta, .. } => 16 + floats(delta),
                     ToOwner::Pull { .. } => 16,
                     ToOwner::Write { values, .. } => 24 + floats(values),
                     ToOwner::Refuse { .. } => 8,
@@ -180,12 +189,13 @@ impl Message {
             Message::Relocate { record, .. } => {
                 floats(&record.value)
                     + 24
-                    + 16 * (record.holders.len() + record.ended.len()) as u64
+                    + 16 * (record.holders.len() + record.ended.len() + record.flushed.len()) as u64
                     + 8 * record.replicas.len() as u64
             }
-            Message::ReplicaCreate { value, .. }
-            | Message::Refresh { value, .. }
-            | Message::PullReply { value, .. } => floats(value) + 24,
+            Message::ReplicaCreate { value, .. } | Message::Refresh { value, .. } => {
+                floats(value) + 32
+            }
+            Message::PullReply { value, .. } => floats(value) + 24,
             Message::WriteReply { .. } => 24,
         }
     }

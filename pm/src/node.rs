@@ -58,6 +58,10 @@ pub struct Replica {
     pub value: Vec<f32>,
     /// Local pushes not yet sent to the owner.
     pub delta: Vec<f32>,
+    /// Deltas flushed to the owner (with their sequence numbers) that no refresh has yet shown
+    /// to be in the owner's value: `value` is the last refresh plus these plus `delta`, so a
+    /// refresh that overtakes a flush does not erase the node's own recent pushes from its view.
+    pub in_flight: Vec<(u64, Vec<f32>)>,
     /// The owner's version this replica was last refreshed to.
     pub version: u64,
 }
@@ -84,8 +88,16 @@ pub struct Node {
     intents: IntentBook,
     owned: HashMap<Key, OwnerRecord>,
     replicas: HashMap<Key, Replica>,
+    /// Replicas pushed to since the last round (a superset of those with a nonzero delta), so a
+    /// round flushes without scanning every replica.
+    pushed_replicas: BTreeSet<Key>,
+    /// Owned keys marked `dirty` since the last round (a superset of the dirty main copies), so a
+    /// round refreshes without scanning every owned key.
+    dirty_owned: BTreeSet<Key>,
     routing: Routing,
     next_req: u64,
+    /// Sequence number of this node's next [`ToOwner::Flush`] (increasing across keys).
+    next_flush: u64,
     replies: HashMap<u64, (Vec<f32>, u64)>,
     write_replies: HashMap<u64, bool>,
     stats: PmStats,
@@ -139,10 +151,12 @@ impl Node {
                         replicas: all_others,
                         moves: 0,
                         dirty: false,
+                        flushed: Default::default(),
                     },
                 );
             } else if mode == PmMode::Replicate {
-                replicas.insert(k, Replica { value, delta: vec![0.0; width], version: 0 });
+                let delta = vec![0.0; width];
+                replicas.insert(k, Replica { value, delta, in_flight: Vec::new(), version: 0 });
             }
         }
         Ok(Node {
@@ -156,8 +170,11 @@ impl Node {
             intents: IntentBook::default(),
             owned,
             replicas,
+            pushed_replicas: BTreeSet::new(),
+            dirty_owned: BTreeSet::new(),
             routing,
             next_req: 0,
+            next_flush: 1,
             replies: HashMap::new(),
             write_replies: HashMap::new(),
             stats: PmStats::default(),
@@ -268,10 +285,12 @@ impl Node {
             add(&mut rec.value, delta);
             rec.version += 1;
             rec.dirty = true;
+            self.dirty_owned.insert(key);
             self.stats.local_pushes += 1;
         } else if let Some(r) = self.replicas.get_mut(&key) {
             add(&mut r.value, delta);
             add(&mut r.delta, delta);
+            self.pushed_replicas.insert(key);
             self.stats.local_pushes += 1;
         } else {
             self.stats.remote_pushes += 1;
@@ -335,8 +354,14 @@ impl Node {
     /// main copy with replicas awaiting a refresh.
     pub fn is_quiet(&self) -> bool {
         self.intents.is_empty()
-            && self.replicas.values().all(|r| r.delta.iter().all(|&x| x == 0.0))
-            && self.owned.values().all(|r| !r.dirty || r.replicas.is_empty())
+            && self
+                .pushed_replicas
+                .iter()
+                .all(|k| self.replicas.get(k).is_none_or(|r| r.delta.iter().all(|&x| x == 0.0)))
+            && self
+                .dirty_owned
+                .iter()
+                .all(|k| self.owned.get(k).is_none_or(|r| !r.dirty || r.replicas.is_empty()))
     }
 
     /// The answer to remote pull `req`, once it arrived.
@@ -370,31 +395,40 @@ impl Node {
                 }
             }
         }
-        let mut flushes: Vec<(Key, Vec<f32>)> = Vec::new();
-        for (&key, r) in self.replicas.iter_mut() {
-            if r.delta.iter().any(|&x| x != 0.0) {
-                flushes.push((key, std::mem::replace(&mut r.delta, vec![0.0; self.width])));
+        // Only pushed replicas can have a delta; in key order, as the deterministic sim expects.
+        let mut flushes: Vec<(Key, u64, Vec<f32>)> = Vec::new();
+        for key in std::mem::take(&mut self.pushed_replicas) {
+            if let Some(r) = self.replicas.get_mut(&key)
+                && r.delta.iter().any(|&x| x != 0.0)
+            {
+                let delta = std::mem::replace(&mut r.delta, vec![0.0; self.width]);
+                r.in_flight.push((self.next_flush, delta.clone()));
+                flushes.push((key, self.next_flush, delta));
+                self.next_flush += 1;
             }
         }
-        flushes.sort_by_key(|f| f.0);
-        for (key, delta) in flushes {
+        for (key, seq, delta) in flushes {
             let node = self.me;
-            self.route(key, ToOwner::Flush { node, delta }, out);
+            self.route(key, ToOwner::Flush { node, seq, delta }, out);
         }
-        let mut refresh: Vec<Key> = self
-            .owned
-            .iter()
-            .filter(|(_, r)| r.dirty && !r.replicas.is_empty())
-            .map(|(&k, _)| k)
+        // A dirty main copy without replicas leaves the list but stays dirty: [`Node::decide`]
+        // lists it again when it creates a replica of it.
+        let refresh: Vec<Key> = std::mem::take(&mut self.dirty_owned)
+            .into_iter()
+            .filter(|k| self.owned.get(k).is_some_and(|r| r.dirty && !r.replicas.is_empty()))
             .collect();
-        refresh.sort_unstable();
         for key in refresh {
             let rec = self.owned.get_mut(&key).expect("listed above");
             rec.dirty = false;
             let (value, version) = (rec.value.clone(), rec.version);
-            let to: Vec<NodeId> = rec.replicas.iter().copied().collect();
-            for n in to {
-                let msg = Message::Refresh { key, value: value.clone(), version, owner: self.me };
+            let to: Vec<(NodeId, u64)> = rec
+                .replicas
+                .iter()
+                .map(|&n| (n, rec.flushed.get(&n).copied().unwrap_or(0)))
+                .collect();
+            for (n, acked) in to {
+                let msg =
+                    Message::Refresh { key, value: value.clone(), version, owner: self.me, acked };
                 self.send(out, n, msg);
             }
         }
@@ -405,11 +439,11 @@ impl Node {
         match msg {
             Message::Routed { key, hops, body } => self.on_routed(key, hops, body, out),
             Message::Relocate { key, record } => self.on_relocate(key, record, out),
-            Message::ReplicaCreate { key, value, version, owner } => {
-                self.on_replica_create(key, value, version, owner, out)
+            Message::ReplicaCreate { key, value, version, owner, acked } => {
+                self.on_replica_create(key, (value, version, acked), owner, out)
             }
-            Message::Refresh { key, value, version, owner } => {
-                self.on_refresh(key, value, version, owner)
+            Message::Refresh { key, value, version, owner, acked } => {
+                self.on_refresh(key, (value, version, acked), owner)
             }
             Message::PullReply { key, req, value, version, owner } => {
                 if !self.owns(key) {
@@ -445,10 +479,19 @@ impl Node {
         let me = self.me;
         let rec = self.owned.get_mut(&key).expect("on_owner is called only at the owner");
         match body {
-            ToOwner::Push { delta } | ToOwner::Flush { delta, .. } => {
+            ToOwner::Push { delta } => {
                 add(&mut rec.value, &delta);
                 rec.version += 1;
                 rec.dirty = true;
+                self.dirty_owned.insert(key);
+            }
+            ToOwner::Flush { node, seq, delta } => {
+                add(&mut rec.value, &delta);
+                rec.version += 1;
+                rec.dirty = true;
+                self.dirty_owned.insert(key);
+                let acked = rec.flushed.entry(node).or_insert(0);
+                *acked = (*acked).max(seq);
             }
             ToOwner::Pull { node, req } => {
                 let msg = Message::PullReply {
@@ -471,6 +514,7 @@ impl Node {
                     rec.value = values;
                     rec.version = ts + 1;
                     rec.dirty = true;
+                    self.dirty_owned.insert(key);
                 }
                 if node == me {
                     self.write_replies.insert(req, landed);
@@ -490,6 +534,7 @@ impl Node {
                     add(&mut rec.value, &d);
                     rec.version += 1;
                     rec.dirty = true;
+                    self.dirty_owned.insert(key);
                 }
                 if rec.holders.get(&node) == Some(&epoch) {
                     rec.holders.remove(&node);
@@ -533,11 +578,15 @@ impl Node {
             for n in missing {
                 let rec = self.owned.get_mut(&key).expect("owned");
                 rec.replicas.insert(n);
+                if rec.dirty {
+                    self.dirty_owned.insert(key);
+                }
                 let msg = Message::ReplicaCreate {
                     key,
                     value: rec.value.clone(),
                     version: rec.version,
                     owner: me,
+                    acked: rec.flushed.get(&n).copied().unwrap_or(0),
                 };
                 self.stats.replications += 1;
                 self.send(out, n, msg);
@@ -567,36 +616,35 @@ impl Node {
             record.dirty = true;
         }
         record.replicas.remove(&self.me);
+        if record.dirty {
+            self.dirty_owned.insert(key);
+        }
         self.routing.acquired(key, self.me);
         self.owned.insert(key, record);
         self.decide(key, out);
     }
 
-    fn on_replica_create(
-        &mut self,
-        key: Key,
-        value: Vec<f32>,
-        version: u64,
-        owner: NodeId,
-        out: &mut Outbox,
-    ) {
+    fn on_replica_create(&mut self, key: Key, fresh: Fresh, owner: NodeId, out: &mut Outbox) {
         if self.owns(key) {
             return; // overtaken by a relocation to this node
         }
         self.routing.learned(key, owner);
         if self.replicas.contains_key(&key) {
-            return self.on_refresh(key, value, version, owner);
+            return self.on_refresh(key, fresh, owner);
         }
         if self.intents.is_active(key) {
-            self.replicas.insert(key, Replica { value, delta: vec![0.0; self.width], version });
+            let (value, version, _) = fresh;
+            let (delta, in_flight) = (vec![0.0; self.width], Vec::new());
+            self.replicas.insert(key, Replica { value, delta, in_flight, version });
         } else {
             let node = self.me;
             self.route(key, ToOwner::Refuse { node }, out);
         }
     }
 
-    /// A fresh value for a replica: taken only if newer, with the local unflushed delta on top.
-    fn on_refresh(&mut self, key: Key, value: Vec<f32>, version: u64, owner: NodeId) {
+    /// A fresh value for a replica: taken only if newer, with the flushes it does not yet hold
+    /// (sequence above `acked`) and the local unflushed delta on top.
+    fn on_refresh(&mut self, key: Key, (value, version, acked): Fresh, owner: NodeId) {
         if self.owns(key) {
             return;
         }
@@ -604,12 +652,20 @@ impl Node {
         if let Some(r) = self.replicas.get_mut(&key)
             && version > r.version
         {
+            r.in_flight.retain(|(seq, _)| *seq > acked);
             r.value = value;
+            for (_, d) in &r.in_flight {
+                add(&mut r.value, d);
+            }
             add(&mut r.value, &r.delta);
             r.version = version;
         }
     }
 }
+
+/// An owner's value for a replica: value, version, and the highest flush sequence number of the
+/// receiver it holds.
+type Fresh = (Vec<f32>, u64, u64);
 
 fn add(a: &mut [f32], b: &[f32]) {
     for (x, y) in a.iter_mut().zip(b) {

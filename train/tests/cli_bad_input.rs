@@ -74,3 +74,26 @@ fn a_checkpoint_of_another_model_exits_2_and_a_config_file_is_overridden_by_flag
     assert!(!out2.exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--pm` with flags that belong to the engine's runs, PM flags without `--pm`, and zero nodes:
+/// each exits with status 2 and says which flag, before reading the dataset.
+#[test]
+fn bad_pm_flag_combinations_exit_2() {
+    let cases: [(&[&str], &str); 5] = [
+        (&["--pm", "adapm", "--pm-nodes", "0"], "--pm-nodes must be at least 1"),
+        (&["--pm-nodes", "2"], "--pm-nodes and --intent-offset need --pm"),
+        (&["--intent-offset", "3"], "--pm-nodes and --intent-offset need --pm"),
+        (&["--pm", "static", "--mode", "sync"], "--pm does not go with --mode"),
+        (&["--pm", "adapm", "--save", "emb"], "--pm does not go with --save"),
+    ];
+    for (args, message) in cases {
+        let run = Command::new(env!("CARGO_BIN_EXE_ordo-train"))
+            .args(["kge", "--dataset", "no-such-dataset", "--quiet"])
+            .args(args)
+            .output()
+            .expect("the binary runs");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+}

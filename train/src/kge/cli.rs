@@ -206,6 +206,9 @@ pub enum ConfigError {
     /// Options that do not go together.
     #[error("{0}")]
     Unsupported(&'static str),
+    /// An engine-only option given with `--pm`.
+    #[error("--pm does not go with {0}")]
+    PmIncompatible(&'static str),
 }
 
 /// `pm = "adapm"` in a config file.
@@ -285,6 +288,35 @@ impl KgeOpts {
         self.dataset.as_deref().unwrap_or("umls")
     }
 
+    /// The `--pm` run these options ask for, if any; `Unsupported` for flags that do not go with
+    /// it (or PM flags without `--pm`).
+    fn pm_config(&self, subcommand: bool) -> Result<Option<PmConfig>, ConfigError> {
+        let Some(mode) = self.pm else {
+            if self.pm_nodes.is_some() || self.intent_offset.is_some() {
+                return Err(ConfigError::Unsupported("--pm-nodes and --intent-offset need --pm"));
+            }
+            return Ok(None);
+        };
+        let engine_only = [
+            (subcommand, "a subcommand (compare, eval, synth)"),
+            (self.mode.is_some(), "--mode (the PM runs its own asynchronous regime)"),
+            (self.checkpoint.is_some() || self.resume.is_some(), "--checkpoint or --resume"),
+            (
+                self.save.is_some() || self.load.is_some() || self.out.is_some(),
+                "--save, --load or --out",
+            ),
+            (self.device.is_some_and(|d| d != Device::Cpu), "--device other than cpu"),
+        ];
+        if let Some((_, what)) = engine_only.into_iter().find(|(given, _)| *given) {
+            return Err(ConfigError::PmIncompatible(what));
+        }
+        let nodes = self.pm_nodes.unwrap_or(2);
+        if nodes == 0 {
+            return Err(ConfigError::Unsupported("--pm-nodes must be at least 1"));
+        }
+        Ok(Some(PmConfig { mode, nodes, intent_offset: self.intent_offset.unwrap_or(2) }))
+    }
+
     fn mode(&self) -> Mode {
         self.mode.unwrap_or(Mode::Oac)
     }
@@ -352,6 +384,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         println!("wrote {triples} triples over {entities} entities to {}", dir.display());
         return Ok(());
     }
+    // Bad flag combinations fail before the dataset is read.
+    let pm = o.pm_config(args.command.is_some())?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
     let d = Dataset::load(o.dataset())?;
@@ -369,17 +403,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         );
         return Ok(());
     }
-    if let Some(mode) = o.pm {
-        if args.command.is_some() || o.checkpoint.is_some() || o.resume.is_some() {
-            return Err(Box::new(ConfigError::Unsupported(
-                "--pm trains one run: no compare, --checkpoint or --resume",
-            )));
-        }
-        let pm = PmConfig {
-            mode,
-            nodes: o.pm_nodes.unwrap_or(2),
-            intent_offset: o.intent_offset.unwrap_or(2),
-        };
+    if let Some(pm) = pm {
         return run_pm(&d, &cfg, pm, o.quiet);
     }
     let modes: Vec<Mode> = match args.command {
@@ -526,7 +550,12 @@ fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(
     let r = train_pm(d, cfg, pm, &bar);
     bar.finish_and_clear();
     let r = r?;
-    println!("trained in {:.2} s, mean loss {:.4}", r.wall_s, r.loss);
+    println!(
+        "trained in {:.2} s ({:.0} triples/s), mean loss {:.4}",
+        r.wall_s,
+        r.triples_per_s(),
+        r.loss
+    );
     println!("{}", r.stats_line());
     println!(
         "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",

@@ -96,20 +96,30 @@ pub struct PmRun {
     pub stats: PmStats,
     /// Mean loss per positive over the whole run.
     pub loss: f64,
-    /// Training wall time, seconds (until quiescence).
+    /// Positive triples stepped over all nodes (training triples × epochs).
+    pub triples: u64,
+    /// Training wall time, seconds: from the first batch until the cluster is quiescent
+    /// (cluster start-up, the final read of every key and evaluation excluded).
     pub wall_s: f64,
     /// Filtered test metrics of the final parameters.
     pub test: Metrics,
 }
 
 impl PmRun {
+    /// Training triples per second over the whole run.
+    pub fn triples_per_s(&self) -> f64 {
+        self.triples as f64 / self.wall_s.max(1e-9)
+    }
+
     /// The one summary line of the run's PM traffic.
     ///
     /// ```
     /// use ordo_pm::PmStats;
     /// use ordo_train::kge::{eval::Metrics, pm::PmRun};
     /// let stats = PmStats { local_pulls: 3, remote_pulls: 1, bytes_sent: 40, ..PmStats::default() };
-    /// let run = PmRun { nodes: 2, stats, loss: 0.0, wall_s: 0.0, test: Metrics::from_ranks(&[1.0]) };
+    /// let test = Metrics::from_ranks(&[1.0]);
+    /// let run = PmRun { nodes: 2, stats, loss: 0.0, triples: 10, wall_s: 2.0, test };
+    /// assert_eq!(run.triples_per_s(), 5.0);
     /// assert_eq!(
     ///     run.stats_line(),
     ///     "pm: nodes=2 remote_share=0.250000 bytes_sent=40 relocations=0 replications=0"
@@ -296,7 +306,7 @@ pub fn train_pm(
     let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
     let test = metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d));
     let loss = loss_sum / positives.max(1) as f64;
-    Ok(PmRun { nodes: pm.nodes, stats, loss, wall_s, test })
+    Ok(PmRun { nodes: pm.nodes, stats, loss, triples: positives, wall_s, test })
 }
 
 /// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
