@@ -4,6 +4,7 @@
 //! - [`explore`]: stateright's Explorer web UI on a model (`ordo-verify explore`).
 //! - [`oac`]: the OAC protocol (readers, device, writers) as a transition system.
 //! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
+//! - [`passm`]: PASSM+ block ownership (one writer per block) as a stateright model.
 //! - [`mutants`]: the mutation catalog run against every checker.
 //! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
 //!
@@ -17,4 +18,5 @@ pub mod interval;
 pub mod model;
 pub mod mutants;
 pub mod oac;
+pub mod passm;
 pub mod suite;

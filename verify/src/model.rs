@@ -13,7 +13,7 @@ use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
 
-use stateright::{Checker, CheckerBuilder, Model, Property};
+use stateright::{Checker, CheckerBuilder, HasDiscoveries, Model, Path, Property};
 use thiserror::Error;
 
 /// A finite transition system: states, the actions enabled in each, their effect, and the
@@ -279,6 +279,7 @@ pub fn check<T: TransitionSystem>(sys: &T, search: Search) -> Result<Report, Che
         }
         None => Outcome::Proved,
         Some(path) => {
+            let path = if search.dfs { path } else { shortest(&model, SAFE, path) };
             let violation = model.violation(path.last_state()).unwrap_or_default();
             let steps = path
                 .into_vec()
@@ -292,6 +293,44 @@ pub fn check<T: TransitionSystem>(sys: &T, search: Search) -> Result<Report, Che
         }
     };
     Ok(Report { outcome, stats })
+}
+
+/// The shortest path to a violation of `property` (an `always` property) in `model`, given one
+/// such path found by breadth-first search.
+///
+/// stateright's breadth-first search checks properties a block of states at a time and lets a
+/// later state of the block replace a property's discovery, so the path it reports can be
+/// longer than the shortest one. This searches again, breadth-first on one thread, among the
+/// states fewer steps away, until no shorter violation exists.
+pub fn shortest<M>(
+    model: &M,
+    property: &'static str,
+    mut path: Path<M::State, M::Action>,
+) -> Path<M::State, M::Action>
+where
+    M: Model + Clone + Send + Sync + 'static,
+    M::State: Hash + Clone + PartialEq + Debug + Send + Sync + 'static,
+    M::Action: Clone + PartialEq + Debug,
+{
+    loop {
+        let len = path.clone().into_actions().len();
+        if len == 0 {
+            return path;
+        }
+        // stateright's depth counts the initial state as 1 and skips states at the target
+        // depth: `len + 1` checks the states up to `len − 1` steps away.
+        let c = model
+            .clone()
+            .checker()
+            .target_max_depth(len + 1)
+            .finish_when(HasDiscoveries::AnyFailures)
+            .spawn_bfs()
+            .join();
+        match c.discovery(property) {
+            Some(shorter) if shorter.clone().into_actions().len() < len => path = shorter,
+            _ => return path,
+        }
+    }
 }
 
 fn stats_of<M: Model>(c: &impl Checker<M>, start: Instant) -> Stats {

@@ -159,7 +159,7 @@ pub fn check_mutant(
     }
 }
 
-/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet), checked at their CI
+/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet, PASSM+), checked at their CI
 /// bounds: `None` when `mutant` belongs to neither model; otherwise `Some(Some(why))` when the
 /// model finds a counterexample to the property the mutant breaks (the kill) and `Some(None)`
 /// when it survives.
@@ -173,6 +173,24 @@ pub fn check_stateright_mutant(mutant: Mutant) -> Option<Option<String>> {
                 "{}-step counterexample ({} states): {property}",
                 path.into_actions().len(),
                 checker.unique_state_count()
+            )
+        }));
+    }
+    if crate::passm::PASSM_MUTANTS.contains(&mutant) {
+        let model = crate::passm::Passm::ci(Some(mutant));
+        let checker = model
+            .clone()
+            .checker()
+            .finish_when(stateright::HasDiscoveries::AnyFailures)
+            .spawn_bfs()
+            .join();
+        return Some(checker.discovery(crate::passm::ONE_WRITER).map(|path| {
+            let path = crate::model::shortest(&model, crate::passm::ONE_WRITER, path);
+            format!(
+                "{}-step counterexample ({} states): {}",
+                path.into_actions().len(),
+                checker.unique_state_count(),
+                crate::passm::ONE_WRITER
             )
         }));
     }
