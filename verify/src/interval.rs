@@ -24,7 +24,7 @@
 use ordo::mutation::Mutant;
 use thiserror::Error;
 
-use crate::checker::TransitionSystem;
+use crate::model::TransitionSystem;
 
 /// Which dispatcher implementation the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub struct Interval {
 }
 
 /// Where a worker is in Algorithm 1 / 2.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Pc {
     /// Between steps: may call `TryStartStep`.
     Idle,
@@ -95,7 +95,7 @@ enum Pc {
     ResetDone,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Worker {
     pc: Pc,
     /// The step's start index.
@@ -339,6 +339,16 @@ impl TransitionSystem for Interval {
             return Err("deadlock: a worker is stuck".to_string());
         }
         Ok(())
+    }
+
+    /// The workers are interchangeable: no shared variable, ghost or property names a worker
+    /// (an acceptance is checked against the worker's own start index and start count), so two
+    /// states that differ by a permutation of the workers have the same futures up to renaming.
+    /// The representative sorts them.
+    fn representative(s: &IntervalState) -> IntervalState {
+        let mut r = s.clone();
+        r.workers.sort_unstable();
+        r
     }
 
     fn describe(&self, s: &IntervalState, a: &IntervalAction) -> String {

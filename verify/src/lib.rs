@@ -1,8 +1,10 @@
 //! ordo-verify: checkers of ordo's protocols.
 //!
-//! - [`checker`]: a small explicit-state model checker (BFS, hash set of visited states).
+//! - [`model`]: the OAC and interval models as stateright models (BFS/DFS, symmetry, threads).
+//! - [`explore`]: stateright's Explorer web UI on a model (`ordo-verify explore`).
 //! - [`oac`]: the OAC protocol (readers, device, writers) as a transition system.
 //! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
+//! - [`passm`]: PASSM+ block ownership (one writer per block) as a stateright model.
 //! - [`mutants`]: the mutation catalog run against every checker.
 //! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
 //!
@@ -11,8 +13,10 @@
 
 pub mod adapm;
 pub mod ampnet;
-pub mod checker;
+pub mod explore;
 pub mod interval;
+pub mod model;
 pub mod mutants;
 pub mod oac;
+pub mod passm;
 pub mod suite;

@@ -1,8 +1,9 @@
-//! `ordo-verify`: the explicit-state model checker of ordo's protocols and the mutation table.
+//! `ordo-verify`: ordo's protocol models on stateright, their Explorer, and the mutation table.
 //!
 //! ```text
 //! cargo run --release -p ordo-verify -- check [--bound k,p] [--interval m,steps,y0]
 //! cargo run --release -p ordo-verify -- check --mutant evict-ste-plus-one   # print its trace
+//! cargo run --release -p ordo-verify -- explore --model oac --mutant evict-ste-plus-one [--port 3000]
 //! cargo run --release -p ordo-verify -- mutants [--quick] [--checkers model,proptest,loom,shuttle,fuzz]
 //! cargo run --release -p ordo-verify -- mutants --long [SECONDS]   # + fuzz >= 10 min, not in CI
 //! ```
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use ordo::mutation::Mutant;
-use ordo_verify::checker::{Limits, Outcome};
+use ordo_verify::model::{Outcome, Search};
 use ordo_verify::mutants::{self, Checker, Options};
 use ordo_verify::suite::{Bound, check_correct, check_mutant};
 
@@ -42,6 +43,10 @@ struct BoundArgs {
     /// Give up after this many distinct states per model.
     #[arg(long, default_value_t = 50_000_000)]
     max_states: usize,
+    /// stateright checker threads for the correct protocols (default: the available cores);
+    /// a mutant's search runs on one thread, breadth-first, for a shortest counterexample.
+    #[arg(long)]
+    checker_threads: Option<usize>,
 }
 
 impl BoundArgs {
@@ -57,6 +62,14 @@ impl BoundArgs {
             sets: self.sets.clone().map(|s| s.0),
         }
     }
+
+    fn search(&self, threads: usize) -> Search {
+        Search { threads, max_states: self.max_states, ..Search::default() }
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
 }
 
 #[derive(Subcommand)]
@@ -68,6 +81,21 @@ enum Cmd {
         /// Check this mutant's protocol instead, and print its shortest counterexample.
         #[arg(long, value_parser = mutant)]
         mutant: Option<Mutant>,
+    },
+    /// Serve stateright's Explorer web UI for a protocol model (with a mutant on, its
+    /// counterexample is listed under the property `safe`) until interrupted.
+    Explore {
+        #[command(flatten)]
+        bound: BoundArgs,
+        /// The model: oac (STE at the device) or interval (single-word dispatcher).
+        #[arg(long, value_parser = ["oac", "interval"])]
+        model: String,
+        /// Turn this protocol mutant on.
+        #[arg(long, value_parser = mutant)]
+        mutant: Option<Mutant>,
+        /// Port on localhost.
+        #[arg(long, default_value_t = 3000)]
+        port: u16,
     },
     /// Run every checker against every mutant and print the table.
     Mutants {
@@ -186,9 +214,17 @@ impl mutants::Progress for Bar {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Cmd::Explore { bound, model, mutant, port } => {
+            match ordo_verify::explore::serve(&bound.bound(), &model, mutant, port) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Check { bound, mutant: Some(m) } => {
-            let limits = Limits { max_states: bound.max_states };
-            match check_mutant(&bound.bound(), m, limits) {
+            match check_mutant(&bound.bound(), m, bound.search(1)) {
                 None => {
                     eprintln!("mutant {} changes no modelled protocol", m.name());
                     ExitCode::FAILURE
@@ -218,8 +254,8 @@ fn main() -> ExitCode {
             }
         }
         Cmd::Check { bound, mutant: None } => {
-            let limits = Limits { max_states: bound.max_states };
-            match check_correct(&bound.bound(), limits) {
+            let threads = bound.checker_threads.unwrap_or_else(cores);
+            match check_correct(&bound.bound(), bound.search(threads)) {
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::FAILURE

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use ordo::mutation::Mutant;
 
-use crate::checker::{Limits, Outcome};
+use crate::model::{Outcome, Search};
 use crate::suite::{Bound, check_mutant};
 
 /// A checker of the mutation table.
@@ -542,7 +542,7 @@ fn pool<J: Send, R: Send>(threads: usize, jobs: Vec<J>, f: impl Fn(J) -> R + Syn
 }
 
 fn model_baseline(opts: &Options) -> Verdict {
-    match crate::suite::check_correct(&opts.bound, Limits::default()) {
+    match crate::suite::check_correct(&opts.bound, Search::default()) {
         Ok(runs) => match runs.iter().find(|r| r.report.outcome != Outcome::Proved) {
             None => Verdict::Survived,
             Some(r) => Verdict::Killed(format!("{} fails", r.name)),
@@ -558,7 +558,7 @@ fn model_cell(opts: &Options, m: Mutant) -> Verdict {
             None => Verdict::Survived,
         };
     }
-    match check_mutant(&opts.bound, m, Limits::default()) {
+    match check_mutant(&opts.bound, m, Search::default()) {
         None => {
             Verdict::NotApplicable("not a protocol step (memory ordering or code detail)".into())
         }

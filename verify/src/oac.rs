@@ -31,7 +31,7 @@
 use ordo::mutation::Mutant;
 use thiserror::Error;
 
-use crate::checker::TransitionSystem;
+use crate::model::TransitionSystem;
 
 /// A row's timestamp. The initial store has ts `-1` on every row (the paper's convention).
 pub type Ts = i16;

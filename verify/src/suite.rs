@@ -4,8 +4,8 @@
 use ordo::mutation::Mutant;
 use thiserror::Error;
 
-use crate::checker::{CheckError, Limits, Report, check};
 use crate::interval::{INTERVAL_MUTANTS, Interval, IntervalConfigError, Variant};
+use crate::model::{CheckError, Report, Search, check};
 use crate::oac::{OAC_MUTANTS, Oac, OacConfigError, SteAt};
 
 /// How large the checked instances are.
@@ -87,9 +87,13 @@ pub struct ModelRun {
     pub report: Report,
 }
 
-/// Check the correct protocols at `bound`: the OAC protocol (STE computed by the device, as the
-/// engine does, and at the announcement, as the paper does) and the single-word dispatcher.
-pub fn check_correct(bound: &Bound, limits: Limits) -> Result<Vec<ModelRun>, ModelError> {
+/// Check the correct protocols at `bound` with stateright, breadth-first on `search.threads`
+/// threads: the OAC protocol (STE computed by the device, as the engine does, and at the
+/// announcement, as the paper does) and the single-word dispatcher, the latter a second time
+/// depth-first with symmetry reduction (its workers are interchangeable; OAC's batches are not:
+/// each has its own row set and step, and its reader and writer pools hold no identity).
+pub fn check_correct(bound: &Bound, search: Search) -> Result<Vec<ModelRun>, ModelError> {
+    let bfs = Search { dfs: false, symmetry: false, ..search };
     let oac = bound.oac(None)?;
     let sets: Vec<String> = oac.sets().iter().map(|s| format!("{s:?}")).collect();
     let name = |who: &str| {
@@ -105,18 +109,28 @@ pub fn check_correct(bound: &Bound, limits: Limits) -> Result<Vec<ModelRun>, Mod
     let runs = vec![
         ModelRun {
             name: name("device (engine)"),
-            report: check(&oac.clone().with_ste_at(SteAt::Device), limits)?,
+            report: check(&oac.clone().with_ste_at(SteAt::Device), bfs)?,
         },
         ModelRun {
             name: name("reader at announce (paper)"),
-            report: check(&oac.with_ste_at(SteAt::Announce), limits)?,
+            report: check(&oac.with_ste_at(SteAt::Announce), bfs)?,
         },
         ModelRun {
             name: format!(
                 "interval dispatcher (single-word CAS): m={} workers, {} steps, y0={} decaying",
                 bound.workers, bound.steps, bound.y0
             ),
-            report: check(&bound.interval(Variant::SingleWord, None)?, limits)?,
+            report: check(&bound.interval(Variant::SingleWord, None)?, bfs)?,
+        },
+        ModelRun {
+            name: format!(
+                "interval dispatcher (single-word CAS), depth-first with workers' symmetry: m={} workers, {} steps, y0={} decaying",
+                bound.workers, bound.steps, bound.y0
+            ),
+            report: check(
+                &bound.interval(Variant::SingleWord, None)?,
+                Search { dfs: true, symmetry: true, ..search },
+            )?,
         },
     ];
     Ok(runs)
@@ -130,21 +144,22 @@ pub fn protocol_mutants() -> Vec<Mutant> {
 /// Run the model of the protocol that `mutant` changes, with the mutant on (OAC: STE computed by
 /// the device, as the engine does). `None` when the mutant changes no modelled protocol (e.g. a
 /// weak-memory ordering mutant: the model explores sequentially consistent interleavings).
+/// Pass [`Search::default`] (breadth-first, one thread) for a shortest counterexample.
 pub fn check_mutant(
     bound: &Bound,
     mutant: Mutant,
-    limits: Limits,
+    search: Search,
 ) -> Option<Result<Report, ModelError>> {
     if OAC_MUTANTS.contains(&mutant) {
-        Some(bound.oac(Some(mutant)).and_then(|m| Ok(check(&m, limits)?)))
+        Some(bound.oac(Some(mutant)).and_then(|m| Ok(check(&m, search)?)))
     } else if INTERVAL_MUTANTS.contains(&mutant) {
-        Some(bound.interval(Variant::SingleWord, Some(mutant)).and_then(|m| Ok(check(&m, limits)?)))
+        Some(bound.interval(Variant::SingleWord, Some(mutant)).and_then(|m| Ok(check(&m, search)?)))
     } else {
         None
     }
 }
 
-/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet), checked at their CI
+/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet, PASSM+), checked at their CI
 /// bounds: `None` when `mutant` belongs to neither model; otherwise `Some(Some(why))` when the
 /// model finds a counterexample to the property the mutant breaks (the kill) and `Some(None)`
 /// when it survives.
@@ -158,6 +173,24 @@ pub fn check_stateright_mutant(mutant: Mutant) -> Option<Option<String>> {
                 "{}-step counterexample ({} states): {property}",
                 path.into_actions().len(),
                 checker.unique_state_count()
+            )
+        }));
+    }
+    if crate::passm::PASSM_MUTANTS.contains(&mutant) {
+        let model = crate::passm::Passm::ci(Some(mutant));
+        let checker = model
+            .clone()
+            .checker()
+            .finish_when(stateright::HasDiscoveries::AnyFailures)
+            .spawn_bfs()
+            .join();
+        return Some(checker.discovery(crate::passm::ONE_WRITER).map(|path| {
+            let path = crate::model::shortest(&model, crate::passm::ONE_WRITER, path);
+            format!(
+                "{}-step counterexample ({} states): {}",
+                path.into_actions().len(),
+                checker.unique_state_count(),
+                crate::passm::ONE_WRITER
             )
         }));
     }

@@ -1,12 +1,12 @@
-//! The explicit-state checker proves the correct protocols at the CI bound, finds a shortest,
+//! The models on stateright prove the correct protocols at the CI bound, finds a shortest,
 //! printable counterexample for every non-equivalent protocol mutant, and none for the
 //! equivalent one.
 
 use std::collections::HashMap;
 
 use ordo::mutation::Mutant;
-use ordo_verify::checker::{CheckError, Counterexample, Limits, Outcome, TransitionSystem, check};
 use ordo_verify::interval::{Interval, IntervalConfigError, Variant};
+use ordo_verify::model::{CheckError, Counterexample, Outcome, Search, TransitionSystem, check};
 use ordo_verify::mutants::{self, Checker, Options, Verdict};
 use ordo_verify::oac::{OAC_MUTANTS, Oac, OacConfigError, Properties, SteAt};
 use ordo_verify::suite::{Bound, check_correct, check_mutant, protocol_mutants};
@@ -20,14 +20,35 @@ fn violated(outcome: Outcome) -> Counterexample {
 
 #[test]
 fn correct_protocols_are_proved_at_the_ci_bound() {
-    let runs = check_correct(&Bound::CI, Limits::default()).unwrap();
-    assert_eq!(runs.len(), 3);
-    for run in runs {
+    let runs = check_correct(&Bound::CI, Search::default()).unwrap();
+    assert_eq!(runs.len(), 4);
+    for run in &runs {
         assert_eq!(run.report.outcome, Outcome::Proved, "{}", run.name);
-        // The search really explored interleavings and reached completed runs.
-        assert!(run.report.stats.states > 100_000, "{}: {}", run.name, run.report.stats);
-        assert!(run.report.stats.final_states > 1, "{}: {}", run.name, run.report.stats);
+        // The search really explored interleavings, merging those that meet again.
+        assert!(run.report.stats.states > 50_000, "{}: {}", run.name, run.report.stats);
+        assert!(run.report.stats.generated > run.report.stats.states, "{}", run.name);
     }
+    // The hand-written breadth-first search that this port replaced (commit a436daa,
+    // `ordo-verify check` at the CI bound) visited exactly these reachable spaces.
+    let states: Vec<usize> = runs.iter().map(|r| r.report.stats.states).collect();
+    assert_eq!(states[..3], [501_569, 538_081, 354_201]);
+    // Symmetry reduction (the dispatcher's workers) visits fewer states than the plain search.
+    assert!(runs[3].report.stats.states < runs[2].report.stats.states);
+}
+
+/// Multi-threaded checking explores the same reachable spaces as the single-threaded search
+/// (whose counts are the retired checker's, above).
+#[test]
+fn two_checker_threads_explore_the_same_states() {
+    let search = Search { threads: 2, ..Search::default() };
+    let oac = Bound::CI.oac(None).unwrap();
+    let device = check(&oac.clone().with_ste_at(SteAt::Device), search).unwrap();
+    let announce = check(&oac.with_ste_at(SteAt::Announce), search).unwrap();
+    let interval = check(&Bound::CI.interval(Variant::SingleWord, None).unwrap(), search).unwrap();
+    assert_eq!(device.stats.states, 501_569);
+    assert_eq!(announce.stats.states, 538_081);
+    assert_eq!(interval.stats.states, 354_201);
+    assert_eq!(device.outcome, Outcome::Proved);
 }
 
 #[test]
@@ -36,7 +57,7 @@ fn every_non_equivalent_mutant_has_a_counterexample_at_the_ci_bound() {
     assert_eq!(protocol.len(), 10);
     for m in protocol {
         assert!(Mutant::ALL.contains(&m), "{} is not in the catalog", m.name());
-        let report = check_mutant(&Bound::CI, m, Limits::default()).unwrap().unwrap();
+        let report = check_mutant(&Bound::CI, m, Search::default()).unwrap().unwrap();
         match (m.equivalent_because(), report.outcome) {
             (None, Outcome::Violated(cex)) => assert!(!cex.steps.is_empty(), "{}", m.name()),
             (None, Outcome::Proved) => panic!("mutant {} survived the model checker", m.name()),
@@ -51,10 +72,10 @@ fn every_non_equivalent_mutant_has_a_counterexample_at_the_ci_bound() {
 #[test]
 fn the_published_dispatcher_is_broken_and_the_single_word_one_is_not() {
     let published = Interval::new(2, 4, 1, true, Variant::Published, None).unwrap();
-    let cex = violated(check(&published, Limits::default()).unwrap().outcome);
+    let cex = violated(check(&published, Search::default()).unwrap().outcome);
     assert!(cex.violation.contains("crosses an interval boundary"), "{cex}");
     let fixed = Interval::new(2, 4, 1, true, Variant::SingleWord, None).unwrap();
-    assert_eq!(check(&fixed, Limits::default()).unwrap().outcome, Outcome::Proved);
+    assert_eq!(check(&fixed, Search::default()).unwrap().outcome, Outcome::Proved);
 }
 
 /// The end-to-end property alone (final store = sequential result in device order) kills every
@@ -66,7 +87,7 @@ fn the_final_state_property_alone_kills_every_oac_mutant() {
         for at in [SteAt::Device, SteAt::Announce] {
             let model =
                 Oac::standard(4, 3, Some(m)).unwrap().with_properties(only_final).with_ste_at(at);
-            let cex = violated(check(&model, Limits::default()).unwrap().outcome);
+            let cex = violated(check(&model, Search::default()).unwrap().outcome);
             assert!(
                 cex.violation.starts_with("final store row"),
                 "{} {at:?}: {}",
@@ -76,7 +97,7 @@ fn the_final_state_property_alone_kills_every_oac_mutant() {
         }
     }
     let correct = Oac::standard(4, 3, None).unwrap().with_properties(only_final);
-    assert_eq!(check(&correct, Limits::default()).unwrap().outcome, Outcome::Proved);
+    assert_eq!(check(&correct, Search::default()).unwrap().outcome, Outcome::Proved);
 }
 
 /// Independent depth-bounded search: is any property violated within `depth` steps?
@@ -124,7 +145,7 @@ fn violation_within<T: TransitionSystem>(sys: &T, depth: usize) -> bool {
 /// the violation is reachable within `L` steps (of which the last may be the failing one) and
 /// not within `L − 1`.
 fn assert_shortest<T: TransitionSystem>(sys: &T, name: &str) {
-    let cex = violated(check(sys, Limits::default()).unwrap().outcome);
+    let cex = violated(check(sys, Search::default()).unwrap().outcome);
     let len = cex.steps.len();
     assert!(violation_within(sys, len), "{name}: no violation within {len} steps?");
     assert!(
@@ -150,7 +171,7 @@ fn counterexamples_are_shortest() {
 #[test]
 fn counterexamples_print_one_numbered_line_per_actor_step() {
     let cex = violated(
-        check_mutant(&Bound::CI, Mutant::ReadBeforeAnnounce, Limits::default())
+        check_mutant(&Bound::CI, Mutant::ReadBeforeAnnounce, Search::default())
             .unwrap()
             .unwrap()
             .outcome,
@@ -164,7 +185,7 @@ fn counterexamples_print_one_numbered_line_per_actor_step() {
     assert_eq!(text.lines().count(), cex.steps.len() + 2);
 
     let cex = violated(
-        check_mutant(&Bound::CI, Mutant::PublishedAbaDispatcher, Limits::default())
+        check_mutant(&Bound::CI, Mutant::PublishedAbaDispatcher, Search::default())
             .unwrap()
             .unwrap()
             .outcome,
@@ -200,7 +221,10 @@ fn bad_configurations_are_typed_errors() {
         IntervalConfigError::NotIntervalMutant("write-ignores-ts")
     );
     let big = Oac::standard(4, 3, None).unwrap();
-    assert_eq!(check(&big, Limits { max_states: 100 }).unwrap_err(), CheckError::StateLimit(100));
+    assert_eq!(
+        check(&big, Search { max_states: 100, ..Search::default() }).unwrap_err(),
+        CheckError::StateLimit(100)
+    );
 }
 
 /// The mutation runner with the model checker and a checker whose test files are missing:
