@@ -9,6 +9,7 @@
 
 pub mod accumulate;
 pub mod controller;
+pub mod device;
 pub mod error;
 pub mod gather;
 pub mod graph;

@@ -52,9 +52,10 @@ impl Linear {
         self.acc.updates()
     }
 
-    fn sleep(&self, flops: f64) {
+    /// Charge `flops` to the emulated device (Appendix C), if emulating.
+    fn charge(&self, flops: f64, e: &mut Emit) {
         if let Some(f) = self.emulate {
-            std::thread::sleep(Duration::from_secs_f64(flops / f));
+            e.device += Duration::from_secs_f64(flops / f);
         }
     }
 }
@@ -86,7 +87,7 @@ impl Node for Linear {
             });
         }
         let y = if self.emulate.is_some() {
-            self.sleep(2.0 * (x.nrows() * din * dout) as f64);
+            self.charge(2.0 * (x.nrows() * din * dout) as f64, e);
             Payload::zeros((x.nrows(), dout))
         } else {
             x.dot(&self.w) + &self.b
@@ -118,7 +119,7 @@ impl Node for Linear {
         }
         let dx = if self.emulate.is_some() {
             // Backward and gradient accumulation: two products of the forward's size.
-            self.sleep(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64);
+            self.charge(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64, e);
             Payload::zeros(x.raw_dim())
         } else {
             let sums = self.acc.sums_mut();
@@ -131,10 +132,10 @@ impl Node for Linear {
         Ok(())
     }
 
-    fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
+    fn update(&mut self, state: State, e: &mut Emit) -> Result<(), MpError> {
         let means = self.acc.take_mean("Linear", state)?;
         if self.emulate.is_some() {
-            self.sleep((self.w.nrows() * self.w.ncols()) as f64);
+            self.charge((self.w.nrows() * self.w.ncols()) as f64, e);
         } else {
             self.opt.step(&mut [&mut self.w, &mut self.b], &means);
         }
