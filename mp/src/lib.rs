@@ -20,6 +20,7 @@ pub mod nodes;
 pub mod optimizer;
 pub mod queue;
 pub mod runtime;
+pub mod staleness;
 pub mod state;
 pub mod trace;
 

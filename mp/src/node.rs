@@ -94,6 +94,10 @@ pub trait Node: Send {
     fn pending(&self) -> usize {
         0
     }
+    /// Staleness of the gradients this node applied (parameterized nodes only).
+    fn staleness(&self) -> Option<&crate::staleness::StalenessHistogram> {
+        None
+    }
     /// The node's parameters (empty for non-parameterized nodes).
     fn params(&self) -> Vec<&Payload> {
         Vec::new()

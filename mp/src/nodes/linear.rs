@@ -8,6 +8,7 @@ use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
 /// A fully connected layer. It records each forward input keyed by the message state, so
@@ -27,7 +28,8 @@ pub struct Linear {
     b: Payload,
     opt: OptState,
     acc: Accumulator,
-    acts: HashMap<State, Payload>,
+    /// Forward inputs and the parameter version they read, by state.
+    acts: HashMap<State, (Payload, u64)>,
     emulate: Option<f64>,
 }
 
@@ -93,7 +95,7 @@ impl Node for Linear {
             x.dot(&self.w) + &self.b
         };
         if e.train {
-            self.acts.insert(state.clone(), x);
+            self.acts.insert(state.clone(), (x, self.acc.version()));
         }
         e.forward(0, state, y);
         Ok(())
@@ -107,7 +109,7 @@ impl Node for Linear {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let x = self
+        let (x, read) = self
             .acts
             .remove(&state)
             .ok_or_else(|| MpError::NoForward { kind: "Linear", state: state.clone() })?;
@@ -127,7 +129,7 @@ impl Node for Linear {
             sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
             g.dot(&self.w.t())
         };
-        e.out.extend(self.acc.added());
+        e.out.extend(self.acc.added(read));
         e.backward(0, state, dx);
         Ok(())
     }
@@ -144,6 +146,9 @@ impl Node for Linear {
 
     fn pending(&self) -> usize {
         self.acts.len()
+    }
+    fn staleness(&self) -> Option<&StalenessHistogram> {
+        Some(self.acc.staleness())
     }
     fn params(&self) -> Vec<&Payload> {
         vec![&self.w, &self.b]
