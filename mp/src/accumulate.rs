@@ -5,6 +5,7 @@ use ordo::mutation::{self, Mutant};
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::Out;
+use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
 /// Gradients accumulated since the last update.
@@ -20,6 +21,10 @@ pub struct Accumulator {
     accumulated: usize,
     requested: bool,
     updates: u64,
+    /// The parameter version ([`Accumulator::version`]) each accumulated gradient's forward
+    /// read, in the order they were added.
+    reads: Vec<u64>,
+    staleness: StalenessHistogram,
 }
 
 impl Accumulator {
@@ -40,6 +45,8 @@ impl Accumulator {
             accumulated: 0,
             requested: false,
             updates: 0,
+            reads: Vec::new(),
+            staleness: StalenessHistogram::default(),
         })
     }
 
@@ -63,9 +70,22 @@ impl Accumulator {
         self.updates
     }
 
-    /// One more gradient was added: the update message to send to the node itself, if due.
-    pub fn added(&mut self) -> Option<Out> {
+    /// The parameters' version: updates applied so far. A forward records it beside its
+    /// activation and hands it back to [`Accumulator::added`] with its gradient.
+    pub fn version(&self) -> u64 {
+        self.updates
+    }
+
+    /// Staleness of the gradients applied so far.
+    pub fn staleness(&self) -> &StalenessHistogram {
+        &self.staleness
+    }
+
+    /// One more gradient, computed from parameters of version `read`, was added: the update
+    /// message to send to the node itself, if due.
+    pub fn added(&mut self, read: u64) -> Option<Out> {
         self.accumulated += 1;
+        self.reads.push(read);
         let due = if mutation::active(Mutant::AmpUpdateBeforeInterval) {
             self.accumulated + 1 >= self.min_update_interval
         } else {
@@ -90,6 +110,10 @@ impl Accumulator {
             .collect();
         self.accumulated = 0;
         self.requested = false;
+        // The gap counts the updates applied after the forward read and before this one.
+        for read in self.reads.drain(..) {
+            self.staleness.record(self.updates - read);
+        }
         self.updates += 1;
         Ok(means)
     }

@@ -247,6 +247,16 @@ impl Graph {
         self.nodes.iter().map(|n| n.params().into_iter().cloned().collect()).collect()
     }
 
+    /// Per parameterized (PPT) node: its id, kind and the staleness of the gradients it has
+    /// applied since the graph was built.
+    pub fn staleness(&self) -> Vec<(NodeId, &'static str, crate::staleness::StalenessHistogram)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| n.staleness().map(|h| (NodeId(i), n.kind(), *h)))
+            .collect()
+    }
+
     /// Emulate a device of `flops` flop/s in every compute node (`None`: compute).
     pub fn emulate(&mut self, flops: Option<f64>) {
         for n in &mut self.nodes {

@@ -9,6 +9,7 @@
 
 pub mod accumulate;
 pub mod controller;
+pub mod device;
 pub mod error;
 pub mod gather;
 pub mod graph;
@@ -19,6 +20,7 @@ pub mod nodes;
 pub mod optimizer;
 pub mod queue;
 pub mod runtime;
+pub mod staleness;
 pub mod state;
 pub mod trace;
 

@@ -38,12 +38,15 @@ pub struct Emit {
     pub train: bool,
     /// Messages emitted, in order.
     pub out: Vec<Out>,
+    /// Time the emulated device would spend on this operation (Appendix C; zero when
+    /// computing): the runtime's [`DeviceClock`](crate::device::DeviceClock) waits it out.
+    pub device: std::time::Duration,
 }
 
 impl Emit {
     /// An empty emitter for a run in mode `train`.
     pub fn new(train: bool) -> Emit {
-        Emit { train, out: Vec::new() }
+        Emit { train, out: Vec::new(), device: std::time::Duration::ZERO }
     }
 
     /// Emit a forward message on output `port`.
@@ -90,6 +93,10 @@ pub trait Node: Send {
     /// zero at the end of every complete run.
     fn pending(&self) -> usize {
         0
+    }
+    /// Staleness of the gradients this node applied (parameterized nodes only).
+    fn staleness(&self) -> Option<&crate::staleness::StalenessHistogram> {
+        None
     }
     /// The node's parameters (empty for non-parameterized nodes).
     fn params(&self) -> Vec<&Payload> {

@@ -9,8 +9,9 @@ use crate::message::Message;
 /// What travels between workers.
 #[derive(Debug)]
 pub enum Envelope {
-    /// A message for a node on the receiving worker.
-    Msg(Message),
+    /// A message for a node on the receiving worker, and the emulated time it was sent at
+    /// ([`DeviceClock`](crate::device::DeviceClock)).
+    Msg(Message, std::time::Duration),
     /// The run is over: stop once nothing else is queued.
     Stop,
 }
@@ -55,7 +56,7 @@ impl LocalQueue {
     /// Queue an envelope.
     pub fn push(&mut self, env: Envelope) {
         let prio = match &env {
-            Envelope::Msg(m) => m.dir.priority(),
+            Envelope::Msg(m, _) => m.dir.priority(),
             Envelope::Stop => u8::MAX,
         };
         self.seq += 1;

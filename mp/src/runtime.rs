@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 
 use crate::controller::{InstanceResult, Source};
+use crate::device::DeviceClock;
 use crate::error::MpError;
 use crate::graph::{Graph, NodeId, Topology};
 use crate::message::{Direction, Payload};
@@ -114,18 +115,20 @@ struct Worker<'a> {
     log: Vec<(NodeId, Applied)>,
     record: bool,
     applied: u64,
+    device: DeviceClock,
 }
 
 impl Worker<'_> {
-    fn send(&mut self, from: NodeId, e: Emit) {
+    /// Route `e`'s messages, stamped with emulated time `at`.
+    fn send(&mut self, from: NodeId, e: Emit, at: Duration) {
         for out in e.out {
             let m = self.topo.address(from, out);
             let w = self.topo.place[m.node.0];
             if w == self.id {
-                self.queue.push(Envelope::Msg(m));
+                self.queue.push(Envelope::Msg(m, at));
             } else {
                 // A send fails only when the receiver has already stopped, i.e. after an abort.
-                let _ = self.inboxes[w].send(Envelope::Msg(m));
+                let _ = self.inboxes[w].send(Envelope::Msg(m, at));
             }
         }
     }
@@ -157,7 +160,7 @@ impl Worker<'_> {
             if self.record {
                 self.log.push((c, Applied::Start));
             }
-            self.send(c, e);
+            self.send(c, e, Duration::ZERO);
             if self.controller_done(c) {
                 self.stop_all();
             }
@@ -179,18 +182,20 @@ impl Worker<'_> {
                     Err(RecvTimeoutError::Disconnected) => return Ok(()),
                 },
             };
-            let m = match env {
+            let (m, at) = match env {
                 Envelope::Stop => return Ok(()),
-                Envelope::Msg(m) => m,
+                Envelope::Msg(m, at) => (m, at),
             };
             let node = self.nodes.get_mut(&m.node).ok_or(MpError::UnknownNode(m.node))?;
             if self.record {
                 self.log.push((m.node, Applied::Msg(m.key())));
             }
             let mut e = Emit::new(self.train);
+            let began = Instant::now();
             apply(&mut ***node, m.dir, m.port, m.state, m.payload, &mut e)?;
+            let done = self.device.run(at, began.elapsed(), e.device);
             self.applied += 1;
-            self.send(m.node, e);
+            self.send(m.node, e, done);
             if self.controller_done(m.node) {
                 self.stop_all();
             }
@@ -239,6 +244,7 @@ pub fn run(
                         log: Vec::new(),
                         record: cfg.record,
                         applied: 0,
+                        device: DeviceClock::new(start),
                     };
                     let r = w.run(&rx, cfg.stall, abort);
                     if r.is_err() {

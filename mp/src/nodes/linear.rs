@@ -8,6 +8,7 @@ use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
 /// A fully connected layer. It records each forward input keyed by the message state, so
@@ -27,7 +28,8 @@ pub struct Linear {
     b: Payload,
     opt: OptState,
     acc: Accumulator,
-    acts: HashMap<State, Payload>,
+    /// Forward inputs and the parameter version they read, by state.
+    acts: HashMap<State, (Payload, u64)>,
     emulate: Option<f64>,
 }
 
@@ -52,9 +54,10 @@ impl Linear {
         self.acc.updates()
     }
 
-    fn sleep(&self, flops: f64) {
+    /// Charge `flops` to the emulated device (Appendix C), if emulating.
+    fn charge(&self, flops: f64, e: &mut Emit) {
         if let Some(f) = self.emulate {
-            std::thread::sleep(Duration::from_secs_f64(flops / f));
+            e.device += Duration::from_secs_f64(flops / f);
         }
     }
 }
@@ -86,13 +89,13 @@ impl Node for Linear {
             });
         }
         let y = if self.emulate.is_some() {
-            self.sleep(2.0 * (x.nrows() * din * dout) as f64);
+            self.charge(2.0 * (x.nrows() * din * dout) as f64, e);
             Payload::zeros((x.nrows(), dout))
         } else {
             x.dot(&self.w) + &self.b
         };
         if e.train {
-            self.acts.insert(state.clone(), x);
+            self.acts.insert(state.clone(), (x, self.acc.version()));
         }
         e.forward(0, state, y);
         Ok(())
@@ -106,7 +109,7 @@ impl Node for Linear {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let x = self
+        let (x, read) = self
             .acts
             .remove(&state)
             .ok_or_else(|| MpError::NoForward { kind: "Linear", state: state.clone() })?;
@@ -118,7 +121,7 @@ impl Node for Linear {
         }
         let dx = if self.emulate.is_some() {
             // Backward and gradient accumulation: two products of the forward's size.
-            self.sleep(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64);
+            self.charge(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64, e);
             Payload::zeros(x.raw_dim())
         } else {
             let sums = self.acc.sums_mut();
@@ -126,15 +129,15 @@ impl Node for Linear {
             sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
             g.dot(&self.w.t())
         };
-        e.out.extend(self.acc.added());
+        e.out.extend(self.acc.added(read));
         e.backward(0, state, dx);
         Ok(())
     }
 
-    fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
+    fn update(&mut self, state: State, e: &mut Emit) -> Result<(), MpError> {
         let means = self.acc.take_mean("Linear", state)?;
         if self.emulate.is_some() {
-            self.sleep((self.w.nrows() * self.w.ncols()) as f64);
+            self.charge((self.w.nrows() * self.w.ncols()) as f64, e);
         } else {
             self.opt.step(&mut [&mut self.w, &mut self.b], &means);
         }
@@ -143,6 +146,9 @@ impl Node for Linear {
 
     fn pending(&self) -> usize {
         self.acts.len()
+    }
+    fn staleness(&self) -> Option<&StalenessHistogram> {
+        Some(self.acc.staleness())
     }
     fn params(&self) -> Vec<&Payload> {
         vec![&self.w, &self.b]

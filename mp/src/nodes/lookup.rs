@@ -7,6 +7,7 @@ use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
 /// Forward: the payload is a column of row ids (`k × 1`, as `f32`); emits the `k` table rows
@@ -19,7 +20,8 @@ pub struct Lookup {
     table: Payload,
     opt: OptState,
     acc: Accumulator,
-    ids: HashMap<State, Vec<usize>>,
+    /// Forward ids and the parameter version they read, by state.
+    ids: HashMap<State, (Vec<usize>, u64)>,
 }
 
 impl Lookup {
@@ -68,7 +70,7 @@ impl Node for Lookup {
         }
         let y = self.table.select(ndarray::Axis(0), &ids);
         if e.train {
-            self.ids.insert(state.clone(), ids);
+            self.ids.insert(state.clone(), (ids, self.acc.version()));
         }
         e.forward(0, state, y);
         Ok(())
@@ -81,7 +83,7 @@ impl Node for Lookup {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let ids = self
+        let (ids, read) = self
             .ids
             .remove(&state)
             .ok_or_else(|| MpError::NoForward { kind: "Lookup", state: state.clone() })?;
@@ -96,7 +98,7 @@ impl Node for Lookup {
             let mut row = sum.row_mut(i);
             row += &g.row(r);
         }
-        e.out.extend(self.acc.added());
+        e.out.extend(self.acc.added(read));
         e.backward(0, state, Payload::zeros((ids.len(), 1)));
         Ok(())
     }
@@ -107,6 +109,9 @@ impl Node for Lookup {
     }
     fn pending(&self) -> usize {
         self.ids.len()
+    }
+    fn staleness(&self) -> Option<&StalenessHistogram> {
+        Some(self.acc.staleness())
     }
     fn params(&self) -> Vec<&Payload> {
         vec![&self.table]

@@ -1,10 +1,10 @@
 //! `ordo-train amp`: AMPNet on mnist or list-reduction, with a progress bar, CSV and PNG.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
+use ordo::engine::STALENESS_BUCKETS;
 use ordo_mp::optimizer::Optimizer;
 
 use super::list_reduction::generate;
@@ -121,10 +121,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
     })?;
     bar.finish();
     for p in &curve {
-        println!(
-            "epoch {} wall {:.2}s val_acc {:.4} train_loss {:.4} train {:.0} ex/s val {:.0} ex/s max_active {}",
-            p.epoch, p.wall_s, p.val_acc, p.train_loss, p.train_per_s, p.val_per_s, p.max_active
-        );
+        let line: Vec<String> = columns(p).into_iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!("{}", line.join(" "));
     }
     let mean_rate = curve.iter().map(|p| p.train_per_s).sum::<f64>() / curve.len().max(1) as f64;
     match time_to_target(&curve, target) {
@@ -136,10 +134,39 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             a.epochs
         ),
     }
+    // Per parameterized node, over the whole run: the histogram the engine's Observer keeps.
+    for (n, kind, h) in graph.staleness() {
+        println!(
+            "staleness node {} ({kind}): mean {:.2} max {} buckets [0, 1, 2-3, 4-7, …] {:?}",
+            n.0,
+            h.mean(),
+            h.max(),
+            h.buckets()
+        );
+    }
     if let Some(dir) = &a.out {
         write_outputs(dir, &label, &curve)?;
     }
     Ok(())
+}
+
+/// One epoch's measurements as (name, value) columns: the printed line and the CSV row. The
+/// staleness buckets are those of [`StalenessHistogram`](ordo_mp::staleness::StalenessHistogram).
+fn columns(p: &EpochPoint) -> Vec<(String, String)> {
+    let mut c: Vec<(String, String)> = vec![
+        ("epoch".into(), p.epoch.to_string()),
+        ("wall_s".into(), format!("{:.4}", p.wall_s)),
+        ("val_acc".into(), format!("{:.6}", p.val_acc)),
+        ("train_loss".into(), format!("{:.6}", p.train_loss)),
+        ("train_per_s".into(), format!("{:.1}", p.train_per_s)),
+        ("val_per_s".into(), format!("{:.1}", p.val_per_s)),
+        ("max_active".into(), p.max_active.to_string()),
+        ("staleness_mean".into(), format!("{:.4}", p.staleness.mean())),
+        ("staleness_max".into(), p.staleness.max().to_string()),
+    ];
+    let buckets = p.staleness.buckets();
+    c.extend((0..STALENESS_BUCKETS).map(|b| (format!("staleness_b{b}"), buckets[b].to_string())));
+    c
 }
 
 fn write_outputs(
@@ -148,14 +175,11 @@ fn write_outputs(
     curve: &[EpochPoint],
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let mut csv =
-        String::from("epoch,wall_s,val_acc,train_loss,train_per_s,val_per_s,max_active\n");
+    let names: Vec<String> = columns(&EpochPoint::default()).into_iter().map(|(k, _)| k).collect();
+    let mut csv = names.join(",") + "\n";
     for p in curve {
-        writeln!(
-            csv,
-            "{},{:.4},{:.6},{:.6},{:.1},{:.1},{}",
-            p.epoch, p.wall_s, p.val_acc, p.train_loss, p.train_per_s, p.val_per_s, p.max_active
-        )?;
+        let values: Vec<String> = columns(p).into_iter().map(|(_, v)| v).collect();
+        csv += &(values.join(",") + "\n");
     }
     std::fs::write(dir.join("epochs.csv"), csv)?;
     let series = |x: fn(&EpochPoint) -> f64| {

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ordo_mp::staleness::StalenessHistogram;
 use ordo_mp::{Graph, MpError, RunConfig, Source, run};
 
 use crate::rng::SplitMix64;
 
 /// One epoch's measurements.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EpochPoint {
     /// Epoch, from 1.
     pub epoch: usize,
@@ -24,6 +25,8 @@ pub struct EpochPoint {
     pub val_acc: f64,
     /// Most instances in flight during training.
     pub max_active: usize,
+    /// Staleness of the gradients applied this epoch, over all parameterized nodes.
+    pub staleness: StalenessHistogram,
 }
 
 /// How to train.
@@ -61,7 +64,9 @@ pub fn train(
             order.swap(i, g.below(i as u32 + 1) as usize);
         }
         let cfg = RunConfig { max_active_keys: s.mak, ..RunConfig::default() };
+        let before = total_staleness(graph);
         let t = run(graph, train.clone(), order.clone(), &cfg)?;
+        let staleness = total_staleness(graph).since(&before);
         graph.average_replicas();
         let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
         wall += t.elapsed + v.elapsed;
@@ -73,11 +78,19 @@ pub fn train(
             train_loss: t.mean_loss(),
             val_acc: v.accuracy(),
             max_active: t.max_active,
+            staleness,
         };
         tick(&p);
         curve.push(p);
     }
     Ok(curve)
+}
+
+/// Staleness over all parameterized nodes since the graph was built.
+fn total_staleness(graph: &Graph) -> StalenessHistogram {
+    let mut all = StalenessHistogram::default();
+    graph.staleness().iter().for_each(|(_, _, h)| all.merge(h));
+    all
 }
 
 /// The first epoch reaching `target` validation accuracy: (epochs, wall seconds).
@@ -112,6 +125,8 @@ mod tests {
         .unwrap();
         let last = curve.last().unwrap();
         assert!(last.max_active <= 4 && last.max_active > 1);
+        // With several instances in flight some gradients are applied after other updates.
+        assert!(last.staleness.count() > 0 && last.staleness.max() > 0);
         assert!(last.val_acc > majority + 0.1, "val acc {} vs majority {majority}", last.val_acc);
     }
 }
