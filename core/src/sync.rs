@@ -40,7 +40,7 @@ pub use std::sync::atomic::Ordering;
 
 /// The engine's thread glue (the stop flag, scoped threads): std under every cfg, so `Engine`
 /// exists under `--cfg ordo_loom` too. loom checks the pipeline's protocol through
-/// `engine::loom_harness`, which drives the same stage tasks on loom threads; an `Engine` run
+/// `engine::model_harness`, which drives the same stage tasks on loom threads; an `Engine` run
 /// under `ordo_loom` outside a loom model panics (its primitives are loom's).
 pub(crate) mod host {
     pub use std::sync::Mutex;
