@@ -36,7 +36,7 @@ fn batches(n: u64) -> Vec<Batch<f32>> {
 /// writer threads, `n` batches; panics unless the run equals its replay.
 fn run_pipeline(readers: usize, writers: usize, n: u64) {
     let store: &'static RowStore =
-        Box::leak(Box::new(RowStore::from_fn(ROWS, 1, |r, _| r as f32 * 0.25 + 0.5)));
+        Box::leak(Box::new(RowStore::from_fn(ROWS, 2, |r, c| r as f32 * 0.25 + c as f32 + 0.5)));
     let initial = store.snapshot();
     let mut config = EngineConfig::new(Mode::Oac);
     config.max_in_flight = Some(4);
@@ -44,10 +44,10 @@ fn run_pipeline(readers: usize, writers: usize, n: u64) {
     let deal: Vec<Vec<usize>> =
         (0..readers).map(|r| (r..work.len()).step_by(readers).collect()).collect();
     let (model, report) =
-        model_harness::run(&config, MixModel::new(1), store, work.clone(), &deal, writers);
+        model_harness::run(&config, MixModel::new(2), store, work.clone(), &deal, writers);
     assert_eq!(report.order.len(), work.len(), "every batch stamped once");
     let mut table = initial;
-    let mut fresh = MixModel::new(1);
+    let mut fresh = MixModel::new(2);
     replay_ids(&mut fresh, &mut table, &report.batch_ids(), |id| work.get((id - 1000) as usize))
         .expect("replay");
     assert_eq!(store.snapshot(), table, "store differs from the replay of the recorded order");
