@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use ordo::dispatcher::{DispatchError, Dispatcher, Fixed, IntervalDispatcher, StepIndex, WorkerId};
-use ordo::sync::{AtomicU64, AtomicUsize, Mutex, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Baseline: Algorithm 2's FinishStep under one lock (what the CAS version must beat).
 struct MutexInterval {

@@ -78,5 +78,7 @@ pub mod outstanding;
 pub mod sgd;
 pub mod storage;
 pub mod store;
-pub mod sync;
-pub mod validation_cache;
+pub(crate) mod sync;
+/// The validation cache lives in the engine (the device stage keeps it, and it caches the
+/// engine's row blocks); re-exported here under its historical path.
+pub use engine::validation_cache;

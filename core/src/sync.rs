@@ -14,6 +14,13 @@
 //! What loom does not see (TOOLING.md): it models `SeqCst` *loads and stores* as `AcqRel`
 //! (we use `fence(SeqCst)` and read-modify-writes where sequential consistency matters, which
 //! loom models faithfully), it does not model load buffering, and it bounds preemptions.
+//!
+//! Crate-private: a downstream crate's own `--cfg loom` never reaches it, and ordo's public API is
+//! the same under every cfg (its loom and shuttle tests name loom and shuttle directly).
+
+// One set of names under every cfg; some (`Condvar`, `thread`, `AtomicI64`) are used only by the
+// model-checker harness under `ordo_loom` / `ordo_shuttle`.
+#![allow(unused_imports)]
 
 #[cfg(ordo_loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
@@ -40,7 +47,7 @@ pub use std::sync::atomic::Ordering;
 
 /// The engine's thread glue (the stop flag, scoped threads): std under every cfg, so `Engine`
 /// exists under `--cfg ordo_loom` too. loom checks the pipeline's protocol through
-/// `engine::loom_harness`, which drives the same stage tasks on loom threads; an `Engine` run
+/// `engine::model_harness`, which drives the same stage tasks on loom threads; an `Engine` run
 /// under `ordo_loom` outside a loom model panics (its primitives are loom's).
 pub(crate) mod host {
     pub use std::sync::Mutex;

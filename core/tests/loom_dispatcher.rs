@@ -23,10 +23,11 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex as GhostMutex;
 use std::sync::atomic::{AtomicU64 as GhostU64, Ordering::SeqCst};
 
+use loom::sync::Arc;
+use loom::thread;
 use ordo::dispatcher::{
     Decay, Dispatcher, Fixed, IntervalDispatcher, IntervalInfo, UpdateInterval,
 };
-use ordo::sync::{Arc, thread};
 use published::PublishedAlgorithm2;
 
 /// What a worker learns from one finished step.
@@ -223,8 +224,8 @@ fn changing_m_keeps_tau_bounded() {
 /// (here a Relaxed store, as Hogwild would do) before the next step's model read.
 #[test]
 fn sequential_runs_one_step_at_a_time_and_publishes_its_update() {
+    use loom::sync::atomic::{AtomicU64, Ordering::Relaxed};
     use ordo::dispatcher::Sequential;
-    use ordo::sync::{AtomicU64, Ordering::Relaxed};
     loom::model(|| {
         let d = Arc::new(Sequential::new(3).unwrap());
         let model = Arc::new(AtomicU64::new(0));

@@ -9,7 +9,7 @@
 #![cfg(ordo_loom)]
 
 use ordo::engine::testing::MixModel;
-use ordo::engine::{Batch, EngineConfig, Mode, Model, loom_harness, replay};
+use ordo::engine::{Batch, EngineConfig, Mode, Model, model_harness, replay};
 use ordo::store::RowStore;
 
 fn batches() -> Vec<Batch<f32>> {
@@ -36,7 +36,7 @@ fn check(
         let mut work = batches();
         work.truncate(n);
         let (model, report) =
-            loom_harness::run(&config, MixModel::new(1), store, work.clone(), &readers, writers);
+            model_harness::run(&config, MixModel::new(1), store, work.clone(), &readers, writers);
         let mut table = initial;
         let mut fresh = MixModel::new(1);
         replay(&mut fresh, &mut table, &work, &report.positions()).unwrap();

@@ -1,13 +1,15 @@
 #![cfg(ordo_loom)]
 //! loom models of the MFT tracker (`ordo::mft::Mft`), run on the shipped source through the
-//! `ordo::sync` shim. Invariants are those of the `Mft` doc comment.
+//! sync shim (`core/src/sync.rs`). Invariants are those of the `Mft` doc comment.
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_mft`
 
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::thread;
 use ordo::mft::Mft;
-use ordo::sync::{Arc, AtomicU64, Ordering, thread};
 
 /// Three finishers report ts 2, 1, 0 (one each) in any order; the finisher of ts 2 then
 /// observes the prefix.

@@ -1,6 +1,6 @@
 #![cfg(ordo_loom)]
 //! loom models of the outstanding-batches set and its safe-to-evict value (`ordo::outstanding`),
-//! run on the shipped source through the `ordo::sync` shim. The invariant checked is the one in
+//! run on the shipped source through the sync shim (`core/src/sync.rs`). The invariant checked is the one in
 //! the `Outstanding` doc comment: every batch that can still reach the device acquired a prefix
 //! `≥` any STE already handed out, so it saw every write with `ts < STE` in the store.
 //!
@@ -8,9 +8,11 @@
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_outstanding`
 
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::thread;
 use ordo::mft::Mft;
 use ordo::outstanding::Outstanding;
-use ordo::sync::{Arc, AtomicU64, Ordering, thread};
 
 /// One model run: `finishers` threads finish ts `0..finishers` (each writing its "row" before
 /// `finish`), a reader registers a batch and then reads every row, and the device computes an

@@ -15,10 +15,11 @@
 //! one reader over one- or two-row blocks.
 #![cfg(ordo_loom)]
 
+use loom::sync::Arc;
+use loom::thread;
 use ordo::sgd::assm::{assm_read, assm_write};
 use ordo::sgd::passm::{passm_read, passm_write};
 use ordo::sgd::{BlockStore, Blocks, Method, PhaseGate};
-use ordo::sync::{Arc, thread};
 
 /// A store of `layers` layers of `words` words each, one block per layer, all words 0.
 fn store(layers: usize, words: usize) -> Arc<BlockStore> {

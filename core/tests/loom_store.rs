@@ -1,14 +1,15 @@
 #![cfg(ordo_loom)]
 //! loom models of the timestamped row store (`ordo::store::RowStore`), run on the shipped source
-//! through the `ordo::sync` shim. Rows are 2 floats wide (loom keeps 7 stores per atomic).
+//! through ordo's sync shim. Rows are 2 floats wide (loom keeps 7 stores per atomic).
 //! Invariants are those of the `RowStore` doc comment.
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! LOOM_MAX_BRANCHES=20000 CARGO_TARGET_DIR=/work/target-loom cargo test --release -p ordo
 //! --test loom_store`
 
+use loom::sync::Arc;
+use loom::thread;
 use ordo::store::{RowStore, Version};
-use ordo::sync::{Arc, thread};
 
 /// The values that the write of batch `ts` puts in every float of the row.
 fn value_of(ts: u64) -> f32 {

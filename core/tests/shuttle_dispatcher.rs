@@ -1,6 +1,6 @@
 //! shuttle: the interval dispatcher (`ordo::dispatcher::IntervalDispatcher`) at 6 workers and
 //! hundreds of steps, beyond what loom explores (3 workers, one or two steps each), under
-//! shuttle's randomized and PCT schedulers on the shipped source (through the `ordo::sync` shim).
+//! shuttle's randomized and PCT schedulers on the shipped source (through ordo's sync shim).
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_shuttle" CARGO_TARGET_DIR=target/shuttle cargo test --release
 //! -p ordo --test shuttle_dispatcher`.
@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicU64 as GhostU64, Ordering::SeqCst};
 use ordo::dispatcher::{
     Decay, Dispatcher, Fixed, IntervalDispatcher, IntervalInfo, UpdateInterval,
 };
-use ordo::sync::{Arc, thread};
+use shuttle::sync::Arc;
+use shuttle::thread;
 
 /// Ghost state of one execution.
 #[derive(Default)]

@@ -1,7 +1,7 @@
 //! shuttle: the MFT tracker (`ordo::mft::Mft`) with 6 finishers over 200 timestamps and a ring
 //! of 4 slots, so timestamps run far ahead of the window and slots are reused ~50 times — what
 //! loom's models (3 finishers, 3–5 timestamps) cannot reach. Randomized and PCT schedulers on the
-//! shipped source (through the `ordo::sync` shim).
+//! shipped source (through ordo's sync shim).
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_shuttle" CARGO_TARGET_DIR=target/shuttle cargo test --release
 //! -p ordo --test shuttle_mft`.
@@ -17,7 +17,8 @@
 use std::sync::Mutex as GhostMutex;
 
 use ordo::mft::{Mft, MftError};
-use ordo::sync::{Arc, thread};
+use shuttle::sync::Arc;
+use shuttle::thread;
 
 const TIMESTAMPS: u64 = 200;
 const FINISHERS: u64 = 6;

@@ -7,6 +7,7 @@
 use super::context::{RunCtx, at};
 use super::error::Stage;
 use super::reader::Staged;
+use super::validation_cache::ValidationCache;
 use super::{
     BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
     Stamp, StepError, StopCause,
@@ -14,7 +15,6 @@ use super::{
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
 use crate::storage::RowStorage;
-use crate::validation_cache::ValidationCache;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 

@@ -57,10 +57,11 @@ mod block;
 mod config;
 mod context;
 mod device;
+mod driver;
 mod error;
-#[cfg(ordo_loom)]
-pub mod loom_harness;
 pub mod model;
+#[cfg(any(ordo_loom, ordo_shuttle))]
+pub mod model_harness;
 mod observer;
 mod pipeline;
 mod reader;
@@ -70,6 +71,7 @@ mod session;
 pub mod simulation;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod validation_cache;
 mod writer;
 
 pub use block::RowBlock;

@@ -1,22 +1,20 @@
 //! The threaded engine: parallel readers, the device on the caller's thread, parallel writers,
 //! bounded queues, all inside one `thread::scope` so no thread outlives [`Engine::session`].
 
-use super::context::{Progress, RunCtx, at};
-use super::device::{Stamped, panic_message};
+use super::context::RunCtx;
+use super::device::Stamped;
+use super::driver::{OsThreads, guarded, read_batch, write_batch};
 use super::error::Stage;
-use super::reader::{ReadTask, Staged};
+use super::reader::Staged;
 use super::session::{Completion, Lanes, Session};
-use super::writer::WriteTask;
 use super::{
-    Batch, CpuDevice, DeviceStage, EngineConfig, EngineError, HookPoint, Mode, Model, RunReport,
-    StageError, StageHook, StopCause, prepare,
+    Batch, CpuDevice, DeviceStage, EngineConfig, EngineError, Mode, Model, RunReport, StopCause,
+    prepare,
 };
 use crate::storage::RowStorage;
 use crate::sync::Ordering;
 use crate::sync::host::{AtomicBool, Mutex, thread};
 use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
-use crossbeam_utils::Backoff;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 /// How long a blocked stage waits before it re-checks the stop flag: bounds shutdown latency.
@@ -206,7 +204,7 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
                 }
                 let id = batch.id;
                 let mut item = match guarded(Stage::Reader, id, || {
-                    read_batch(cx, position, batch, hook, stop)
+                    read_batch::<OsThreads, _, _>(cx, position, batch, hook, stop)
                 }) {
                     Ok(Some(s)) => s,
                     Ok(None) => return,
@@ -240,74 +238,4 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
         });
     }
     Lanes { feed: feed_tx, staged: in_rx, stamped: out_tx, done: done_rx }
-}
-
-/// Read one batch to completion; `Ok(None)` if the run stopped while it waited for a slot.
-pub(crate) fn read_batch<D, S: RowStorage + ?Sized>(
-    cx: &RunCtx<'_, S>,
-    position: usize,
-    batch: Batch<D>,
-    hook: Option<&StageHook>,
-    stop: &StopState,
-) -> Result<Option<Staged<D>>, StopCause> {
-    at(hook, HookPoint::ReadStart, batch.id)?;
-    let mut task = ReadTask::new(position, batch, cx.width);
-    let backoff = Backoff::new();
-    loop {
-        match task.advance(cx, hook)? {
-            Progress::Done => return Ok(Some(task.into_staged(cx.mode))),
-            Progress::Progressed => backoff.reset(),
-            Progress::Blocked if stop.is_stopped() => return Ok(None),
-            Progress::Blocked => snooze(&backoff),
-        }
-    }
-}
-
-/// Write one stamped batch to completion; on failure record it as unwritten and stop the run.
-/// Returns whether it was fully written.
-pub(crate) fn write_batch<S: RowStorage + ?Sized>(
-    cx: &RunCtx<'_, S>,
-    stamped: Stamped,
-    hook: Option<&StageHook>,
-    stop: &StopState,
-) -> bool {
-    let (ts, id) = (stamped.ts, stamped.id);
-    let res = guarded(Stage::Writer, id, || {
-        at(hook, HookPoint::WriteStart, id)?;
-        let mut task = WriteTask::new(stamped);
-        while task.advance(cx, hook)? != Progress::Done {}
-        Ok(())
-    });
-    match res {
-        Ok(()) => true,
-        Err(cause) => {
-            stop.unwritten(ts, id);
-            stop.fail(cause);
-            false
-        }
-    }
-}
-
-/// Run `f`, turning a panic into a stage failure.
-pub(crate) fn guarded<T>(
-    stage: Stage,
-    batch_id: u64,
-    f: impl FnOnce() -> Result<T, StopCause>,
-) -> Result<T, StopCause> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        Err(StopCause::StageFailed {
-            stage,
-            batch_id,
-            source: StageError::Panicked(panic_message(&*p)),
-        })
-    })
-}
-
-/// Spin, then yield, then sleep briefly: a blocked stage must not starve the others on 2 cores.
-pub(crate) fn snooze(backoff: &Backoff) {
-    if backoff.is_completed() {
-        std::thread::sleep(Duration::from_micros(50));
-    } else {
-        backoff.snooze();
-    }
 }

@@ -13,8 +13,9 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped, panic_message};
+use super::driver::{OsThreads, admit, guarded, read_batch, write_batch};
 use super::error::Stage;
-use super::pipeline::{POLL, StopState, guarded, read_batch, snooze, write_batch};
+use super::pipeline::{POLL, StopState};
 use super::reader::Staged;
 use super::{
     Batch, DeviceStage, EngineError, Model, Observer, RunReport, StageError, StageHook, StopCause,
@@ -23,7 +24,6 @@ use super::{
 use crate::storage::RowStorage;
 use crate::store::RowStore;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use crossbeam_utils::Backoff;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
@@ -289,12 +289,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         let job =
             if wait { lanes.staged.recv_timeout(POLL).ok() } else { lanes.staged.try_recv().ok() };
         let Some(job) = job else { return false };
-        let backoff = Backoff::new();
-        while !self.seq.admits(self.cx) {
-            if self.stop.is_stopped() {
-                return false;
-            }
-            snooze(&backoff);
+        if !admit::<OsThreads, _>(&self.seq, self.cx, self.stop) {
+            return false;
         }
         self.processed += 1;
         let (id, cx, hook) = (job.id, self.cx, self.hook);
@@ -330,12 +326,13 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
         let (cx, stop, hook) = (self.cx, self.stop, self.hook);
         let id = batch.id;
-        let staged =
-            match guarded(Stage::Reader, id, || read_batch(cx, position, batch, hook, stop)) {
-                Ok(Some(s)) => s,
-                Ok(None) => return,
-                Err(cause) => return stop.fail(cause),
-            };
+        let staged = match guarded(Stage::Reader, id, || {
+            read_batch::<OsThreads, _, _>(cx, position, batch, hook, stop)
+        }) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(cause) => return stop.fail(cause),
+        };
         self.processed += 1;
         let (stamped, failed) =
             match self.seq.process(cx, &mut *self.device, &mut *self.model, staged, hook) {

@@ -6,7 +6,7 @@
 //! read from the store carries the run-local ts of the write it saw, or `None` for a value older
 //! than the run (see [`crate::engine`]).
 
-use crate::engine::{BatchRows, RowBlock, Staleness};
+use super::{BatchRows, RowBlock, Staleness};
 use crate::mutation::{self, Mutant};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -174,7 +174,6 @@ impl std::fmt::Debug for ValidationCache {
 #[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
-    use crate::engine::BatchRows;
 
     fn block(ids: &[u64], v: f32) -> Arc<RowBlock> {
         Arc::new(RowBlock::new(ids.to_vec(), 1, vec![v; ids.len()]).unwrap())

@@ -1,12 +1,15 @@
-//! The pipeline on loom threads (built only under `--cfg ordo_loom`): the real reader, device and
-//! writer tasks over the real primitives, with mutex queues instead of crossbeam channels (loom
-//! cannot see inside those) and no `thread::scope` (loom has none). Used by
-//! `core/tests/loom_engine.rs`.
+//! The pipeline on a model checker's threads (built only under `--cfg ordo_loom` or
+//! `--cfg ordo_shuttle`; the threads, mutexes and atomics are the checker's, chosen in
+//! `crate::sync`): the real reader, device and writer tasks over the real primitives, driven by
+//! the same [`driver`](super::driver) as the threaded engine, with mutex queues instead of
+//! crossbeam channels (the checkers cannot see inside those) and no `thread::scope` (loom has
+//! none). Used by `core/tests/loom_engine.rs` and `core/tests/shuttle_engine.rs`.
 
-use super::context::{Progress, RunCtx};
+use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::reader::{ReadTask, Staged};
-use super::writer::WriteTask;
+use super::driver::{ModelThreads, admit, read_batch, write_batch};
+use super::pipeline::StopState;
+use super::reader::Staged;
 use super::{Batch, CpuDevice, EngineConfig, Model, RunReport};
 use crate::storage::RowStorage;
 use crate::sync::{Arc, Condvar, Mutex, thread};
@@ -65,31 +68,27 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
     let mut pending: Vec<Option<Batch<M::Data>>> = batches.into_iter().map(Some).collect();
     let input: Arc<Queue<Staged<M::Data>>> = Arc::new(Queue::new());
     let output: Arc<Queue<Stamped>> = Arc::new(Queue::new());
+    let stop = Arc::new(StopState::default());
     let mut handles = Vec::new();
     for assigned in readers {
         let mine: Vec<_> =
             assigned.iter().map(|&p| (p, pending[p].take().expect("read once"))).collect();
-        let (cx, input) = (cx.clone(), input.clone());
+        let (cx, input, stop) = (cx.clone(), input.clone(), stop.clone());
         handles.push(thread::spawn(move || {
             for (p, batch) in mine {
-                let mut task = ReadTask::new(p, batch, cx.width);
-                loop {
-                    match task.advance(&cx, None).expect("reader") {
-                        Progress::Done => break,
-                        Progress::Progressed => {}
-                        Progress::Blocked => thread::yield_now(),
-                    }
+                match read_batch::<ModelThreads, _, _>(&cx, p, batch, None, &stop) {
+                    Ok(Some(staged)) => input.push(staged),
+                    Ok(None) => return,
+                    Err(cause) => panic!("reader: {cause}"),
                 }
-                input.push(task.into_staged(cx.mode));
             }
         }));
     }
     for _ in 0..writers {
-        let (cx, output) = (cx.clone(), output.clone());
+        let (cx, output, stop) = (cx.clone(), output.clone(), stop.clone());
         handles.push(thread::spawn(move || {
             while let Some(stamped) = output.pop() {
-                let mut task = WriteTask::new(stamped);
-                while task.advance(&cx, None).expect("writer") != Progress::Done {}
+                assert!(write_batch(&cx, stamped, None, &stop), "writer failed");
             }
         }));
     }
@@ -97,9 +96,7 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
     let mut device = CpuDevice::new();
     for _ in 0..n {
         let job = input.pop().expect("a reader pushes every batch");
-        while !seq.admits(&cx) {
-            thread::yield_now();
-        }
+        assert!(admit::<ModelThreads, _>(&seq, &cx, &stop), "stopped");
         let (stamped, failed) =
             seq.process(&cx, &mut device, &mut model, job, None).expect("device");
         assert!(failed.is_none(), "the CPU cache insert cannot fail");
@@ -108,6 +105,9 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
     output.close();
     for h in handles {
         h.join().expect("stage thread");
+    }
+    if let Some((cause, _)) = stop.take() {
+        panic!("pipeline stopped: {cause}");
     }
     let report = RunReport {
         mode: config.mode,
