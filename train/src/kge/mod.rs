@@ -22,3 +22,4 @@ pub mod score;
 pub mod step;
 pub mod synth;
 pub mod train;
+pub mod vocab;
