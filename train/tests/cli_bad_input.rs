@@ -1,4 +1,4 @@
-//! `ordo-train kge` on bad input: a malformed line, an odd dimension for ComplEx/RotatE, a bad
+//! `ordo-train kge` on bad input: a malformed line, an id of valid/test unknown to train, an odd dimension for ComplEx/RotatE, a bad
 //! `--config` file, a checkpoint of another model. Each exits with status 2, names the file (and
 //! line, where there is one), and writes nothing (`--out` stays absent).
 #![cfg(not(ordo_loom))]
@@ -37,6 +37,12 @@ fn bad_input_exits_2_names_the_file_and_writes_nothing() {
     let (code, err) = kge(&["--dataset", data.to_str().unwrap()], &out);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("test.txt:2:"), "{err}");
+    // An entity of valid.txt that train.txt does not have.
+    std::fs::write(data.join("test.txt"), "a\tr\tb\n").unwrap();
+    std::fs::write(data.join("valid.txt"), "a\tr\tc\n\nc\tr\tzz\n").unwrap();
+    let (code, err) = kge(&["--dataset", data.to_str().unwrap()], &out);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("valid.txt:3: entity \"zz\" does not occur in train.txt"), "{err}");
     // An odd dimension for a complex model.
     let (code, err) = kge(&["--dataset", "nations", "--model", "rotate", "--dim", "7"], &out);
     assert_eq!(code, Some(2), "{err}");

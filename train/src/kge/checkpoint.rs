@@ -154,8 +154,8 @@ fn split_cols(v: &[f32], width: usize, left: usize) -> (Vec<f32>, Vec<f32>) {
     (a, b)
 }
 
-fn tsv(names: &[String]) -> String {
-    names.iter().enumerate().map(|(i, n)| format!("{i}\t{n}\n")).collect()
+fn tsv<S: AsRef<str>>(names: impl Iterator<Item = S>) -> String {
+    names.enumerate().map(|(i, n)| format!("{i}\t{}\n", n.as_ref())).collect()
 }
 
 impl Checkpoint {
@@ -190,7 +190,9 @@ impl Checkpoint {
             })?;
         }
         let rel_names = super::npy::relation_names(d, sc.relation_rows(d.relations.len()));
-        for (f, text) in [("entities.tsv", tsv(&d.entities)), ("relations.tsv", tsv(&rel_names))] {
+        for (f, text) in
+            [("entities.tsv", tsv(d.entities.iter())), ("relations.tsv", tsv(rel_names.iter()))]
+        {
             let path = tmp.join(f);
             std::fs::write(&path, text).map_err(io(&path))?;
         }

@@ -388,11 +388,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let pm = o.pm_config(args.command.is_some())?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
-    let d = Dataset::load(o.dataset())?;
+    let d = Dataset::load_with_progress(o.dataset(), !o.quiet)?;
     eprintln!("{}", d.summary());
-    if let Some(w) = d.skip_warning() {
-        eprintln!("{w}");
-    }
     if let Some(KgeCommand::Eval) = args.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
         let (ents, rels) = npy::load(dir)?;

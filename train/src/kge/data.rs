@@ -4,7 +4,10 @@
 //! UMLS, Kinships and Nations (MIT, from the PyKEEN 1.11.1 wheel; see `train/data/`) are embedded
 //! in the binary and can be named instead of given by path.
 
-use std::collections::HashMap;
+use super::vocab::Vocab;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -30,7 +33,7 @@ pub enum DataError {
         /// The cause.
         source: std::io::Error,
     },
-    /// A line is not three non-empty tab-separated fields.
+    /// A line is not three non-empty tab-separated UTF-8 fields.
     #[error("{file}:{line}: expected `head<TAB>relation<TAB>tail`, found {found:?}")]
     Malformed {
         /// The file (a path, or `<name>/train.txt` for an embedded set).
@@ -39,6 +42,19 @@ pub enum DataError {
         line: usize,
         /// The offending line (truncated to 80 characters).
         found: String,
+    },
+    /// A valid/test line names an entity or relation that `train.txt` does not have: a model
+    /// cannot rank what it never trained, and dropping the line silently would change the metric.
+    #[error("{file}:{line}: {kind} {name:?} does not occur in train.txt")]
+    Unseen {
+        /// The file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// `entity` or `relation`.
+        kind: &'static str,
+        /// The unknown name.
+        name: String,
     },
     /// `train.txt` has no triple.
     #[error("{file}: the training split has no triples")]
@@ -55,28 +71,24 @@ pub enum DataError {
 
 /// A loaded dataset: vocabularies and the three splits.
 ///
-/// Entity and relation ids are assigned from `train.txt` in order of first appearance. Triples of
-/// `valid.txt`/`test.txt` that name an entity or relation absent from training are skipped and
-/// counted in [`skipped_valid`](Dataset::skipped_valid) / [`skipped_test`](Dataset::skipped_test)
-/// (PyKEEN's behaviour): a model cannot rank what it never trained.
+/// Entity and relation ids are assigned from `train.txt` in order of first appearance; a
+/// `valid.txt`/`test.txt` line naming anything else is [`DataError::Unseen`]. Files are read as
+/// streams, line by line, so memory is the id tables and the triples (12 bytes each), never a
+/// file's text.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     /// Display name (the embedded name or the directory).
     pub name: String,
     /// Entity names by id.
-    pub entities: Vec<String>,
+    pub entities: Vocab,
     /// Relation names by id.
-    pub relations: Vec<String>,
+    pub relations: Vocab,
     /// Training triples (file order).
     pub train: Vec<Triple>,
-    /// Validation triples whose entities and relation occur in training.
+    /// Validation triples.
     pub valid: Vec<Triple>,
-    /// Test triples whose entities and relation occur in training.
+    /// Test triples.
     pub test: Vec<Triple>,
-    /// Validation lines skipped for an unseen entity or relation.
-    pub skipped_valid: usize,
-    /// Test lines skipped for an unseen entity or relation.
-    pub skipped_test: usize,
 }
 
 /// The datasets compiled into the binary: `(name, train, valid, test)`.
@@ -104,6 +116,9 @@ const EMBEDDED: [(&str, &str, &str, &str); 3] = [
 /// Names of the embedded datasets.
 pub const EMBEDDED_NAMES: [&str; 3] = ["umls", "kinships", "nations"];
 
+/// Files at least this large get a progress bar while loading (when progress is asked for).
+const PROGRESS_BYTES: u64 = 32 << 20;
+
 impl Dataset {
     /// An embedded dataset by name, else a directory by path.
     ///
@@ -112,12 +127,18 @@ impl Dataset {
     /// assert_eq!((d.entities.len(), d.relations.len(), d.train.len()), (135, 46, 5216));
     /// ```
     pub fn load(name_or_path: &str) -> Result<Self, DataError> {
+        Self::load_with_progress(name_or_path, false)
+    }
+
+    /// [`load`](Self::load), drawing a progress bar (indicatif, on stderr) over each file of at
+    /// least 32 MiB when `progress` is set.
+    pub fn load_with_progress(name_or_path: &str, progress: bool) -> Result<Self, DataError> {
         if let Some(&(name, tr, va, te)) = EMBEDDED.iter().find(|e| e.0 == name_or_path) {
             return Self::from_strs(name, [tr, va, te]);
         }
         let dir = Path::new(name_or_path);
         if dir.is_dir() {
-            Self::from_dir(dir)
+            Self::from_dir_with_progress(dir, progress)
         } else {
             Err(DataError::Unknown(name_or_path.to_string()))
         }
@@ -125,61 +146,140 @@ impl Dataset {
 
     /// Read `train.txt`, `valid.txt` and `test.txt` from `dir`.
     pub fn from_dir(dir: &Path) -> Result<Self, DataError> {
-        let read = |f: &str| {
+        Self::from_dir_with_progress(dir, false)
+    }
+
+    fn from_dir_with_progress(dir: &Path, progress: bool) -> Result<Self, DataError> {
+        let open = |f: &str| {
             let path = dir.join(f);
-            std::fs::read_to_string(&path).map_err(|source| DataError::Io { path, source })
+            let file =
+                File::open(&path).map_err(|source| DataError::Io { path: path.clone(), source })?;
+            let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+            let bar = if progress && len >= PROGRESS_BYTES {
+                let style = ProgressStyle::with_template(
+                    "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes} ({eta})",
+                )
+                .expect("a valid template");
+                ProgressBar::new(len).with_style(style).with_message(format!("loading {f}"))
+            } else {
+                ProgressBar::hidden()
+            };
+            let reader = BufReader::with_capacity(1 << 20, bar.wrap_read(file));
+            Ok::<_, DataError>((path, reader, bar))
         };
-        let [tr, va, te] = [read("train.txt")?, read("valid.txt")?, read("test.txt")?];
-        let mut d = Self::parse(&dir.display().to_string(), [&tr, &va, &te])?;
+        let mut d = Self::empty(&dir.display().to_string());
+        for (split, f) in [Split::Train, Split::Valid, Split::Test].into_iter().zip(FILES) {
+            let (path, reader, bar) = open(f)?;
+            d.read_split(split, &d.name.clone(), f, reader).map_err(|e| e.with_path(&path))?;
+            bar.finish_and_clear();
+            if let Split::Train = split {
+                d.check_train()?;
+            }
+        }
         d.name = dir.file_name().map_or(d.name, |n| n.to_string_lossy().into_owned());
         Ok(d)
     }
 
     /// Parse the three splits' texts; `name` prefixes file names in errors.
     pub fn from_strs(name: &str, splits: [&str; 3]) -> Result<Self, DataError> {
-        Self::parse(name, splits)
-    }
-
-    fn parse(prefix: &str, [tr, va, te]: [&str; 3]) -> Result<Self, DataError> {
-        let file = |f: &str| format!("{prefix}/{f}");
-        let train_raw = split_lines(&file("train.txt"), tr)?;
-        if train_raw.is_empty() {
-            return Err(DataError::EmptyTrain { file: file("train.txt") });
+        let mut d = Self::empty(name);
+        for ((split, f), text) in
+            [Split::Train, Split::Valid, Split::Test].into_iter().zip(FILES).zip(splits)
+        {
+            d.read_split(split, name, f, text.as_bytes())
+                .map_err(|e| e.with_path(Path::new(name)))?;
+            if let Split::Train = split {
+                d.check_train()?;
+            }
         }
-        let mut ents = Vocab::default();
-        let mut rels = Vocab::default();
-        let train = train_raw
-            .iter()
-            .map(|&[h, r, t]| Triple { h: ents.intern(h), r: rels.intern(r), t: ents.intern(t) })
-            .collect();
-        let known = |raw: Vec<[&str; 3]>| {
-            let mut skipped = 0;
-            let kept = raw
-                .iter()
-                .filter_map(|&[h, r, t]| {
-                    let triple =
-                        (|| Some(Triple { h: ents.get(h)?, r: rels.get(r)?, t: ents.get(t)? }))();
-                    skipped += usize::from(triple.is_none());
-                    triple
-                })
-                .collect::<Vec<_>>();
-            (kept, skipped)
-        };
-        let (valid, skipped_valid) = known(split_lines(&file("valid.txt"), va)?);
-        let (test, skipped_test) = known(split_lines(&file("test.txt"), te)?);
-        Ok(Dataset {
-            name: prefix.to_string(),
-            entities: ents.names,
-            relations: rels.names,
-            train,
-            valid,
-            test,
-            skipped_valid,
-            skipped_test,
-        })
+        Ok(d)
     }
 
-    /// A one-line description: counts and skipped lines.
+    fn empty(name: &str) -> Self {
+        Dataset {
+            name: name.to_string(),
+            entities: Vocab::default(),
+            relations: Vocab::default(),
+            train: Vec::new(),
+            valid: Vec::new(),
+            test: Vec::new(),
+        }
+    }
+
+    fn check_train(&self) -> Result<(), DataError> {
+        if self.train.is_empty() {
+            return Err(DataError::EmptyTrain { file: format!("{}/train.txt", self.name) });
+        }
+        Ok(())
+    }
+
+    /// Stream one split's lines into its triples: `train.txt` interns names, the others look
+    /// them up. Blank lines are skipped and a trailing `\r` ignored.
+    fn read_split(
+        &mut self,
+        split: Split,
+        prefix: &str,
+        f: &str,
+        mut reader: impl BufRead,
+    ) -> Result<(), ReadError> {
+        let file = || format!("{prefix}/{f}");
+        let mut buf = Vec::new();
+        let mut line_no = 0;
+        loop {
+            buf.clear();
+            if reader.read_until(b'\n', &mut buf).map_err(ReadError::Io)? == 0 {
+                return Ok(());
+            }
+            line_no += 1;
+            let malformed = |found: &[u8]| DataError::Malformed {
+                file: file(),
+                line: line_no,
+                found: String::from_utf8_lossy(found).chars().take(80).collect(),
+            };
+            let raw = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+            let line = std::str::from_utf8(raw).map_err(|_| malformed(raw))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let mut parts = line.split('\t');
+            let [h, r, t] = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+                (Some(h), Some(r), Some(t), None)
+                    if !h.is_empty() && !r.is_empty() && !t.is_empty() =>
+                {
+                    [h, r, t]
+                }
+                _ => return Err(malformed(raw).into()),
+            };
+            let triple = if let Split::Train = split {
+                Triple {
+                    h: self.entities.intern(h),
+                    r: self.relations.intern(r),
+                    t: self.entities.intern(t),
+                }
+            } else {
+                let unseen = |kind, name: &str| DataError::Unseen {
+                    file: file(),
+                    line: line_no,
+                    kind,
+                    name: name.to_string(),
+                };
+                let ent = |n: &str| self.entities.get(n).ok_or_else(|| unseen("entity", n));
+                Triple {
+                    h: ent(h)?,
+                    r: self.relations.get(r).ok_or_else(|| unseen("relation", r))?,
+                    t: ent(t)?,
+                }
+            };
+            match split {
+                Split::Train => self.train.push(triple),
+                Split::Valid => self.valid.push(triple),
+                Split::Test => self.test.push(triple),
+            }
+        }
+    }
+
+    /// A one-line description: counts.
     pub fn summary(&self) -> String {
         format!(
             "{}: {} entities, {} relations, {}/{}/{} train/valid/test triples",
@@ -191,67 +291,36 @@ impl Dataset {
             self.test.len()
         )
     }
+}
 
-    /// A warning about skipped valid/test lines, if any.
-    pub fn skip_warning(&self) -> Option<String> {
-        (self.skipped_valid + self.skipped_test > 0).then(|| {
-            format!(
-                "warning: {}: skipped {} valid and {} test triples with an entity or relation \
-                 not in train.txt",
-                self.name, self.skipped_valid, self.skipped_test
-            )
-        })
+const FILES: [&str; 3] = ["train.txt", "valid.txt", "test.txt"];
+
+#[derive(Clone, Copy)]
+enum Split {
+    Train,
+    Valid,
+    Test,
+}
+
+/// A split's read failure before the file's path is attached.
+enum ReadError {
+    Io(std::io::Error),
+    Data(DataError),
+}
+
+impl From<DataError> for ReadError {
+    fn from(e: DataError) -> Self {
+        ReadError::Data(e)
     }
 }
 
-#[derive(Default)]
-struct Vocab {
-    ids: HashMap<String, u32>,
-    names: Vec<String>,
-}
-
-impl Vocab {
-    fn intern(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        let id = self.names.len() as u32;
-        self.ids.insert(name.to_string(), id);
-        self.names.push(name.to_string());
-        id
-    }
-
-    fn get(&self, name: &str) -> Option<u32> {
-        self.ids.get(name).copied()
-    }
-}
-
-/// Non-blank lines as `[head, relation, tail]`. A line with other than three fields, or an empty
-/// field, is an error naming the file and line. A trailing `\r` is ignored.
-fn split_lines<'a>(file: &str, text: &'a str) -> Result<Vec<[&'a str; 3]>, DataError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        if line.trim().is_empty() {
-            continue;
-        }
-        let mut parts = line.split('\t');
-        match (parts.next(), parts.next(), parts.next(), parts.next()) {
-            (Some(h), Some(r), Some(t), None)
-                if !h.is_empty() && !r.is_empty() && !t.is_empty() =>
-            {
-                out.push([h, r, t])
-            }
-            _ => {
-                return Err(DataError::Malformed {
-                    file: file.to_string(),
-                    line: i + 1,
-                    found: line.chars().take(80).collect(),
-                });
-            }
+impl ReadError {
+    fn with_path(self, path: &Path) -> DataError {
+        match self {
+            ReadError::Io(source) => DataError::Io { path: path.to_path_buf(), source },
+            ReadError::Data(e) => e,
         }
     }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -288,17 +357,30 @@ mod tests {
     }
 
     #[test]
-    fn unseen_entities_and_relations_are_counted_and_skipped() {
-        let d = Dataset::from_strs(
-            "x",
-            ["a\tr\tb\r\nb\tr\tc\n", "a\tr\tc\na\tnew\tb\n", "z\tr\ta\nc\tr\ta\nb\tr\tz\n"],
-        )
-        .unwrap();
+    fn unseen_entities_and_relations_are_errors_naming_file_and_line() {
+        let train = "a\tr\tb\r\nb\tr\tc\n";
+        let d = Dataset::from_strs("x", [train, "a\tr\tc\n", "\nc\tr\ta\n"]).unwrap();
         assert_eq!((d.entities.len(), d.relations.len()), (3, 1));
         assert_eq!(d.valid, vec![Triple { h: 0, r: 0, t: 2 }]);
         assert_eq!(d.test, vec![Triple { h: 2, r: 0, t: 0 }]);
-        assert_eq!((d.skipped_valid, d.skipped_test), (1, 2));
-        assert!(d.skip_warning().unwrap().contains("skipped 1 valid and 2 test"));
+        let e = Dataset::from_strs("x", [train, "a\tr\tc\na\tnew\tb\n", ""]).unwrap_err();
+        assert_eq!(e.to_string(), "x/valid.txt:2: relation \"new\" does not occur in train.txt");
+        let e = Dataset::from_strs("x", [train, "", "c\tr\ta\n\nb\tr\tz\n"]).unwrap_err();
+        assert!(matches!(&e, DataError::Unseen { line: 3, kind: "entity", .. }), "{e}");
+        assert!(e.to_string().starts_with("x/test.txt:3: entity \"z\""), "{e}");
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_malformed() {
+        let dir = std::env::temp_dir().join(format!("ordo-kge-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("train.txt"), b"a\tr\tb\n\xff\tr\tb\n").unwrap();
+        std::fs::write(dir.join("valid.txt"), "").unwrap();
+        std::fs::write(dir.join("test.txt"), "").unwrap();
+        let e = Dataset::load(dir.to_str().unwrap()).unwrap_err();
+        assert!(matches!(&e, DataError::Malformed { line: 2, .. }), "{e}");
+        assert!(e.to_string().contains("train.txt:2:"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

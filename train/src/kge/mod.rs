@@ -24,3 +24,4 @@ pub mod score;
 pub mod step;
 pub mod synth;
 pub mod train;
+pub mod vocab;

@@ -58,9 +58,14 @@ fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
-fn write_text(path: &Path, lines: &[String]) -> Result<(), NpyError> {
+fn write_text<S: AsRef<str>>(path: &Path, lines: impl Iterator<Item = S>) -> Result<(), NpyError> {
+    use std::io::Write;
     let tmp = path.with_extension("txt.tmp");
-    std::fs::write(&tmp, lines.join("\n") + "\n").map_err(io(&tmp))?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
+    for l in lines {
+        writeln!(w, "{}", l.as_ref()).map_err(io(&tmp))?;
+    }
+    w.into_inner().map_err(|e| e.into_error()).map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
 }
 
@@ -74,14 +79,14 @@ pub fn save(dir: &Path, d: &Dataset, dim: usize, r: &RunResult) -> Result<(), Np
         .map_err(|e| NpyError::Shape(e.to_string()))?;
     write_array(&dir.join("entities.npy"), &ents)?;
     write_array(&dir.join("relations.npy"), &rels)?;
-    write_text(&dir.join("entities.txt"), &d.entities)?;
-    write_text(&dir.join("relations.txt"), &relation_names(d, rels.nrows()))
+    write_text(&dir.join("entities.txt"), d.entities.iter())?;
+    write_text(&dir.join("relations.txt"), relation_names(d, rels.nrows()).iter())
 }
 
 /// Names of the model's relation rows: the dataset's, then (with inverse relations) each name
 /// with a `⁻¹` suffix.
 pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
-    let mut names = d.relations.clone();
+    let mut names: Vec<String> = d.relations.iter().map(String::from).collect();
     if rows == 2 * d.relations.len() {
         names.extend(d.relations.iter().map(|n| format!("{n}⁻¹")));
     }
@@ -155,7 +160,7 @@ mod tests {
         assert_eq!(rel.as_slice().unwrap(), r.relations.as_slice());
         assert_eq!(evaluate_loaded(&d, cfg.score, &e, &rel).unwrap(), r.test);
         let names = std::fs::read_to_string(dir.join("entities.txt")).unwrap();
-        assert_eq!(names.lines().collect::<Vec<_>>(), d.entities);
+        assert!(names.lines().eq(d.entities.iter()));
         let umls = Dataset::load("umls").unwrap();
         assert!(matches!(evaluate_loaded(&umls, cfg.score, &e, &rel), Err(NpyError::Shape(_))));
         std::fs::remove_file(dir.join("relations.npy")).unwrap();

@@ -356,6 +356,43 @@ pub enum Event<'a> {
     EpochEnd(&'a EpochStats),
 }
 
+/// The first `dim` columns of every `w`-wide row of `rows`.
+fn embedding_columns(rows: &[f32], w: usize, dim: usize) -> Vec<f32> {
+    rows.chunks(w.max(1)).flat_map(|r| r[..dim].iter().copied()).collect()
+}
+
+/// The entity embeddings (first `dim` floats of each row) of `store`, read row by row without
+/// copying the whole store: `N·dim` floats however wide the rows are.
+fn store_embeddings(store: &RowStore, dim: usize) -> Vec<f32> {
+    let mut row = vec![0.0; store.width()];
+    let mut out = Vec::with_capacity(store.rows() * dim);
+    for r in 0..store.rows() {
+        store.read(r as u64, &mut row).expect("row in range with matching width");
+        out.extend_from_slice(&row[..dim]);
+    }
+    out
+}
+
+/// Metrics on `triples` of the entity embeddings `entities` (`N × dim`, row-major) and the
+/// relation parameters `relations`: full filtered ranking, or sampled with `cfg.eval_sample`.
+pub fn metrics_of_embeddings(
+    cfg: &TrainConfig,
+    entities: &[f32],
+    relations: &[f32],
+    triples: &[Triple],
+    filter: &Filter,
+) -> Metrics {
+    let (dim, rdim) = (cfg.dim, cfg.step_config().relation_dim());
+    let ents = ArrayView2::from_shape((entities.len() / dim.max(1), dim), entities)
+        .expect("rows are dim wide");
+    let rel = ArrayView2::from_shape((relations.len() / rdim, rdim), relations).expect("rdim wide");
+    let model = (cfg.score, cfg.reciprocal);
+    match cfg.eval_sample {
+        0 => evaluate(model, ents, rel, triples, filter),
+        k => evaluate_sampled(model, ents, rel, triples, filter, (k, cfg.seed)),
+    }
+}
+
 /// Metrics of the embeddings in `store` and `model` on `triples`.
 pub fn metrics(
     cfg: &TrainConfig,
@@ -564,14 +601,21 @@ fn drive(
         orders.push(order);
         rows_replaced += replaced;
         let loss = model.take_loss();
-        let snapshot = if replay.is_some() { table.clone() } else { store.snapshot() };
+        // Evaluation reads the embedding columns only (N·dim floats, not the optimizer state
+        // beside them): full ranking scores every entity per query as one matrix product, so it
+        // needs them as one dense matrix; that copy is the bound on evaluation memory.
+        let ents = match replay {
+            Some(_) => embedding_columns(&table, cfg.row_width(), cfg.dim),
+            None => store_embeddings(&store, cfg.dim),
+        };
         let stats = EpochStats {
             epoch: epoch + 1,
             wall_s: wall,
             epoch_s,
             loss,
-            valid: metrics(cfg, &snapshot, &model.relations()?, valid, &filter),
+            valid: metrics_of_embeddings(cfg, &ents, &model.relations()?, valid, &filter),
         };
+        drop(ents);
         observe(Event::EpochEnd(&stats));
         epochs.push(stats);
         let done = epoch + 1;
@@ -581,7 +625,8 @@ fn drive(
             let ck = Checkpoint {
                 identity: Identity::of(d, cfg),
                 epoch: done,
-                entity_rows: snapshot,
+                // The full rows (with optimizer state), copied only when a checkpoint is written.
+                entity_rows: if replay.is_some() { table.clone() } else { store.snapshot() },
                 dense: model.dense()?,
                 orders: orders.clone(),
                 epochs: epochs.clone(),
