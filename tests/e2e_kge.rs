@@ -223,7 +223,7 @@ fn a_corrupt_or_foreign_checkpoint_is_refused() {
     assert_eq!(&npy[..6], b"\x93NUMPY");
     assert!(String::from_utf8_lossy(&npy[..128]).contains("'shape': (14, 8)"));
     let tsv = std::fs::read_to_string(sub.join("entities.tsv")).unwrap();
-    assert_eq!(tsv.lines().next().unwrap(), format!("0\t{}", d.entities[0]));
+    assert_eq!(tsv.lines().next().unwrap(), format!("0\t{}", d.entities.name(0)));
     // Another model: refused, naming meta.json and both settings.
     let other = TrainConfig { score: ScoreFn::DistMult, ..cfg };
     let e = Checkpoint::read(&dir, &d, &other).unwrap_err();
