@@ -2,12 +2,19 @@
 //! (paper 000's per-parameter timestamps, laid out like Silo's TID words).
 //!
 //! A TID word holds a lock bit (bit 63) and the row's version `v = ts + 1` of the last write
-//! (`v = 0`: the initial value, never written). Row values are `AtomicU32` holding `f32` bits, so
-//! concurrent readers and writers never race in Rust's memory model (no UB), and loom can check
-//! the protocol (a seqlock over plain memory would be a data race loom cannot see).
+//! (`v = 0`: the initial value, never written). Row values are `AtomicU64` words holding the bits
+//! of two `f32`s each, so concurrent readers and writers never race in Rust's memory model (no
+//! UB), and loom can check the protocol (a seqlock over plain memory would be a data race loom
+//! cannot see).
+//!
+//! **Layout:** a row is one run of words, its TID word first and its values right after it
+//! (value `2k` in the low half of value word `k`, value `2k + 1` in the high half; an odd
+//! width leaves the last high half 0). So the access that fetches the TID word also fetches
+//! the row's first values from the same cache line, and a row copy is half as many loads and
+//! stores as one word per float (the KGE step's gather, `BENCHMARKS.md` "KGE step roofline").
 
 use crate::mutation::{Mutant, active};
-use crate::sync::{AtomicU32, AtomicU64, Ordering, atomic_u32_slice, fence, spin_wait};
+use crate::sync::{AtomicU64, Ordering, atomic_u64_from, fence, spin_wait};
 use thiserror::Error;
 
 const LOCK: u64 = 1 << 63;
@@ -94,8 +101,57 @@ impl Version {
 /// ```
 pub struct RowStore {
     width: usize,
-    tids: Box<[AtomicU64]>,
-    values: Box<[AtomicU32]>,
+    rows: usize,
+    /// `rows × stride(width)` words: per row its TID word, then its values packed two per word
+    /// (see the module docs).
+    words: Box<[AtomicU64]>,
+}
+
+/// Words per row: the TID word and `⌈width / 2⌉` value words.
+fn stride(width: usize) -> usize {
+    1 + width.div_ceil(2)
+}
+
+/// Two `f32`s as one word: `lo` in the low 32 bits, `hi` in the high 32 bits.
+#[inline]
+fn pack(lo: f32, hi: f32) -> u64 {
+    u64::from(lo.to_bits()) | (u64::from(hi.to_bits()) << 32)
+}
+
+/// The two `f32`s of a word (the inverse of [`pack`]).
+#[inline]
+fn unpack(word: u64) -> (f32, f32) {
+    (f32::from_bits(word as u32), f32::from_bits((word >> 32) as u32))
+}
+
+/// Copy value words into `out` (`cells.len() == ⌈out.len() / 2⌉`), each word loaded `Relaxed`
+/// (callers validate or promise nothing more; see their comments).
+#[inline]
+fn load_row(cells: &[AtomicU64], out: &mut [f32]) {
+    let mut pairs = out.chunks_exact_mut(2);
+    for (o, cell) in (&mut pairs).zip(cells) {
+        // Relaxed: the caller orders the copy (seqlock re-check, or Hogwild's nothing).
+        (o[0], o[1]) = unpack(cell.load(Ordering::Relaxed));
+    }
+    if let [last] = pairs.into_remainder() {
+        // Relaxed: as above.
+        *last = unpack(cells[cells.len() - 1].load(Ordering::Relaxed)).0;
+    }
+}
+
+/// Store `values` into value words (`cells.len() == ⌈values.len() / 2⌉`), each word `Relaxed`
+/// (callers publish with a later Release store, or promise nothing more).
+#[inline]
+fn store_row(cells: &[AtomicU64], values: &[f32]) {
+    let mut pairs = values.chunks_exact(2);
+    for (v, cell) in (&mut pairs).zip(cells) {
+        // Relaxed: the caller publishes the row (Release unlock), or is Hogwild.
+        cell.store(pack(v[0], v[1]), Ordering::Relaxed);
+    }
+    if let [last] = pairs.remainder() {
+        // Relaxed: as above.
+        cells[cells.len() - 1].store(pack(*last, 0.0), Ordering::Relaxed);
+    }
 }
 
 impl RowStore {
@@ -106,10 +162,19 @@ impl RowStore {
 
     /// Row `r`, column `c` starts as `init(r, c)`.
     pub fn from_fn(rows: usize, width: usize, mut init: impl FnMut(usize, usize) -> f32) -> Self {
-        let values = atomic_u32_slice(
-            (0..rows * width).map(|i| init(i / width.max(1), i % width.max(1)).to_bits()),
-        );
-        RowStore { width, tids: crate::sync::atomic_u64_slice(rows, 0), values }
+        let per_row = stride(width);
+        let words = atomic_u64_from((0..rows * per_row).map(|i| {
+            let (r, k) = (i / per_row, i % per_row);
+            match k {
+                0 => 0, // the TID word: initial version
+                k => {
+                    let c = 2 * (k - 1);
+                    let lo = init(r, c);
+                    pack(lo, if c + 1 < width { init(r, c + 1) } else { 0.0 })
+                }
+            }
+        }));
+        RowStore { width, rows, words }
     }
 
     /// A store holding `values` (row-major, `rows × width`).
@@ -122,7 +187,7 @@ impl RowStore {
 
     /// Number of rows.
     pub fn rows(&self) -> usize {
-        self.tids.len()
+        self.rows
     }
 
     /// Floats per row.
@@ -130,9 +195,17 @@ impl RowStore {
         self.width
     }
 
+    /// Row `r`'s TID word and value words.
+    fn row_words(&self, r: usize) -> (&AtomicU64, &[AtomicU64]) {
+        let per_row = stride(self.width);
+        let (tid, cells) =
+            self.words[r * per_row..(r + 1) * per_row].split_first().expect("stride ≥ 1");
+        (tid, cells)
+    }
+
     fn check(&self, row: u64, len: usize) -> Result<usize, StoreError> {
-        if row >= self.tids.len() as u64 {
-            return Err(StoreError::RowOutOfRange { row, rows: self.tids.len() });
+        if row >= self.rows as u64 {
+            return Err(StoreError::RowOutOfRange { row, rows: self.rows });
         }
         if len != self.width {
             return Err(StoreError::DimMismatch { expected: self.width, got: len });
@@ -144,8 +217,7 @@ impl RowStore {
     /// blocks a writer (it retries while one holds the row).
     pub fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
         let r = self.check(row, out.len())?;
-        let tid = &self.tids[r];
-        let cells = &self.values[r * self.width..(r + 1) * self.width];
+        let (tid, cells) = self.row_words(r);
         loop {
             // Acquire: pairs with the writer's Release unlock, so the values of this version
             // (written before the unlock) are what the copy below sees at least.
@@ -154,10 +226,8 @@ impl RowStore {
                 spin_wait();
                 continue;
             }
-            for (o, cell) in out.iter_mut().zip(cells) {
-                // Relaxed: validated by the TID re-read below (seqlock pattern).
-                *o = f32::from_bits(cell.load(Ordering::Relaxed));
-            }
+            // Relaxed loads inside: validated by the TID re-read below (seqlock pattern).
+            load_row(cells, out);
             if active(Mutant::StoreReadSkipsRecheck) {
                 return Ok(Version::from_word(before));
             }
@@ -178,7 +248,7 @@ impl RowStore {
     pub fn version(&self, row: u64) -> Result<Version, StoreError> {
         let r = self.check(row, self.width)?;
         // Acquire: a caller that then reads values (via `read`) sees at least this version.
-        Ok(Version::from_word(self.tids[r].load(Ordering::Acquire)))
+        Ok(Version::from_word(self.row_words(r).0.load(Ordering::Acquire)))
     }
 
     /// Write `values` as version `ts` if the row holds an older version; otherwise leave the row
@@ -189,8 +259,7 @@ impl RowStore {
             return Err(StoreError::TimestampTooLarge { ts });
         }
         let new_word = ts + 1;
-        let tid = &self.tids[r];
-        let cells = &self.values[r * self.width..(r + 1) * self.width];
+        let (tid, cells) = self.row_words(r);
         // Relaxed: only a guess for the CAS.
         let mut word = tid.load(Ordering::Relaxed);
         loop {
@@ -218,10 +287,8 @@ impl RowStore {
         if !active(Mutant::StoreWriteNoFence) {
             fence(Ordering::Release);
         }
-        for (cell, v) in cells.iter().zip(values) {
-            // Relaxed: published by the Release unlock below.
-            cell.store(v.to_bits(), Ordering::Relaxed);
-        }
+        // Relaxed stores inside: published by the Release unlock below.
+        store_row(cells, values);
         // Release: publishes the values with the new version and drops the lock.
         tid.store(new_word, Ordering::Release);
         Ok(true)
@@ -238,7 +305,10 @@ impl RowStore {
 
     /// The versions of all rows (a snapshot; for checks).
     pub fn versions(&self) -> Vec<Version> {
-        self.tids.iter().map(|t| Version::from_word(t.load(Ordering::Acquire))).collect()
+        // Acquire: as in `version`.
+        (0..self.rows)
+            .map(|r| Version::from_word(self.row_words(r).0.load(Ordering::Acquire)))
+            .collect()
     }
 
     /// The unsynchronized view of the same table that asynchronous (Hogwild) trainers use.
@@ -253,7 +323,8 @@ impl std::fmt::Debug for RowStore {
     }
 }
 
-/// Hogwild access to a [`RowStore`]: no locks, no timestamps, relaxed atomics per float.
+/// Hogwild access to a [`RowStore`]: no locks, no timestamps, relaxed atomics per word (two
+/// floats).
 ///
 /// This is the lost-update baseline (Marius, DGL-KE): a read can mix values of different writes
 /// and concurrent writes overwrite each other. It is still free of undefined behaviour (every
@@ -264,38 +335,35 @@ pub struct Hogwild<'a> {
 }
 
 impl Hogwild<'_> {
-    fn cells(&self, row: u64, len: usize) -> Result<&[AtomicU32], StoreError> {
+    fn cells(&self, row: u64, len: usize) -> Result<&[AtomicU64], StoreError> {
         let r = self.store.check(row, len)?;
-        let w = self.store.width;
-        Ok(&self.store.values[r * w..(r + 1) * w])
+        Ok(self.store.row_words(r).1)
     }
 
-    /// Copy row `row` into `out`, float by float (may be torn).
+    /// Copy row `row` into `out`, word by word (may be torn).
     pub fn read(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
-        let cells = self.cells(row, out.len())?;
-        for (o, cell) in out.iter_mut().zip(cells) {
-            // Relaxed: Hogwild promises nothing beyond per-float atomicity.
-            *o = f32::from_bits(cell.load(Ordering::Relaxed));
-        }
+        // Relaxed loads inside: Hogwild promises nothing beyond per-word atomicity.
+        load_row(self.cells(row, out.len())?, out);
         Ok(())
     }
 
-    /// Overwrite row `row` float by float.
+    /// Overwrite row `row` word by word.
     pub fn write(&self, row: u64, values: &[f32]) -> Result<(), StoreError> {
-        for (cell, v) in self.cells(row, values.len())?.iter().zip(values) {
-            // Relaxed: Hogwild promises nothing beyond per-float atomicity.
-            cell.store(v.to_bits(), Ordering::Relaxed);
-        }
+        // Relaxed stores inside: Hogwild promises nothing beyond per-word atomicity.
+        store_row(self.cells(row, values.len())?, values);
         Ok(())
     }
 
-    /// Add `delta` to row `row` float by float, with a load and a store per float (like an
+    /// Add `delta` to row `row` word by word, with a load and a store per word (like an
     /// unsynchronized `+=` or Marius' `indexAdd`): concurrent adds can lose each other.
     pub fn add(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
-        for (cell, d) in self.cells(row, delta.len())?.iter().zip(delta) {
+        let cells = self.cells(row, delta.len())?;
+        for (cell, d) in cells.iter().zip(delta.chunks(2)) {
             // Relaxed load + store, deliberately not an RMW: this is the lost-update baseline.
-            let v = f32::from_bits(cell.load(Ordering::Relaxed)) + d;
-            cell.store(v.to_bits(), Ordering::Relaxed);
+            let (lo, hi) = unpack(cell.load(Ordering::Relaxed));
+            let hi = if let [_, dh] = d { hi + dh } else { hi };
+            // Relaxed: as above.
+            cell.store(pack(lo + d[0], hi), Ordering::Relaxed);
         }
         Ok(())
     }
@@ -341,6 +409,21 @@ mod tests {
             RowStore::from_values(2, 3, &[0.0; 5]).err(),
             Some(StoreError::DimMismatch { expected: 6, got: 5 })
         );
+    }
+
+    #[test]
+    fn odd_widths_keep_every_float_through_the_packed_words() {
+        let s = RowStore::from_fn(3, 5, |r, c| (10 * r + c) as f32);
+        let mut out = [0.0; 5];
+        assert_eq!(s.read(2, &mut out), Ok(Version::Initial));
+        assert_eq!(out, [20.0, 21.0, 22.0, 23.0, 24.0]);
+        s.hogwild().add(2, &[1.0, 1.0, 1.0, 1.0, 0.5]).unwrap();
+        s.hogwild().read(2, &mut out).unwrap();
+        assert_eq!(out, [21.0, 22.0, 23.0, 24.0, 24.5]);
+        assert_eq!(s.write_if_newer(1, 3, &[-1.0, -2.0, -3.0, -4.0, -5.0]), Ok(true));
+        assert_eq!(s.read(1, &mut out), Ok(Version::Written(3)));
+        assert_eq!(out, [-1.0, -2.0, -3.0, -4.0, -5.0]);
+        assert_eq!(s.snapshot()[..5], [0.0, 1.0, 2.0, 3.0, 4.0], "row 0 untouched");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 #![cfg(ordo_loom)]
 //! loom models of the timestamped row store (`ordo::store::RowStore`), run on the shipped source
-//! through ordo's sync shim. Rows are 2 floats wide (loom keeps 7 stores per atomic).
+//! through ordo's sync shim. Rows are 4 floats wide: two value words of two floats each (the
+//! store packs two floats per atomic word, so a 2-float row would be one word and could not
+//! tear; loom keeps 7 stores per atomic).
 //! Invariants are those of the `RowStore` doc comment.
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
@@ -11,21 +13,24 @@ use loom::sync::Arc;
 use loom::thread;
 use ordo::store::{RowStore, Version};
 
+/// Floats per row: two value words.
+const ROW: usize = 4;
+
 /// The values that the write of batch `ts` puts in every float of the row.
 fn value_of(ts: u64) -> f32 {
     (ts + 1) as f32
 }
 
-/// Read row 0 and check it is not torn: both floats equal, and equal to the value of the version
+/// Read row 0 and check it is not torn: all floats equal, and equal to the value of the version
 /// the read returned (0 for the initial row). Returns the version.
 fn read_untorn(store: &RowStore) -> Version {
-    let mut out = [f32::NAN; 2];
+    let mut out = [f32::NAN; ROW];
     let version = store.read(0, &mut out).unwrap();
     let expected = match version {
         Version::Initial => 0.0,
         Version::Written(ts) => value_of(ts),
     };
-    assert_eq!(out, [expected; 2], "torn or mislabelled read at {version:?}");
+    assert_eq!(out, [expected; ROW], "torn or mislabelled read at {version:?}");
     version
 }
 
@@ -37,10 +42,10 @@ fn read_untorn(store: &RowStore) -> Version {
 #[test]
 fn readers_never_see_a_torn_row() {
     loom::model(|| {
-        let store = Arc::new(RowStore::zeros(1, 2));
+        let store = Arc::new(RowStore::zeros(1, ROW));
         let writer = {
             let store = store.clone();
-            thread::spawn(move || assert!(store.write_if_newer(0, 0, &[value_of(0); 2]).unwrap()))
+            thread::spawn(move || assert!(store.write_if_newer(0, 0, &[value_of(0); ROW]).unwrap()))
         };
         let reader = {
             let store = store.clone();
@@ -59,12 +64,12 @@ fn readers_never_see_a_torn_row() {
 #[test]
 fn an_older_write_never_overwrites_a_newer_one() {
     loom::model(|| {
-        let store = Arc::new(RowStore::zeros(1, 2));
+        let store = Arc::new(RowStore::zeros(1, ROW));
         let writers: Vec<_> = [1u64, 2]
             .into_iter()
             .map(|ts| {
                 let store = store.clone();
-                thread::spawn(move || store.write_if_newer(0, ts, &[value_of(ts); 2]).unwrap())
+                thread::spawn(move || store.write_if_newer(0, ts, &[value_of(ts); ROW]).unwrap())
             })
             .collect();
         read_untorn(&store);

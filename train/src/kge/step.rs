@@ -106,6 +106,9 @@ pub struct KgeModel {
     /// Scratch: relation gradients (`relation_rows × rdim`) and which relations were touched.
     rel_grad: Vec<f32>,
     rel_touched: Vec<bool>,
+    /// Scratch: the batch's entity-row gradients (`rows × dim`), kept across batches so a step
+    /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
+    grad: Vec<f32>,
 }
 
 impl KgeModel {
@@ -124,6 +127,7 @@ impl KgeModel {
             positives: 0,
             rel_grad: vec![0.0; rows * rdim],
             rel_touched: vec![false; rows],
+            grad: Vec::new(),
         }
     }
 
@@ -245,11 +249,13 @@ impl KgeModel {
     /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
-    fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>) -> (f32, Vec<f32>) {
+    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here.
+    fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
         let dim = self.cfg.dim;
         let rdim = self.cfg.relation_dim();
         let score = self.cfg.score;
-        let mut grad = vec![0.0f32; rows.len() * dim];
+        grad.clear();
+        grad.resize(rows.len() * dim, 0.0);
         self.rel_grad.iter_mut().for_each(|g| *g = 0.0);
         self.rel_touched.iter_mut().for_each(|t| *t = false);
         // Mean-reduced losses average over the batch's positives and both sides.
@@ -324,10 +330,10 @@ impl KgeModel {
                     batch_loss += reg.apply(w, scale, x, dx);
                 }
             }
-            scatter_add(&mut grad, pos.iter().map(|p| p.0), &dh, dim);
-            scatter_add(&mut grad, pos.iter().map(|p| p.2), &dt, dim);
-            scatter_add(&mut grad, nt_idx.iter().copied(), &d_negt, dim);
-            scatter_add(&mut grad, nh_idx.iter().copied(), &d_negh, dim);
+            scatter_add(grad, pos.iter().map(|p| p.0), &dh, dim);
+            scatter_add(grad, pos.iter().map(|p| p.2), &dt, dim);
+            scatter_add(grad, nt_idx.iter().copied(), &d_negt, dim);
+            scatter_add(grad, nh_idx.iter().copied(), &d_negh, dim);
             for (i, p) in pos.iter().enumerate() {
                 let mut add = |r: usize, d: &[f32]| {
                     self.rel_touched[r] = true;
@@ -341,7 +347,7 @@ impl KgeModel {
                 }
             }
         }
-        (batch_loss, grad)
+        batch_loss
     }
 }
 
@@ -403,17 +409,19 @@ impl Model for KgeModel {
 
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
         let dim = self.cfg.dim;
-        let (batch_loss, grad) = self.gradients(b, rows);
+        let mut grad = std::mem::take(&mut self.grad);
+        let batch_loss = self.gradients(b, rows, &mut grad);
         if !batch_loss.is_finite() {
             return Err(Box::new(NonFiniteLoss { batch: b.id, loss: batch_loss }));
         }
-        self.loss_sum += batch_loss as f64;
-        self.positives += b.pos.len() as u64;
         let (lr, opt) = (self.cfg.lr, self.cfg.optimizer);
         for (i, g) in grad.chunks(dim).enumerate() {
             let (w, state) = rows.row_mut(i).split_at_mut(dim);
             opt.update(w, state, g, lr);
         }
+        self.grad = grad;
+        self.loss_sum += batch_loss as f64;
+        self.positives += b.pos.len() as u64;
         let rdim = self.cfg.relation_dim();
         let sw = opt.state_width(rdim);
         for r in 0..self.rel_touched.len() {
@@ -496,10 +504,11 @@ mod tests {
                         if loss.mean_reduced() { 0.5 / b.data.pos.len() as f64 } else { 1.0 };
                     let lossf = |m: &mut KgeModel, v: &mut [f32]| {
                         let rows = BatchRows::new(&ids, 2 * dim, v).unwrap();
-                        m.gradients(&b.data, &rows).0 as f64 * scale
+                        m.gradients(&b.data, &rows, &mut Vec::new()) as f64 * scale
                     };
-                    let (_, grad) =
-                        m.gradients(&b.data, &BatchRows::new(&ids, 2 * dim, &mut values).unwrap());
+                    let mut grad = Vec::new();
+                    let rows = BatchRows::new(&ids, 2 * dim, &mut values).unwrap();
+                    m.gradients(&b.data, &rows, &mut grad);
                     let rel_grad = m.rel_grad.clone();
                     let eps = 1e-2f32;
                     for i in 0..ids.len() {

@@ -1,0 +1,172 @@
+//! Roofline of the KGE step (issue 13, item 2): this machine's random-row gather/scatter
+//! bandwidth and the step's GEMM rate, measured in the same run as the trainer, give two bounds
+//! in triples/s; each mode's measured throughput is printed as a fraction of the tighter one.
+//!
+//! * **Bytes per positive.** Every batch reads each of its distinct entity rows once (values and
+//!   optimizer state, with the row's TID word) and writes each back once. The count of distinct
+//!   rows comes from the epoch's real batches (heads, tails, and each chunk's shared negatives,
+//!   after de-duplication), so `bytes/positive = 2 · rows/positive · (row_width · 4 + 8)`.
+//! * **Gather bandwidth.** The same rows, in the same order, copied from a plain `rows × width`
+//!   table into a contiguous buffer and back (`copy_from_slice`: the memory system's bound, no
+//!   protocol), and through the [`RowStore`] itself (`read` + `write_if_newer`: the seqlock).
+//! * **Compute bound.** Per side of a chunk of `c` positives with `n` shared negatives the step
+//!   multiplies `S = Q·Nᵀ`, `dQ = G·N`, `dN = Gᵀ·Q` (`c·n·d` multiply-adds each), timed with
+//!   ndarray (the step's backend) on these shapes.
+//!
+//! ```text
+//! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac]
+//! ```
+
+use clap::Parser;
+use ndarray::Array2;
+use ordo::store::RowStore;
+use ordo_train::kge::batch::SplitMix64;
+use ordo_train::kge::data::Dataset;
+use ordo_train::kge::train::{Mode, TrainConfig, train};
+use std::hint::black_box;
+use std::time::Instant;
+
+#[derive(Debug, Parser)]
+#[command(about = "Gather bandwidth, GEMM rate and the KGE step's roofline, in one run")]
+struct Args {
+    /// Dataset name or directory (the fixed configuration of
+    /// `train/configs/wordnet30-complex-throughput.toml`).
+    #[arg(long, default_value = "../shared/datasets/wordnet30")]
+    dataset: String,
+    /// Embedding floats per entity (ComplEx: dim/2 complex numbers).
+    #[arg(long, default_value_t = 100)]
+    dim: usize,
+    /// Positives per batch.
+    #[arg(long, default_value_t = 1000)]
+    batch_size: usize,
+    /// Negatives per chunk and side.
+    #[arg(long, default_value_t = 100)]
+    negatives: usize,
+    /// Positives sharing one set of negatives.
+    #[arg(long, default_value_t = 50)]
+    chunk: usize,
+    /// Training epochs per mode.
+    #[arg(long, default_value_t = 2)]
+    epochs: usize,
+    /// Modes to train.
+    #[arg(long, value_delimiter = ',', default_value = "sync,async,oac")]
+    modes: Vec<Mode>,
+    /// Repetitions of each microbenchmark (the best is kept).
+    #[arg(long, default_value_t = 5)]
+    reps: usize,
+}
+
+/// Best-of-`reps` seconds of `f`.
+fn best_of(reps: usize, mut f: impl FnMut()) -> f64 {
+    (0..reps.max(1))
+        .map(|_| {
+            let t = Instant::now();
+            f();
+            t.elapsed().as_secs_f64()
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let d = Dataset::load(&args.dataset)?;
+    let cfg = TrainConfig {
+        dim: args.dim,
+        batch_size: args.batch_size,
+        negatives: args.negatives,
+        chunk: args.chunk,
+        epochs: args.epochs,
+        eval_limit: 100,
+        ..TrainConfig::default()
+    };
+    let (n, w) = (d.entities.len(), cfg.row_width());
+    let batches = cfg.sampling(&d).epoch_batches(&d.train, 0);
+    let positives: usize = batches.iter().map(|b| b.data.pos.len()).sum();
+    let rows_touched: usize = batches.iter().map(|b| b.rows.len()).sum();
+    let rows_per_pos = rows_touched as f64 / positives as f64;
+    let row_bytes = (w * 4 + 8) as f64;
+    let bytes_per_pos = 2.0 * rows_per_pos * row_bytes;
+
+    // Gather and scatter of the epoch's real row lists, plain memory.
+    let mut g = SplitMix64::new(1, 2);
+    let mut table: Vec<f32> = (0..n * w).map(|_| g.below(1000) as f32).collect();
+    let max_rows = batches.iter().map(|b| b.rows.len()).max().unwrap_or(0);
+    let mut buf = vec![0.0f32; max_rows * w];
+    let plain_s = best_of(args.reps, || {
+        for b in &batches {
+            for (dst, &r) in buf.chunks_mut(w).zip(&b.rows) {
+                dst.copy_from_slice(&table[r as usize * w..(r as usize + 1) * w]);
+            }
+            for (src, &r) in buf.chunks(w).zip(&b.rows) {
+                table[r as usize * w..(r as usize + 1) * w].copy_from_slice(src);
+            }
+        }
+        black_box(&mut table);
+    });
+    // The same through the row store's protocol (seqlock read, locked versioned write).
+    let store = RowStore::from_values(n, w, &table)?;
+    let mut ts = 0u64;
+    let store_s = best_of(args.reps, || {
+        for b in &batches {
+            for (dst, &r) in buf.chunks_mut(w).zip(&b.rows) {
+                store.read(r, dst).expect("row in range");
+            }
+            for (src, &r) in buf.chunks(w).zip(&b.rows) {
+                store.write_if_newer(r, ts, src).expect("row in range");
+            }
+            ts += 1;
+        }
+    });
+    let moved = (rows_touched * 2 * w * 4) as f64;
+    let (plain_bw, store_bw) = (moved / plain_s, moved / store_s);
+    let gather_bound = plain_bw / bytes_per_pos;
+
+    // The step's three GEMM shapes per chunk side.
+    let (c, nn, dd) = (args.chunk.min(args.batch_size), args.negatives, args.dim);
+    let q = Array2::<f32>::from_shape_fn((c, dd), |(i, j)| ((i * 7 + j) % 13) as f32 * 0.01);
+    let negs = Array2::<f32>::from_shape_fn((nn, dd), |(i, j)| ((i * 5 + j) % 11) as f32 * 0.01);
+    let gm = Array2::<f32>::from_shape_fn((c, nn), |(i, j)| ((i + j) % 7) as f32 * 0.01);
+    let iters = 200;
+    let gemm_s = best_of(args.reps, || {
+        for _ in 0..iters {
+            black_box(q.dot(&negs.t()));
+            black_box(gm.dot(&negs));
+            black_box(gm.t().dot(&q));
+        }
+    });
+    let flop_per_side = 3.0 * 2.0 * (c * nn * dd) as f64;
+    let gflops = flop_per_side * iters as f64 / gemm_s / 1e9;
+    let flop_per_pos = 2.0 * flop_per_side / c as f64;
+    let compute_bound = gflops * 1e9 / flop_per_pos;
+    let bound = gather_bound.min(compute_bound);
+
+    println!(
+        "dataset {} · ComplEx dim {} · batch {} · {} negatives/side (chunks of {}) · row width {} floats",
+        args.dataset, args.dim, args.batch_size, args.negatives, args.chunk, w
+    );
+    println!(
+        "distinct rows per positive {rows_per_pos:.2}; bytes per positive (read + write, values + \
+         Adagrad sums + TID) {bytes_per_pos:.0}"
+    );
+    println!(
+        "random-row gather+scatter: plain memory {:.2} GB/s, RowStore {:.2} GB/s -> gather bound \
+         {:.0} triples/s (RowStore protocol alone {:.0} triples/s)",
+        plain_bw / 1e9,
+        store_bw / 1e9,
+        gather_bound,
+        store_bw / bytes_per_pos
+    );
+    println!(
+        "GEMM (ndarray, {c}x{dd}x{nn} shapes): {gflops:.1} GFLOP/s, {:.0} kFLOP per positive -> \
+         compute bound {compute_bound:.0} triples/s",
+        flop_per_pos / 1e3
+    );
+    println!("tighter bound: {bound:.0} triples/s\n");
+    println!("| mode | triples/s | fraction of bound |\n|---|---:|---:|");
+    for &mode in &args.modes {
+        let run = train(&d, &cfg, mode, &mut |_| {}, None)?;
+        let tps = run.triples_per_s(d.train.len());
+        println!("| {} | {tps:.0} | {:.2} |", mode.name(), tps / bound);
+    }
+    Ok(())
+}
