@@ -24,12 +24,14 @@ fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
     let built = build(&spec).unwrap();
     let opts = TrainOptions {
         threads: 2,
-        lr: 0.03,
+        lr: 0.02,
         hidden: 64,
         stop: Stop { max_updates: Some(20_000), max_time: Some(Duration::from_secs(40)) },
         eval_every: Every::Updates(500),
         eval_limit: None,
-        target_acc: Some(0.81),
+        // Stop early only well past the bar: the evaluation that meets the target and the final
+        // model differ by the updates in flight (seen: stopped at 0.81, final model 0.79).
+        target_acc: Some(0.85),
         ..TrainOptions::default()
     };
     let outcome = train(&data, &built.algo, &opts, &mut |_| {}, None).unwrap();
@@ -46,7 +48,8 @@ fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
         last.test_loss,
         last.test_acc
     );
-    assert!(last.test_acc > 0.80, "test accuracy {}", last.test_acc);
+    let curve: Vec<_> = outcome.curve.iter().map(|p| (p.updates, p.test_acc)).collect();
+    assert!(last.test_acc > 0.80, "test accuracy {} (curve {curve:?})", last.test_acc);
 }
 
 /// Paper 003's PASSM+ (ASSM, then PASSM, then ASSM) with two workers trains the MLP past 80%,
