@@ -42,7 +42,9 @@ impl Mode {
     }
 }
 
-/// A point in a batch's trip through the pipeline, where a [`StageHook`] is called.
+/// A point in a batch's trip through the pipeline: where a fault-injection hook (`StageHook`,
+/// feature `testing`) is called, and where [`StopCause::Injected`](super::StopCause::Injected)
+/// says an injected fault stopped it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookPoint {
     /// A reader took the batch, before it registers.
@@ -59,6 +61,8 @@ pub enum HookPoint {
 
 /// What a [`StageHook`] asks the stage to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+// Without `testing` no hook can be built, so no action is ever constructed.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub enum HookAction {
     /// Go on.
     Continue,

@@ -75,7 +75,13 @@ pub mod validation_cache;
 mod writer;
 
 pub use block::RowBlock;
-pub use config::{AsyncWrite, EngineConfig, HookAction, HookPoint, Mode, StageHook};
+pub use config::{AsyncWrite, EngineConfig, HookPoint, Mode};
+/// Fault injection (delays and failures at each [`HookPoint`]) is for tests only: its types are
+/// public with the `testing` feature and crate-private otherwise.
+#[cfg(feature = "testing")]
+pub use config::{HookAction, StageHook};
+#[cfg(not(feature = "testing"))]
+pub(crate) use config::{HookAction, StageHook};
 pub use device::{CpuDevice, DeviceStage};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
