@@ -1,19 +1,23 @@
 //! The reader → device → writer driver, written once: how one batch is read, admitted to the
-//! device, and written, whatever schedules the stages.
+//! device, stamped, and written, whatever schedules the stages.
 //!
 //! The stage tasks ([`ReadTask`], [`Sequencer`], [`WriteTask`]) do one action per call and say
-//! when they are blocked; this module drives them to completion. The only thing that differs
-//! between schedulers is what a blocked stage does while it waits, the [`Waiter`]:
+//! whether they acted or are blocked. The driver's stage functions ([`read_batch`], [`admit`],
+//! [`write_batch`]) are `async`: after every action they await the [`Waiter`], and that await is
+//! the only thing that differs between schedulers:
 //!
-//! - [`OsThreads`]: the threaded pipeline and session ([`super::Engine`]) on OS threads: spin,
-//!   yield, then sleep briefly (a blocked stage must not starve the others on 2 cores);
+//! - [`OsThreads`]: the threaded pipeline and session ([`super::Engine`]) on OS threads: after
+//!   a blocked action spin, yield, then sleep briefly (a blocked stage must not starve the
+//!   others on 2 cores); the futures never suspend and [`block_on`] runs them to the end;
 //! - [`ModelThreads`] (under `--cfg ordo_loom` or `--cfg ordo_shuttle`): the checker's threads
-//!   ([`super::model_harness`]): yield to the checker's scheduler, so it explores the wait
-//!   instead of an unbounded spin.
+//!   ([`super::model_harness`]): a blocked action yields to the checker's scheduler, so it
+//!   explores the wait instead of an unbounded spin; again run by [`block_on`];
+//! - the deterministic simulation ([`super::simulation`], feature `testing`): every action
+//!   suspends the stage's future, and the simulation polls the futures of all stages one action
+//!   at a time, in the order a schedule picks.
 //!
-//! The deterministic simulation ([`super::simulation`], feature `testing`) is itself the
-//! scheduler: it steps the same tasks one action at a time in an order a schedule picks, so a
-//! blocked action there is simply not taken.
+//! So one batch goes through the same code under every scheduler, hooks, panics and the stop
+//! flag included; the schedulers own only the queues between the stages.
 
 use super::context::{Progress, RunCtx, at};
 use super::device::{Sequencer, Stamped, panic_message};
@@ -21,103 +25,149 @@ use super::error::Stage;
 use super::pipeline::StopState;
 use super::reader::{ReadTask, Staged};
 use super::writer::WriteTask;
-use super::{Batch, HookPoint, StageError, StageHook, StopCause};
+use super::{Batch, DeviceStage, HookPoint, Model, StageError, StageHook, StopCause};
 use crate::storage::RowStorage;
 use crossbeam_utils::Backoff;
+use std::future::{Future, ready};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-/// What a stage does while it cannot act (how the stages are scheduled).
-pub(crate) trait Waiter: Default {
+/// What a stage does between two of its actions (how the stages are scheduled).
+pub(crate) trait Waiter {
     /// The stage acted: the next wait starts afresh.
-    fn progressed(&self);
+    fn progressed(&self) -> impl Future<Output = ()>;
     /// The stage could not act: wait a little before trying again.
-    fn blocked(&self);
+    fn blocked(&self) -> impl Future<Output = ()>;
 }
 
-/// Stages on OS threads: spin, then yield, then sleep 50 µs.
+/// Stages on OS threads: after a blocked action spin, then yield, then sleep 50 µs; never
+/// suspends.
 #[derive(Default)]
 pub(crate) struct OsThreads(Backoff);
 
 impl Waiter for OsThreads {
-    fn progressed(&self) {
+    fn progressed(&self) -> impl Future<Output = ()> {
         self.0.reset();
+        ready(())
     }
-    fn blocked(&self) {
+    fn blocked(&self) -> impl Future<Output = ()> {
         if self.0.is_completed() {
             std::thread::sleep(Duration::from_micros(50));
         } else {
             self.0.snooze();
         }
+        ready(())
     }
 }
 
-/// Stages on loom or shuttle threads: yield to the checker's scheduler.
-#[cfg(any(ordo_loom, ordo_shuttle))]
+/// Stages on loom or shuttle threads: a blocked action yields to the checker's scheduler;
+/// never suspends.
+#[cfg(all(feature = "testing", any(ordo_loom, ordo_shuttle)))]
 #[derive(Default)]
 pub(crate) struct ModelThreads;
 
-#[cfg(any(ordo_loom, ordo_shuttle))]
+#[cfg(all(feature = "testing", any(ordo_loom, ordo_shuttle)))]
 impl Waiter for ModelThreads {
-    fn progressed(&self) {}
-    fn blocked(&self) {
+    fn progressed(&self) -> impl Future<Output = ()> {
+        ready(())
+    }
+    fn blocked(&self) -> impl Future<Output = ()> {
         crate::sync::thread::yield_now();
+        ready(())
+    }
+}
+
+/// Run a stage future on this thread to its end. With [`OsThreads`] or [`ModelThreads`] it
+/// never suspends (their waits happen inside the await), so this is one poll.
+pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+            return out;
+        }
     }
 }
 
 /// Read one batch to completion; `Ok(None)` if the run stopped while it waited for a slot.
-pub(crate) fn read_batch<W: Waiter, D, S: RowStorage + ?Sized>(
+/// A panic in the reader is a [`StopCause::StageFailed`] of [`Stage::Reader`].
+pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized>(
     cx: &RunCtx<'_, S>,
     position: usize,
     batch: Batch<D>,
     hook: Option<&StageHook>,
     stop: &StopState,
+    waiter: &W,
 ) -> Result<Option<Staged<D>>, StopCause> {
-    at(hook, HookPoint::ReadStart, batch.id)?;
+    let id = batch.id;
+    guarded(Stage::Reader, id, || at(hook, HookPoint::ReadStart, id))?;
     let mut task = ReadTask::new(position, batch, cx.width);
-    let waiter = W::default();
     loop {
-        match task.advance(cx, hook)? {
+        match guarded(Stage::Reader, id, || task.advance(cx, hook))? {
             Progress::Done => return Ok(Some(task.into_staged(cx.mode))),
-            Progress::Progressed => waiter.progressed(),
+            Progress::Progressed => waiter.progressed().await,
             Progress::Blocked if stop.is_stopped() => return Ok(None),
-            Progress::Blocked => waiter.blocked(),
+            Progress::Blocked => waiter.blocked().await,
         }
     }
 }
 
 /// Wait until the device may stamp its next batch (admission control: the next ts fits the MFT
 /// window). `false` if the run stopped while waiting.
-pub(crate) fn admit<W: Waiter, S: RowStorage + ?Sized>(
+pub(crate) async fn admit<W: Waiter, S: RowStorage + ?Sized>(
     seq: &Sequencer,
     cx: &RunCtx<'_, S>,
     stop: &StopState,
+    waiter: &W,
 ) -> bool {
-    let waiter = W::default();
     while !seq.admits(cx) {
         if stop.is_stopped() {
             return false;
         }
-        waiter.blocked();
+        waiter.blocked().await;
     }
     true
 }
 
+/// Run the device on one admitted batch ([`Sequencer::process`]): the stamped batch, with a
+/// failed cache insert to report once it is written; or why it was not stamped (a panic in the
+/// device stage included).
+pub(crate) fn stamp<M: Model, D: DeviceStage<M> + ?Sized, S: RowStorage + ?Sized>(
+    seq: &mut Sequencer,
+    cx: &RunCtx<'_, S>,
+    device: &mut D,
+    model: &mut M,
+    job: Staged<M::Data>,
+    hook: Option<&StageHook>,
+) -> Result<(Stamped, Option<StopCause>), StopCause> {
+    let id = job.id;
+    guarded(Stage::Device, id, || seq.process(cx, device, model, job, hook))
+}
+
 /// Write one stamped batch to completion; on failure record it as unwritten and stop the run.
-/// Returns whether it was fully written. (A writer never blocks.)
-pub(crate) fn write_batch<S: RowStorage + ?Sized>(
+/// Returns whether it was fully written. (A writer never blocks: it only awaits after acting.)
+pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized>(
     cx: &RunCtx<'_, S>,
     stamped: Stamped,
     hook: Option<&StageHook>,
     stop: &StopState,
+    waiter: &W,
 ) -> bool {
     let (ts, id) = (stamped.ts, stamped.id);
-    let res = guarded(Stage::Writer, id, || {
-        at(hook, HookPoint::WriteStart, id)?;
+    let res = async {
+        guarded(Stage::Writer, id, || at(hook, HookPoint::WriteStart, id))?;
         let mut task = WriteTask::new(stamped);
-        while task.advance(cx, hook)? != Progress::Done {}
-        Ok(())
-    });
+        loop {
+            match guarded(Stage::Writer, id, || task.advance(cx, hook))? {
+                Progress::Done => return Ok(()),
+                Progress::Progressed => waiter.progressed().await,
+                Progress::Blocked => waiter.blocked().await,
+            }
+        }
+    }
+    .await;
     match res {
         Ok(()) => true,
         Err(cause) => {

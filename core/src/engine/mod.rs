@@ -60,7 +60,13 @@ mod device;
 mod driver;
 mod error;
 pub mod model;
-#[cfg(any(ordo_loom, ordo_shuttle))]
+/// The pipeline on loom's or shuttle's threads, for ordo's own model-checking tests
+/// (`core/tests/loom_engine.rs`, `core/tests/shuttle_engine.rs`). Integration tests reach only
+/// public items, so it is public; but it exists only under ordo's private checker cfgs
+/// (`ordo_loom`, `ordo_shuttle`, which a downstream crate never sets) *and* feature `testing`,
+/// and is hidden from the docs, so the documented API is the same under every cfg.
+#[cfg(all(feature = "testing", any(ordo_loom, ordo_shuttle)))]
+#[doc(hidden)]
 pub mod model_harness;
 mod observer;
 mod pipeline;

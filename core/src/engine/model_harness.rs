@@ -7,7 +7,7 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::driver::{ModelThreads, admit, read_batch, write_batch};
+use super::driver::{ModelThreads, admit, block_on, read_batch, stamp, write_batch};
 use super::pipeline::StopState;
 use super::reader::Staged;
 use super::{Batch, CpuDevice, EngineConfig, Model, RunReport};
@@ -76,7 +76,7 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
         let (cx, input, stop) = (cx.clone(), input.clone(), stop.clone());
         handles.push(thread::spawn(move || {
             for (p, batch) in mine {
-                match read_batch::<ModelThreads, _, _>(&cx, p, batch, None, &stop) {
+                match block_on(read_batch(&cx, p, batch, None, &stop, &ModelThreads)) {
                     Ok(Some(staged)) => input.push(staged),
                     Ok(None) => return,
                     Err(cause) => panic!("reader: {cause}"),
@@ -88,7 +88,10 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
         let (cx, output, stop) = (cx.clone(), output.clone(), stop.clone());
         handles.push(thread::spawn(move || {
             while let Some(stamped) = output.pop() {
-                assert!(write_batch(&cx, stamped, None, &stop), "writer failed");
+                assert!(
+                    block_on(write_batch(&cx, stamped, None, &stop, &ModelThreads)),
+                    "writer failed"
+                );
             }
         }));
     }
@@ -96,9 +99,9 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
     let mut device = CpuDevice::new();
     for _ in 0..n {
         let job = input.pop().expect("a reader pushes every batch");
-        assert!(admit::<ModelThreads, _>(&seq, &cx, &stop), "stopped");
+        assert!(block_on(admit(&seq, &cx, &stop, &ModelThreads)), "stopped");
         let (stamped, failed) =
-            seq.process(&cx, &mut device, &mut model, job, None).expect("device");
+            stamp(&mut seq, &cx, &mut device, &mut model, job, None).expect("device");
         assert!(failed.is_none(), "the CPU cache insert cannot fail");
         output.push(stamped);
     }

@@ -3,8 +3,7 @@
 
 use super::context::RunCtx;
 use super::device::Stamped;
-use super::driver::{OsThreads, guarded, read_batch, write_batch};
-use super::error::Stage;
+use super::driver::{OsThreads, block_on, read_batch, write_batch};
 use super::reader::Staged;
 use super::session::{Completion, Lanes, Session};
 use super::{
@@ -202,10 +201,9 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
                 if stop.is_stopped() {
                     return;
                 }
-                let id = batch.id;
-                let mut item = match guarded(Stage::Reader, id, || {
-                    read_batch::<OsThreads, _, _>(cx, position, batch, hook, stop)
-                }) {
+                let waiter = OsThreads::default();
+                let mut item = match block_on(read_batch(cx, position, batch, hook, stop, &waiter))
+                {
                     Ok(Some(s)) => s,
                     Ok(None) => return,
                     Err(cause) => return stop.fail(cause),
@@ -227,7 +225,7 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
         scope.spawn(move || {
             for stamped in out_rx.iter() {
                 let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
-                let written = write_batch(cx, stamped, hook, stop);
+                let written = block_on(write_batch(cx, stamped, hook, stop, &OsThreads::default()));
                 let done = Completion { batch_id, version, written };
                 if let Some(o) = observer {
                     o.written(&done);

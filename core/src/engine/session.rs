@@ -12,8 +12,8 @@
 //! store version of its first batch), exactly as a separate run would.
 
 use super::context::RunCtx;
-use super::device::{Sequencer, Stamped, panic_message};
-use super::driver::{OsThreads, admit, guarded, read_batch, write_batch};
+use super::device::{Sequencer, Stamped};
+use super::driver::{OsThreads, admit, block_on, read_batch, stamp, write_batch};
 use super::error::Stage;
 use super::pipeline::{POLL, StopState};
 use super::reader::Staged;
@@ -24,7 +24,6 @@ use super::{
 use crate::storage::RowStorage;
 use crate::store::RowStore;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
 /// A batch the writers are done with.
@@ -289,14 +288,13 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         let job =
             if wait { lanes.staged.recv_timeout(POLL).ok() } else { lanes.staged.try_recv().ok() };
         let Some(job) = job else { return false };
-        if !admit::<OsThreads, _>(&self.seq, self.cx, self.stop) {
+        if !block_on(admit(&self.seq, self.cx, self.stop, &OsThreads::default())) {
             return false;
         }
         self.processed += 1;
         let (id, cx, hook) = (job.id, self.cx, self.hook);
-        let (seq, device, model) = (&mut self.seq, &mut *self.device, &mut *self.model);
-        match catch_unwind(AssertUnwindSafe(|| seq.process(cx, device, model, job, hook))) {
-            Ok(Ok((stamped, failed))) => {
+        match stamp(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook) {
+            Ok((stamped, failed)) => {
                 self.observe_stamp();
                 // A failed cache insert: the batch is stamped, so it is written, then we stop.
                 if let Some(cause) = failed {
@@ -312,12 +310,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
                     });
                 }
             }
-            Ok(Err(cause)) => self.stop.fail(cause),
-            Err(p) => self.stop.fail(StopCause::StageFailed {
-                stage: Stage::Device,
-                batch_id: id,
-                source: StageError::Panicked(panic_message(&*p)),
-            }),
+            Err(cause) => self.stop.fail(cause),
         }
         true
     }
@@ -325,23 +318,21 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// `Sync`: read, step and write one batch on this thread, through the same stage code.
     fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
         let (cx, stop, hook) = (self.cx, self.stop, self.hook);
-        let id = batch.id;
-        let staged = match guarded(Stage::Reader, id, || {
-            read_batch::<OsThreads, _, _>(cx, position, batch, hook, stop)
-        }) {
+        let waiter = OsThreads::default();
+        let staged = match block_on(read_batch(cx, position, batch, hook, stop, &waiter)) {
             Ok(Some(s)) => s,
             Ok(None) => return,
             Err(cause) => return stop.fail(cause),
         };
         self.processed += 1;
         let (stamped, failed) =
-            match self.seq.process(cx, &mut *self.device, &mut *self.model, staged, hook) {
+            match stamp(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook) {
                 Ok(s) => s,
                 Err(cause) => return stop.fail(cause),
             };
         self.observe_stamp();
         let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
-        let written = write_batch(cx, stamped, hook, stop);
+        let written = block_on(write_batch(cx, stamped, hook, stop, &waiter));
         if let Some(cause) = failed {
             stop.fail(cause);
         }

@@ -1,27 +1,37 @@
-//! Deterministic simulation (FoundationDB style): the engine's own reader, device and writer
-//! tasks, stepped one action at a time by an explicit schedule instead of OS threads.
+//! Deterministic simulation (FoundationDB style): the engine's own stage driver
+//! ([`super::driver`]), scheduled one action at a time by an explicit schedule instead of OS
+//! threads.
 //!
-//! One action is: start a reader on the next batch, advance a reader by one step (register, or
-//! read one row, or hand the read batch to the input queue), run the device on the next batch,
-//! start a writer on the next stamped batch, or advance a writer by one step (write one row,
-//! finish the ts, or deregister). A schedule is a byte string: each byte picks one of the enabled
-//! actions; when it runs out, the first enabled action runs until everything is written. The
-//! oracle is [`replay`](super::replay) of the recorded order. No stage may ever be stuck:
-//! if nothing can act before every batch is written, the run fails with a deadlock. After every
-//! action the MFT's promise is checked too ([`Simulation::check_invariants`]).
+//! Each reader and writer is the driver's future for its current batch ([`read_batch`],
+//! [`write_batch`]), with a [`Waiter`] that suspends it after every action; the device admits
+//! with the driver's [`admit`] and stamps with its [`stamp`]. One action is: start a reader on
+//! the next batch, advance a reader by one step (register, or read one row, or hand the read
+//! batch to the input queue), run the device on the next batch, start a writer on the next
+//! stamped batch, or advance a writer by one step (write one row, finish the ts, or deregister).
+//! A schedule is a byte string: each byte picks one of the enabled actions; when it runs out,
+//! the first enabled action runs until everything is written. The oracle is
+//! [`replay`](super::replay) of the recorded order. No stage may ever be stuck: if nothing can
+//! act before every batch is written, the run fails with a deadlock. After every action the
+//! MFT's promise is checked too ([`Simulation::check_invariants`]).
 
-use super::context::{Progress, RunCtx};
+use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
+use super::driver::{Waiter, admit, read_batch, stamp, write_batch};
 use super::error::Stage;
-use super::reader::{ReadTask, Staged};
-use super::writer::WriteTask;
+use super::pipeline::StopState;
+use super::reader::Staged;
 use super::{
     Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StageError, StopCause,
     prepare, replay,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::{Pin, pin};
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// One action of the simulated pipeline.
@@ -39,18 +49,73 @@ pub enum Action {
     Write(usize),
 }
 
-/// The pipeline's state machines, advanced by [`step`](Simulation::step).
-pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
+/// The simulation's [`Waiter`]: every action suspends the stage's future, so one poll is one
+/// action; it notes whether that action was blocked (nothing changed).
+#[derive(Default)]
+struct Stepped {
+    blocked: Cell<bool>,
+}
+
+impl Waiter for Stepped {
+    fn progressed(&self) -> impl Future<Output = ()> {
+        self.blocked.set(false);
+        YieldOnce(false)
+    }
+    fn blocked(&self) -> impl Future<Output = ()> {
+        self.blocked.set(true);
+        YieldOnce(false)
+    }
+}
+
+/// Pending on the first poll, ready on the second.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// Poll `f` once (one action of its stage).
+fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    f.poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// What the stages share: the run's context, the stop state, and the waiter.
+struct Shared<'s, S: RowStorage + ?Sized> {
     cx: RunCtx<'s, S>,
+    stop: StopState,
+    waiter: Stepped,
+}
+
+/// A stage's driver future for one batch.
+type StageFuture<'s, T> = Pin<Box<dyn Future<Output = T> + 's>>;
+
+/// A reader: idle, reading a batch, or holding a read batch until the input queue has room.
+enum Reader<'s, D> {
+    Idle,
+    Reading(StageFuture<'s, Result<Option<Staged<D>>, StopCause>>),
+    Read(Staged<D>),
+}
+
+/// The pipeline's stages and queues, advanced by [`step`](Simulation::step).
+pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
+    shared: Rc<Shared<'s, S>>,
     config: EngineConfig,
     model: M,
     device: CpuDevice,
     seq: Sequencer,
     feed: VecDeque<(usize, Batch<M::Data>)>,
-    readers: Vec<Option<ReadTask<M::Data>>>,
+    readers: Vec<Reader<'s, M::Data>>,
     input: VecDeque<Staged<M::Data>>,
     output: VecDeque<Stamped>,
-    writers: Vec<Option<WriteTask>>,
+    writers: Vec<Option<StageFuture<'s, bool>>>,
     /// Rows of each stamped batch, by ts (for the MFT invariant check).
     stamped_rows: Vec<Vec<u64>>,
     /// Every ts below this was checked visible when the finished prefix passed it.
@@ -69,9 +134,10 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         config.validate()?;
         let batches = prepare(&model, store, batches)?;
         let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
+        let shared = Rc::new(Shared { cx, stop: StopState::default(), waiter: Stepped::default() });
         Ok(Simulation {
-            cx,
-            readers: (0..config.readers).map(|_| None).collect(),
+            shared,
+            readers: (0..config.readers).map(|_| Reader::Idle).collect(),
             writers: (0..config.writers).map(|_| None).collect(),
             config,
             model,
@@ -90,7 +156,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         self.feed.is_empty()
             && self.input.is_empty()
             && self.output.is_empty()
-            && self.readers.iter().all(Option::is_none)
+            && self.readers.iter().all(|r| matches!(r, Reader::Idle))
             && self.writers.iter().all(Option::is_none)
     }
 
@@ -99,9 +165,9 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         let mut a = Vec::new();
         for (r, t) in self.readers.iter().enumerate() {
             match t {
-                None if !self.feed.is_empty() => a.push(Action::StartRead(r)),
-                None => {}
-                Some(_) => a.push(Action::Read(r)),
+                Reader::Idle if !self.feed.is_empty() => a.push(Action::StartRead(r)),
+                Reader::Idle => {}
+                _ => a.push(Action::Read(r)),
             }
         }
         if !self.input.is_empty() && self.output.len() < self.config.output_depth {
@@ -117,53 +183,70 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         a
     }
 
+    /// The run's state after a stage failed with `cause`.
+    fn stopped(&self, cause: StopCause) -> EngineError {
+        let unwritten = self.shared.stop.take().map(|(_, u)| u).unwrap_or_default();
+        EngineError::Stopped {
+            cause,
+            stamped: self.seq.next_ts,
+            order: self.seq.order.iter().map(|s| s.batch_id).collect(),
+            unwritten,
+        }
+    }
+
     /// Do `action`. `Ok(false)` if it could not act (nothing changed).
     pub fn step(&mut self, action: Action) -> Result<bool, EngineError> {
-        let cx = &self.cx;
-        let stop = |cause, seq: &Sequencer| EngineError::Stopped {
-            cause,
-            stamped: seq.next_ts,
-            order: seq.order.iter().map(|s| s.batch_id).collect(),
-            unwritten: Vec::new(),
-        };
+        let sh = Rc::clone(&self.shared);
+        let acted = || !sh.waiter.blocked.get();
         match action {
             Action::StartRead(r) => {
-                if self.readers[r].is_some() {
+                if !matches!(self.readers[r], Reader::Idle) {
                     return Ok(false);
                 }
                 let Some((pos, batch)) = self.feed.pop_front() else { return Ok(false) };
-                self.readers[r] = Some(ReadTask::new(pos, batch, cx.width));
+                let sh = Rc::clone(&sh);
+                self.readers[r] = Reader::Reading(Box::pin(async move {
+                    read_batch(&sh.cx, pos, batch, None, &sh.stop, &sh.waiter).await
+                }));
                 Ok(true)
             }
-            Action::Read(r) => {
-                let Some(task) = self.readers[r].as_mut() else { return Ok(false) };
-                if !task.is_done(cx) {
-                    return match task.advance(cx, None).map_err(|c| stop(c, &self.seq))? {
-                        Progress::Blocked => Ok(false),
-                        _ => Ok(true),
+            Action::Read(r) => match &mut self.readers[r] {
+                Reader::Idle => Ok(false),
+                Reader::Reading(read) => match poll_once(read.as_mut()) {
+                    Poll::Pending => Ok(acted()),
+                    Poll::Ready(Ok(Some(staged))) => {
+                        self.readers[r] = Reader::Read(staged);
+                        Ok(true)
+                    }
+                    Poll::Ready(Ok(None)) => Err(self.failure("a reader saw a stop".into())),
+                    Poll::Ready(Err(cause)) => Err(self.stopped(cause)),
+                },
+                Reader::Read(_) if self.input.len() >= self.config.input_depth => Ok(false),
+                Reader::Read(_) => {
+                    let Reader::Read(staged) =
+                        std::mem::replace(&mut self.readers[r], Reader::Idle)
+                    else {
+                        unreachable!("matched above")
                     };
+                    self.input.push_back(staged);
+                    Ok(true)
                 }
-                if self.input.len() >= self.config.input_depth {
-                    return Ok(false);
-                }
-                let task = self.readers[r].take().expect("checked");
-                self.input.push_back(task.into_staged(cx.mode));
-                Ok(true)
-            }
+            },
             Action::Device => {
-                if self.input.is_empty()
-                    || self.output.len() >= self.config.output_depth
-                    || !self.seq.admits(cx)
-                {
+                if self.input.is_empty() || self.output.len() >= self.config.output_depth {
                     return Ok(false);
+                }
+                match poll_once(pin!(admit(&self.seq, &sh.cx, &sh.stop, &sh.waiter))) {
+                    Poll::Pending => return Ok(false),
+                    Poll::Ready(false) => return Err(self.failure("the device saw a stop".into())),
+                    Poll::Ready(true) => {}
                 }
                 let job = self.input.pop_front().expect("checked");
-                let (stamped, failed) = self
-                    .seq
-                    .process(cx, &mut self.device, &mut self.model, job, None)
-                    .map_err(|c| stop(c, &self.seq))?;
+                let (stamped, failed) =
+                    stamp(&mut self.seq, &sh.cx, &mut self.device, &mut self.model, job, None)
+                        .map_err(|c| self.stopped(c))?;
                 if let Some(cause) = failed {
-                    return Err(stop(cause, &self.seq));
+                    return Err(self.stopped(cause));
                 }
                 self.stamped_rows.push(stamped.block.ids().to_vec());
                 self.output.push_back(stamped);
@@ -174,17 +257,31 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                     return Ok(false);
                 }
                 let Some(stamped) = self.output.pop_front() else { return Ok(false) };
-                self.writers[w] = Some(WriteTask::new(stamped));
+                let sh = Rc::clone(&sh);
+                self.writers[w] = Some(Box::pin(async move {
+                    write_batch(&sh.cx, stamped, None, &sh.stop, &sh.waiter).await
+                }));
                 Ok(true)
             }
             Action::Write(w) => {
-                let Some(task) = self.writers[w].as_mut() else { return Ok(false) };
-                match task.advance(cx, None).map_err(|c| stop(c, &self.seq))? {
-                    Progress::Done => self.writers[w] = None,
-                    Progress::Blocked => return Ok(false),
-                    Progress::Progressed => {}
+                let Some(write) = self.writers[w].as_mut() else { return Ok(false) };
+                match poll_once(write.as_mut()) {
+                    Poll::Pending => Ok(acted()),
+                    Poll::Ready(true) => {
+                        self.writers[w] = None;
+                        Ok(true)
+                    }
+                    Poll::Ready(false) => {
+                        self.writers[w] = None;
+                        let (cause, unwritten) = sh.stop.take().expect("a failed write stops");
+                        Err(EngineError::Stopped {
+                            cause,
+                            stamped: self.seq.next_ts,
+                            order: self.seq.order.iter().map(|s| s.batch_id).collect(),
+                            unwritten,
+                        })
+                    }
                 }
-                Ok(true)
             }
         }
     }
@@ -193,15 +290,16 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     /// row write of `ts` is visible in the store (the row's version is `ts` or newer).
     /// `Err` names the first violation.
     pub fn check_invariants(&mut self) -> Result<(), String> {
-        if !self.cx.mode.timestamped() {
+        let cx = &self.shared.cx;
+        if !cx.mode.timestamped() {
             return Ok(());
         }
-        let prefix = self.cx.mft.prefix();
+        let prefix = cx.mft.prefix();
         while self.checked_prefix < prefix {
             let ts = self.checked_prefix;
             for &row in &self.stamped_rows[ts as usize] {
-                let v = self.cx.store.version(row).map_err(|e| e.to_string())?;
-                if self.cx.local(v).is_none_or(|seen| seen < ts) {
+                let v = cx.store.version(row).map_err(|e| e.to_string())?;
+                if cx.local(v).is_none_or(|seen| seen < ts) {
                     return Err(format!("MFT passed ts {ts} but row {row} holds {v:?}"));
                 }
             }
@@ -246,8 +344,8 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         }
         let report = RunReport {
             mode: self.config.mode,
-            order: self.seq.order,
-            ts_base: self.cx.base,
+            order: std::mem::take(&mut self.seq.order),
+            ts_base: self.shared.cx.base,
             cache_peak: self.seq.cache_peak,
             rows_validated: self.seq.rows_validated,
             rows_replaced: self.seq.rows_replaced,
