@@ -71,6 +71,22 @@ pub struct Outstanding {
 ///
 /// **Invariant (owner-bound):** a registration holds its owner's slots and clears only its own
 /// slot, exactly once, so it can never clear a live slot of another set or another batch.
+///
+/// ```
+/// use ordo::{mft::Mft, outstanding::Outstanding};
+/// let (mft, a, b) = (Mft::new(4), Outstanding::new(1), Outstanding::new(1));
+/// let batch = a.register(&mft)?;
+/// assert!(a.register(&mft).is_err(), "a's one slot is taken");
+/// assert!(batch.belongs_to(&a) && !batch.belongs_to(&b));
+/// {
+///     let other = b.register(&mft)?;
+///     assert_eq!(b.in_flight(), 1);
+/// } // dropping `other` frees b's slot, and only b's
+/// assert_eq!((a.in_flight(), b.in_flight()), (1, 0));
+/// drop(batch);
+/// assert_eq!(a.in_flight(), 0);
+/// # Ok::<(), ordo::outstanding::OutstandingError>(())
+/// ```
 #[must_use = "dropping a registration deregisters the batch at once"]
 pub struct Registration {
     slots: Arc<Box<[AtomicU64]>>,

@@ -9,10 +9,10 @@
 //! - [`OsThreads`]: the threaded pipeline and session ([`super::Engine`]) on OS threads: after
 //!   a blocked action spin, yield, then sleep briefly (a blocked stage must not starve the
 //!   others on 2 cores); the futures never suspend and [`block_on`] runs them to the end;
-//! - [`ModelThreads`] (under `--cfg ordo_loom` or `--cfg ordo_shuttle`): the checker's threads
-//!   ([`super::model_harness`]): a blocked action yields to the checker's scheduler, so it
+//! - `ModelThreads` (under `--cfg ordo_loom` or `--cfg ordo_shuttle`): the checker's threads
+//!   (`engine::model_harness`): a blocked action yields to the checker's scheduler, so it
 //!   explores the wait instead of an unbounded spin; again run by [`block_on`];
-//! - the deterministic simulation ([`super::simulation`], feature `testing`): every action
+//! - the deterministic simulation (`engine::simulation`, feature `testing`): every action
 //!   suspends the stage's future, and the simulation polls the futures of all stages one action
 //!   at a time, in the order a schedule picks.
 //!
@@ -79,7 +79,7 @@ impl Waiter for ModelThreads {
     }
 }
 
-/// Run a stage future on this thread to its end. With [`OsThreads`] or [`ModelThreads`] it
+/// Run a stage future on this thread to its end. With [`OsThreads`] or `ModelThreads` it
 /// never suspends (their waits happen inside the await), so this is one poll.
 pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);

@@ -19,7 +19,28 @@ use std::time::Duration;
 /// How long a blocked stage waits before it re-checks the stop flag: bounds shutdown latency.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
 
-/// The OAC pipeline engine. Build once, [`run`](Engine::run) once per epoch.
+/// The OAC pipeline engine. Build once; [`run`](Engine::run) one epoch from a batch iterator,
+/// or stream epochs through a [`session`](Engine::session).
+///
+/// A bad configuration is a typed error, and so is a bad batch (before anything runs):
+///
+/// ```
+/// use ordo::engine::{Batch, BatchError, Engine, EngineConfig, EngineError, Mode, testing::MixModel};
+/// use ordo::store::RowStore;
+/// assert!(Engine::new(EngineConfig::new(Mode::Oac).threads(0, 1)).is_err());
+///
+/// let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2))?;
+/// let store = RowStore::zeros(4, 1);
+/// let bad = vec![Batch { id: 7, rows: vec![2, 1], data: 1.0 }];
+/// let err = engine.run(&mut MixModel::new(1), &store, bad).unwrap_err();
+/// assert!(matches!(err, EngineError::InvalidBatch { batch_id: 7, kind: BatchError::Unsorted { .. }, .. }));
+/// assert_eq!(store.snapshot(), vec![0.0; 4], "nothing ran");
+///
+/// let good = (0..10).map(|i| Batch { id: i, rows: vec![i % 4], data: 1.0 });
+/// let report = engine.run(&mut MixModel::new(1), &store, good)?;
+/// assert_eq!(report.order.len(), 10);
+/// # Ok::<(), EngineError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Engine {
     config: EngineConfig,

@@ -23,7 +23,7 @@ pub(crate) struct Staged<D> {
     pub original: Option<Vec<f32>>,
 }
 
-/// A reader working on one batch, one action (register, or read one row) per [`advance`].
+/// A reader working on one batch, one action (register, or read one row) per [`advance`](ReadTask::advance).
 pub(crate) struct ReadTask<D> {
     staged: Staged<D>,
     next_row: usize,
@@ -100,7 +100,7 @@ impl<D> ReadTask<D> {
         if self.is_done(cx) { Progress::Done } else { Progress::Progressed }
     }
 
-    /// The read batch (call once [`advance`] said `Done`).
+    /// The read batch (call once [`advance`](ReadTask::advance) said `Done`).
     pub fn into_staged(mut self, mode: Mode) -> Staged<D> {
         if mode == Mode::Async(AsyncWrite::AddDelta) {
             self.staged.original = Some(self.staged.values.clone());

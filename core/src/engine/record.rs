@@ -34,6 +34,28 @@ pub struct Stamp {
 }
 
 /// What a run did: the computation order and telemetry.
+///
+/// The order is what a trainer saves to reproduce a run: [`batch_ids`](RunReport::batch_ids)
+/// with [`replay_ids`] rebuilds the final state from the initial one without the run's input.
+///
+/// ```
+/// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Model, replay_ids, testing::MixModel};
+/// use ordo::store::RowStore;
+/// let batch = |id: u64| Batch { id, rows: vec![id % 3, 3 + id % 2], data: id as f32 * 0.1 };
+/// let store = RowStore::zeros(5, 1);
+/// let mut model = MixModel::new(1);
+/// let report = Engine::new(EngineConfig::new(Mode::Oac))?.run(&mut model, &store, (0..30).map(batch))?;
+/// assert_eq!(report.order.len(), 30);
+/// assert!(report.order.iter().all(|s| s.ste <= s.read_prefix)); // evicted only what it had seen
+///
+/// // Saved with a checkpoint, the ids are enough to replay the run.
+/// let saved: Vec<u64> = report.batch_ids();
+/// let (mut table, mut fresh) = (vec![0.0; 5], MixModel::new(1));
+/// replay_ids(&mut fresh, &mut table, &saved, |id| Some(batch(id)))?;
+/// assert_eq!(store.snapshot(), table);
+/// assert_eq!(model.dense(), fresh.dense());
+/// # Ok::<(), ordo::engine::EngineError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunReport {
     /// The mode.

@@ -62,6 +62,35 @@ pub(crate) struct Lanes<D> {
 /// [`completions`](Session::completions) and [`finish`](Session::finish); the readers and
 /// writers run on their own threads. So the computation order advances only while the caller is
 /// inside one of those calls.
+///
+/// A loader that must not block uses [`try_submit`](Session::try_submit) and takes the
+/// per-batch [`completions`](Session::completions) as they come:
+///
+/// ```
+/// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError, testing::MixModel};
+/// use ordo::store::RowStore;
+/// let store = RowStore::zeros(16, 1);
+/// let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(1, 1))?;
+/// let report = engine.session(&mut CpuDevice::new(), &mut MixModel::new(1), &store, |s| {
+///     let mut written = Vec::new();
+///     for id in 0..50u64 {
+///         let mut batch = Batch { id, rows: vec![id % 16], data: 1.0 };
+///         loop {
+///             match s.try_submit(batch) {
+///                 Ok(()) => break,
+///                 Err(TrySubmitError::Full(back)) => batch = back, // the loader could do other work here
+///                 Err(TrySubmitError::Failed(e)) => return Err(e),
+///             }
+///             written.extend(s.completions());
+///         }
+///     }
+///     let report = s.finish()?;
+///     assert!(written.iter().all(|c| c.written));
+///     Ok(report)
+/// })??;
+/// assert_eq!(report.order.len(), 50);
+/// # Ok::<(), ordo::engine::EngineError>(())
+/// ```
 pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
     cx: &'a RunCtx<'a, S>,
     stop: &'a StopState,

@@ -1,16 +1,16 @@
 //! Deterministic simulation (FoundationDB style): the engine's own stage driver
-//! ([`super::driver`]), scheduled one action at a time by an explicit schedule instead of OS
-//! threads.
+//! (`engine::driver`, crate-private), scheduled one action at a time by an explicit schedule
+//! instead of OS threads.
 //!
-//! Each reader and writer is the driver's future for its current batch ([`read_batch`],
-//! [`write_batch`]), with a [`Waiter`] that suspends it after every action; the device admits
-//! with the driver's [`admit`] and stamps with its [`stamp`]. One action is: start a reader on
+//! Each reader and writer is the driver's future for its current batch (`read_batch`,
+//! `write_batch`), with a `Waiter` that suspends it after every action; the device admits
+//! with the driver's `admit` and stamps with its `stamp`. One action is: start a reader on
 //! the next batch, advance a reader by one step (register, or read one row, or hand the read
 //! batch to the input queue), run the device on the next batch, start a writer on the next
 //! stamped batch, or advance a writer by one step (write one row, finish the ts, or deregister).
 //! A schedule is a byte string: each byte picks one of the enabled actions; when it runs out,
 //! the first enabled action runs until everything is written. The oracle is
-//! [`replay`](super::replay) of the recorded order. No stage may ever be stuck: if nothing can
+//! [`replay`] of the recorded order. No stage may ever be stuck: if nothing can
 //! act before every batch is written, the run fails with a deadlock. After every action the
 //! MFT's promise is checked too ([`Simulation::check_invariants`]).
 

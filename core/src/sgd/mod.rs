@@ -26,43 +26,35 @@
 //! switched at epochs by a [`BlockSchedule`] (PASSM+). The model computes restricted subgradients
 //! through [`LayeredModel`].
 //!
-//! Under `--cfg ordo_loom` only the shared-memory parts of paper 003 are compiled (blocks, the
-//! block store, ASSM's and PASSM's reads and writes, the phase gate), for
-//! `core/tests/loom_passm.rs`: loom has no scoped threads, and what loom must check of paper
-//! 001's runtime is the dispatcher (`core/tests/loom_*.rs`), not the floating-point loop.
+//! Everything here is compiled under every cfg, so the public API is the same under
+//! `--cfg ordo_loom` too; loom checks the shared-memory parts of paper 003 (blocks, the block
+//! store, ASSM's and PASSM's reads and writes, the phase gate: `core/tests/loom_passm.rs`) and
+//! the dispatcher of paper 001 (`core/tests/loom_*.rs`), not the floating-point loop, whose
+//! tests (`core/tests/sgd_*.rs`) are not built under `ordo_loom` (loom's atomics work only
+//! inside a loom model).
 
 pub mod assm;
 mod block_store;
 mod blocks;
 mod config;
-#[cfg(not(ordo_loom))]
 mod params;
 pub mod passm;
 mod phase_gate;
-#[cfg(not(ordo_loom))]
 mod record;
-#[cfg(not(ordo_loom))]
 mod runtime;
 mod schedule;
-#[cfg(not(ordo_loom))]
 mod subgradient;
-#[cfg(not(ordo_loom))]
 mod sync_sgd;
 
 pub use block_store::{BlockStore, ROW_WORDS};
 pub use blocks::Blocks;
 pub use config::{Control, Every, SgdConfig, SgdError, Snapshot, Stop};
-#[cfg(not(ordo_loom))]
 pub use params::SharedParams;
 pub use phase_gate::PhaseGate;
-#[cfg(not(ordo_loom))]
 pub use record::{BlockRunReport, RunReport, StepEvent, StepRecord, WorkerTelemetry};
-#[cfg(not(ordo_loom))]
 pub use runtime::run_dispatched;
 pub use schedule::{BlockSchedule, Method};
-#[cfg(not(ordo_loom))]
 pub use subgradient::run_async_subgradient;
-#[cfg(not(ordo_loom))]
 pub use sync_sgd::run_sync;
 
 /// A model whose minibatch gradient the runtime can ask for (the trainer implements it).
