@@ -59,9 +59,7 @@ fn passm_plus_trains_an_mlp_past_80_percent_on_fashion_mnist() {
     // Both trainings here use both cores: run them one at a time, or each one's timing-sensitive
     // asynchronous run is starved by the other (seen in CI: interval stopped at 72 %).
     let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = ordo_tests::shared_datasets()
-        .map(|d| d.join("fashion_mnist"))
-        .expect("the shared datasets folder (../shared/datasets or $ORDO_DATASETS) is required");
+    let Some(dir) = ordo_tests::dataset("fashion_mnist") else { return };
     let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
     let spec = Spec::paper(Kind::PassmPlus, 2);
     let built = build(&spec).unwrap();
