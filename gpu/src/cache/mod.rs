@@ -33,9 +33,8 @@ pub use cuda_table::{CudaTable, CudaValidationCache, DeviceBatch};
 pub use host_table::{HostBatch, HostTable, SimValidationCache};
 
 use ledger::{InsertPlan, Ledger};
-#[cfg(not(feature = "mutants"))]
-use off_catalog::{self as mutation, Mutant};
-#[cfg(feature = "mutants")]
+// The core catalog's hooks: `mutation::active` is a constant `false` unless `ordo/mutants` is
+// on (this crate's feature `mutants`), so nothing is compiled in for a normal build.
 use ordo::mutation::{self, Mutant};
 use ordo::store::Version;
 use thiserror::Error;
@@ -332,25 +331,5 @@ impl<B: TableBackend> ValidationCache<B> {
             self.backend.evict(bound)?;
         }
         Ok(evicted)
-    }
-}
-
-/// Without the `mutants` feature the mutation catalog's hooks are compiled out (and `ordo`'s
-/// catalog, test scaffolding behind its `testing` feature, is not a dependency): the hooks this
-/// module carries, always off.
-#[cfg(not(feature = "mutants"))]
-mod off_catalog {
-    /// The catalog entries this module hooks.
-    #[derive(Debug, Clone, Copy)]
-    pub(super) enum Mutant {
-        ValidationSkipped,
-        ValidateGe,
-        CacheInsertSkipped,
-        EvictStePlusOne,
-    }
-
-    /// Never active.
-    pub(super) fn active(_: Mutant) -> bool {
-        false
     }
 }
