@@ -31,6 +31,9 @@ pub struct Linear {
     /// Forward inputs and the parameter version they read, by state.
     acts: HashMap<State, (Payload, u64)>,
     emulate: Option<f64>,
+    /// Whether the backward computes the input gradient `g Wᵀ` (see
+    /// [`Linear::without_input_gradient`]).
+    input_gradient: bool,
 }
 
 impl Linear {
@@ -40,7 +43,23 @@ impl Linear {
         let b = Payload::zeros((1, w.ncols()));
         let opt = OptState::new(opt, &[&w, &b]);
         let acc = Accumulator::new(&[&w, &b], min_update_interval)?;
-        Ok(Linear { w, b, opt, acc, acts: HashMap::new(), emulate: None })
+        Ok(Linear { w, b, opt, acc, acts: HashMap::new(), emulate: None, input_gradient: true })
+    }
+
+    /// The same layer for an input nobody differentiates (the controller's data, the first
+    /// layer of an MLP): its backward skips the product `g Wᵀ` — a third of its work — and
+    /// sends an empty (`0 × 0`) gradient back, which only completes the instance's
+    /// bookkeeping. The emulated device still charges the full backward of Appendix C, which
+    /// charges every layer alike.
+    ///
+    /// ```
+    /// use ordo_mp::{nodes::Linear, optimizer::Optimizer};
+    /// let l = Linear::new(ndarray::Array2::zeros((3, 2)), Optimizer::sgd(0.1), 1).unwrap();
+    /// let _first_layer = l.without_input_gradient();
+    /// ```
+    pub fn without_input_gradient(mut self) -> Linear {
+        self.input_gradient = false;
+        self
     }
 
     /// The gradients accumulated since the last update (sums, for `W` and `b`).
@@ -125,9 +144,10 @@ impl Node for Linear {
             Payload::zeros(x.raw_dim())
         } else {
             let sums = self.acc.sums_mut();
-            sums[0] += &x.t().dot(&g);
+            // `sums[0] += xᵀ g` in place: no temporary of W's size per gradient.
+            ndarray::linalg::general_mat_mul(1.0, &x.t(), &g, 1.0, &mut sums[0]);
             sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
-            g.dot(&self.w.t())
+            if self.input_gradient { g.dot(&self.w.t()) } else { Payload::zeros((0, 0)) }
         };
         e.out.extend(self.acc.added(read));
         e.backward(0, state, dx);

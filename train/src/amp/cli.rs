@@ -21,6 +21,27 @@ pub enum Task {
     ListReduction,
 }
 
+/// Which optimizer the parameterized nodes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Opt {
+    /// (Momentum) SGD.
+    Sgd,
+    /// Adam.
+    Adam,
+}
+
+/// The optimizer `opt` (else `default`) at learning rate `lr` with `momentum` (SGD's μ or
+/// Adam's β₁) if given.
+fn optimizer(opt: Option<Opt>, default: Opt, lr: f32, momentum: Option<f32>) -> Optimizer {
+    match (opt.unwrap_or(default), Optimizer::adam(lr)) {
+        (Opt::Sgd, _) => Optimizer::Sgd { lr, momentum: momentum.unwrap_or(0.0) },
+        (Opt::Adam, Optimizer::Adam { beta2, eps, beta1, .. }) => {
+            Optimizer::Adam { lr, beta1: momentum.unwrap_or(beta1), beta2, eps }
+        }
+        (Opt::Adam, adam) => adam,
+    }
+}
+
 /// Arguments of `ordo-train amp`.
 #[derive(Debug, Args)]
 pub struct AmpArgs {
@@ -61,6 +82,13 @@ pub struct AmpArgs {
     /// Learning rate (mnist: SGD 0.1; list-reduction: Adam 0.002 by default).
     #[arg(long)]
     pub lr: Option<f32>,
+    /// Optimizer (mnist: SGD, list-reduction: Adam by default).
+    #[arg(long, value_enum)]
+    pub optimizer: Option<Opt>,
+    /// Momentum μ of SGD, or β₁ of Adam (default 0 for SGD, 0.9 for Adam). Asynchrony acts as
+    /// momentum of its own (Mitliagkas et al., cited in §6), so high `--mak` may want less.
+    #[arg(long)]
+    pub momentum: Option<f32>,
     /// Target validation accuracy for the time-to-target figure.
     #[arg(long)]
     pub target: Option<f64>,
@@ -88,7 +116,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let train_set =
                 mnist_instances(&d.train, a.train_examples.unwrap_or(60_000), a.batch, 0);
             let val_set = mnist_instances(&d.test, a.val_examples.unwrap_or(10_000), a.batch, 0);
-            let opt = Optimizer::sgd(a.lr.unwrap_or(0.1));
+            let opt = optimizer(a.optimizer, Opt::Sgd, a.lr.unwrap_or(0.1), a.momentum);
             let g = mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?;
             (g, Arc::new(train_set), Arc::new(val_set), a.target.unwrap_or(0.80))
         }
@@ -96,7 +124,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let hidden = a.hidden.unwrap_or(128);
             let tr = generate(a.train_examples.unwrap_or(100_000), a.seed, 1);
             let va = generate(a.val_examples.unwrap_or(10_000), a.seed, 2);
-            let opt = Optimizer::adam(a.lr.unwrap_or(0.002));
+            let opt = optimizer(a.optimizer, Opt::Adam, a.lr.unwrap_or(0.002), a.momentum);
             let g = list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?;
             (
                 g,
