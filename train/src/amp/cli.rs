@@ -60,6 +60,9 @@ pub struct AmpArgs {
     /// Replicas of the RNN cell (list-reduction).
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
+    /// Replica averages per epoch (1: at the epoch's end, as §5 does).
+    #[arg(long, default_value_t = 1)]
+    pub replica_syncs: usize,
     /// Sleep as long as a device of this many flop/s would compute, instead of computing
     /// (Appendix C); accuracies are then meaningless, throughputs are the point.
     #[arg(long)]
@@ -142,7 +145,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     let label = format!("{:?} mak {} workers {} replicas {}", a.task, a.mak, a.workers, a.replicas);
-    let schedule = Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed };
+    let schedule =
+        Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed, replica_syncs: a.replica_syncs };
     let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
         bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
         bar.inc(1);
