@@ -19,6 +19,7 @@ pub mod node;
 pub mod nodes;
 pub mod optimizer;
 pub mod queue;
+pub mod recorded;
 pub mod runtime;
 pub mod staleness;
 pub mod state;

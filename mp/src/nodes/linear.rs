@@ -1,6 +1,5 @@
 //! `Linear`: the parameterized payload transform (PPT) of a fully connected layer, `y = x W + b`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::accumulate::Accumulator;
@@ -8,6 +7,7 @@ use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::recorded::Recorded;
 use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
@@ -29,7 +29,7 @@ pub struct Linear {
     opt: OptState,
     acc: Accumulator,
     /// Forward inputs and the parameter version they read, by state.
-    acts: HashMap<State, (Payload, u64)>,
+    acts: Recorded<(Payload, u64)>,
     emulate: Option<f64>,
     /// Whether the backward computes the input gradient `g Wᵀ` (see
     /// [`Linear::without_input_gradient`]).
@@ -43,7 +43,15 @@ impl Linear {
         let b = Payload::zeros((1, w.ncols()));
         let opt = OptState::new(opt, &[&w, &b]);
         let acc = Accumulator::new(&[&w, &b], min_update_interval)?;
-        Ok(Linear { w, b, opt, acc, acts: HashMap::new(), emulate: None, input_gradient: true })
+        Ok(Linear {
+            w,
+            b,
+            opt,
+            acc,
+            acts: Recorded::new("Linear"),
+            emulate: None,
+            input_gradient: true,
+        })
     }
 
     /// The same layer for an input nobody differentiates (the controller's data, the first
@@ -128,10 +136,7 @@ impl Node for Linear {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let (x, read) = self
-            .acts
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Linear", state: state.clone() })?;
+        let (x, read) = self.acts.take(&state)?;
         if g.dim() != (x.nrows(), self.w.ncols()) {
             return Err(MpError::Shape {
                 kind: self.kind(),
