@@ -23,6 +23,7 @@ pub mod recorded;
 pub mod runtime;
 pub mod staleness;
 pub mod state;
+pub mod text;
 pub mod trace;
 
 pub use controller::{Controller, InstanceResult, Source};

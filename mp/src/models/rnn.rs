@@ -26,7 +26,7 @@ pub struct RnnSpec {
 }
 
 /// Leave a loop: pop the counter (backward: push it back as `len`, where the loop ended).
-fn exit_loop() -> Isu {
+pub(crate) fn exit_loop() -> Isu {
     Isu::new(
         |s| (s.counter() == Some(s.len)).then(|| s.clone().pop()),
         |s| Some(s.clone().push(s.len)),
@@ -34,7 +34,7 @@ fn exit_loop() -> Isu {
 }
 
 /// Enter a loop: push counter 0 (backward: pop it).
-fn enter_loop() -> Isu {
+pub(crate) fn enter_loop() -> Isu {
     Isu::new(|s| Some(s.clone().push(0)), |s| (s.counter() == Some(0)).then(|| s.clone().pop()))
 }
 

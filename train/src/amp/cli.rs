@@ -8,7 +8,9 @@ use ordo::engine::STALENESS_BUCKETS;
 use ordo_mp::optimizer::Optimizer;
 
 use super::list_reduction::generate;
-use super::tasks::{list_graph, list_instances, load_fashion, mnist_graph, mnist_instances};
+use super::tasks::{
+    list_graph, list_instances, load_fashion, mnist_graph, mnist_instances, text_graph,
+};
 use super::train::{EpochPoint, Schedule, time_to_target, train};
 use crate::plot::{Chart, Series, line_chart};
 
@@ -101,6 +103,12 @@ pub struct AmpArgs {
     /// Fashion-MNIST directory.
     #[arg(long, default_value = "../shared/datasets/fashion_mnist")]
     pub data: PathBuf,
+    /// Load the graph from this text description (`ordo_mp::text`) instead of building the
+    /// task's; its controller must take the task's inputs (mnist: data, labels;
+    /// list-reduction: tokens, initial state, labels). `--replicas` and `--hidden` then do not
+    /// apply.
+    #[arg(long)]
+    pub graph: Option<PathBuf>,
     /// Where to write `epochs.csv`, `accuracy_time.png`, `accuracy_epochs.png`.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -120,7 +128,10 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
                 mnist_instances(&d.train, a.train_examples.unwrap_or(60_000), a.batch, 0);
             let val_set = mnist_instances(&d.test, a.val_examples.unwrap_or(10_000), a.batch, 0);
             let opt = optimizer(a.optimizer, Opt::Sgd, a.lr.unwrap_or(0.1), a.momentum);
-            let g = mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?;
+            let g = match &a.graph {
+                Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
+                None => mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?,
+            };
             (g, Arc::new(train_set), Arc::new(val_set), a.target.unwrap_or(0.80))
         }
         Task::ListReduction => {
@@ -128,7 +139,10 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let tr = generate(a.train_examples.unwrap_or(100_000), a.seed, 1);
             let va = generate(a.val_examples.unwrap_or(10_000), a.seed, 2);
             let opt = optimizer(a.optimizer, Opt::Adam, a.lr.unwrap_or(0.002), a.momentum);
-            let g = list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?;
+            let g = match &a.graph {
+                Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
+                None => list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?,
+            };
             (
                 g,
                 Arc::new(list_instances(&tr, a.batch, hidden, 0)),
