@@ -19,9 +19,11 @@ pub mod node;
 pub mod nodes;
 pub mod optimizer;
 pub mod queue;
+pub mod recorded;
 pub mod runtime;
 pub mod staleness;
 pub mod state;
+pub mod text;
 pub mod trace;
 
 pub use controller::{Controller, InstanceResult, Source};

@@ -38,7 +38,7 @@ impl Default for RunConfig {
 }
 
 /// What a run produced.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunReport {
     /// The loss's result for each instance, in completion order.
     pub results: Vec<InstanceResult>,

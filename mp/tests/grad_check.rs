@@ -125,6 +125,29 @@ fn linear() {
     assert_eq!(node.params().len(), 2);
 }
 
+/// A first layer (`without_input_gradient`) accumulates the same parameter gradients as the
+/// full layer, bit for bit, and sends back an empty input gradient.
+#[test]
+fn linear_without_input_gradient_keeps_parameter_gradients() {
+    let (w, x, c) =
+        (common::matrix(4, 3, 1.0, 1), common::matrix(2, 4, 1.0, 2), common::matrix(2, 3, 1.0, 3));
+    let run = |l: &mut Linear| {
+        let mut e = Emit::new(true);
+        l.forward(0, st(0), x.clone(), &mut e).unwrap();
+        l.backward(0, st(0), c.clone(), &mut e).unwrap();
+        match e.out.pop() {
+            Some(Out::Backward { port: 0, payload, .. }) => payload.dim(),
+            other => panic!("expected a backward message, got {other:?}"),
+        }
+    };
+    let mut full = Linear::new(w.clone(), Optimizer::sgd(0.1), 100).unwrap();
+    let mut first = Linear::new(w, Optimizer::sgd(0.1), 100).unwrap().without_input_gradient();
+    assert_eq!(run(&mut full), (2, 4));
+    assert_eq!(run(&mut first), (0, 0));
+    let (a, b) = (full.accumulated(), first.accumulated());
+    assert_eq!((a.0, a.1, a.2), (b.0, b.1, b.2));
+}
+
 #[test]
 fn relu() {
     // Away from the kink so that finite differences see the derivative.

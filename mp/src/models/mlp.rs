@@ -31,7 +31,9 @@ pub fn mlp(
     let mut chain = vec![ctrl];
     let mut linears = Vec::new();
     for (i, w) in dims.windows(2).enumerate() {
-        let l = b.add(Linear::new(init(w[0], w[1]), opt, min_update_interval)?);
+        let l = Linear::new(init(w[0], w[1]), opt, min_update_interval)?;
+        // The first layer's input is the controller's data: nobody reads its gradient.
+        let l = b.add(if i == 0 { l.without_input_gradient() } else { l });
         b.place(l, i % workers)?;
         linears.push(l);
         chain.push(l);

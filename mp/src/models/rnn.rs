@@ -26,7 +26,7 @@ pub struct RnnSpec {
 }
 
 /// Leave a loop: pop the counter (backward: push it back as `len`, where the loop ended).
-fn exit_loop() -> Isu {
+pub(crate) fn exit_loop() -> Isu {
     Isu::new(
         |s| (s.counter() == Some(s.len)).then(|| s.clone().pop()),
         |s| Some(s.clone().push(s.len)),
@@ -34,7 +34,7 @@ fn exit_loop() -> Isu {
 }
 
 /// Enter a loop: push counter 0 (backward: pop it).
-fn enter_loop() -> Isu {
+pub(crate) fn enter_loop() -> Isu {
     Isu::new(|s| Some(s.clone().push(0)), |s| (s.counter() == Some(0)).then(|| s.clone().pop()))
 }
 
@@ -67,12 +67,12 @@ pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<Node
         b.add(Linear::new(init(spec.hidden, spec.classes), spec.opt, spec.min_update_interval)?);
     let loss = b.add(SoftmaxLoss::new());
     let mut cells = Vec::new();
+    // One initial cell, copied into every replica: replicas are one layer held r times (§5).
+    // Replicas initialized apart would hold hidden units in no common order, and the
+    // end-of-epoch average of such cells is no trained cell at all.
+    let w0 = init(spec.hidden + spec.vocab, spec.hidden);
     for i in 0..r {
-        let cell = b.add(Linear::new(
-            init(spec.hidden + spec.vocab, spec.hidden),
-            spec.opt,
-            spec.min_update_interval,
-        )?);
+        let cell = b.add(Linear::new(w0.clone(), spec.opt, spec.min_update_interval)?);
         b.place(cell, if workers > 1 { 1 + i % (workers - 1) } else { 0 })?;
         b.connect(split, i, cell, 0)?;
         b.connect(cell, 0, join, i)?;
@@ -98,4 +98,34 @@ pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<Node
         b.replicas(cells.clone())?;
     }
     Ok((b.build(workers)?, cells))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Payload;
+
+    /// Every replica starts as the same cell, so the end-of-epoch average of replicas that have
+    /// not trained yet is that cell again.
+    #[test]
+    fn replicas_start_as_one_cell() {
+        let spec = RnnSpec {
+            vocab: 3,
+            hidden: 4,
+            classes: 2,
+            replicas: 3,
+            opt: Optimizer::sgd(0.1),
+            min_update_interval: 1,
+        };
+        let mut seed = 0.0;
+        let mut init = |din, dout| {
+            seed += 1.0;
+            Payload::from_shape_fn((din, dout), |(i, j)| seed + (i * dout + j) as f32)
+        };
+        let (mut g, cells) = rnn(spec, &mut init, 4).unwrap();
+        let before = g.params();
+        assert!(cells.iter().all(|c| before[c.0] == before[cells[0].0]));
+        g.average_replicas();
+        assert_eq!(g.params(), before);
+    }
 }

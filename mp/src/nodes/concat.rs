@@ -1,11 +1,10 @@
 //! `Concat`: joins the payloads of several parents with the same state, column-wise.
 
-use std::collections::HashMap;
-
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
+use crate::recorded::Recorded;
 use crate::state::State;
 
 /// Forward: waits for all inputs' payloads for a state, then emits `[x₀ | x₁ | …]` and records
@@ -14,7 +13,7 @@ use crate::state::State;
 pub struct Concat {
     inputs: usize,
     cache: Gather,
-    widths: HashMap<State, Vec<usize>>,
+    widths: Recorded<Vec<usize>>,
 }
 
 impl Concat {
@@ -24,7 +23,7 @@ impl Concat {
     /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Concat::new(2)), 2);
     /// ```
     pub fn new(inputs: usize) -> Concat {
-        Concat { inputs, cache: Gather::default(), widths: HashMap::new() }
+        Concat { inputs, cache: Gather::default(), widths: Recorded::new("Concat") }
     }
 }
 
@@ -66,10 +65,7 @@ impl Node for Concat {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let widths = self
-            .widths
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Concat", state: state.clone() })?;
+        let widths = self.widths.take(&state)?;
         if widths.iter().sum::<usize>() != g.ncols() {
             return Err(MpError::Shape {
                 kind: "Concat",

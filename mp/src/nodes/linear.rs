@@ -1,6 +1,5 @@
 //! `Linear`: the parameterized payload transform (PPT) of a fully connected layer, `y = x W + b`.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use crate::accumulate::Accumulator;
@@ -8,6 +7,7 @@ use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::recorded::Recorded;
 use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
@@ -29,8 +29,11 @@ pub struct Linear {
     opt: OptState,
     acc: Accumulator,
     /// Forward inputs and the parameter version they read, by state.
-    acts: HashMap<State, (Payload, u64)>,
+    acts: Recorded<(Payload, u64)>,
     emulate: Option<f64>,
+    /// Whether the backward computes the input gradient `g Wᵀ` (see
+    /// [`Linear::without_input_gradient`]).
+    input_gradient: bool,
 }
 
 impl Linear {
@@ -40,7 +43,31 @@ impl Linear {
         let b = Payload::zeros((1, w.ncols()));
         let opt = OptState::new(opt, &[&w, &b]);
         let acc = Accumulator::new(&[&w, &b], min_update_interval)?;
-        Ok(Linear { w, b, opt, acc, acts: HashMap::new(), emulate: None })
+        Ok(Linear {
+            w,
+            b,
+            opt,
+            acc,
+            acts: Recorded::new("Linear"),
+            emulate: None,
+            input_gradient: true,
+        })
+    }
+
+    /// The same layer for an input nobody differentiates (the controller's data, the first
+    /// layer of an MLP): its backward skips the product `g Wᵀ` — a third of its work — and
+    /// sends an empty (`0 × 0`) gradient back, which only completes the instance's
+    /// bookkeeping. The emulated device still charges the full backward of Appendix C, which
+    /// charges every layer alike.
+    ///
+    /// ```
+    /// use ordo_mp::{nodes::Linear, optimizer::Optimizer};
+    /// let l = Linear::new(ndarray::Array2::zeros((3, 2)), Optimizer::sgd(0.1), 1).unwrap();
+    /// let _first_layer = l.without_input_gradient();
+    /// ```
+    pub fn without_input_gradient(mut self) -> Linear {
+        self.input_gradient = false;
+        self
     }
 
     /// The gradients accumulated since the last update (sums, for `W` and `b`).
@@ -109,10 +136,7 @@ impl Node for Linear {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let (x, read) = self
-            .acts
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Linear", state: state.clone() })?;
+        let (x, read) = self.acts.take(&state)?;
         if g.dim() != (x.nrows(), self.w.ncols()) {
             return Err(MpError::Shape {
                 kind: self.kind(),
@@ -125,9 +149,10 @@ impl Node for Linear {
             Payload::zeros(x.raw_dim())
         } else {
             let sums = self.acc.sums_mut();
-            sums[0] += &x.t().dot(&g);
+            // `sums[0] += xᵀ g` in place: no temporary of W's size per gradient.
+            ndarray::linalg::general_mat_mul(1.0, &x.t(), &g, 1.0, &mut sums[0]);
             sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
-            g.dot(&self.w.t())
+            if self.input_gradient { g.dot(&self.w.t()) } else { Payload::zeros((0, 0)) }
         };
         e.out.extend(self.acc.added(read));
         e.backward(0, state, dx);

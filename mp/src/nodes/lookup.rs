@@ -1,6 +1,6 @@
 //! `Lookup`: the lookup-table PPT (embeddings), the paper's other parameterized transform.
 
-use std::collections::HashMap;
+use crate::recorded::Recorded;
 
 use crate::accumulate::Accumulator;
 use crate::error::MpError;
@@ -21,7 +21,7 @@ pub struct Lookup {
     opt: OptState,
     acc: Accumulator,
     /// Forward ids and the parameter version they read, by state.
-    ids: HashMap<State, (Vec<usize>, u64)>,
+    ids: Recorded<(Vec<usize>, u64)>,
 }
 
 impl Lookup {
@@ -38,7 +38,7 @@ impl Lookup {
     ) -> Result<Lookup, MpError> {
         let opt = OptState::new(opt, &[&table]);
         let acc = Accumulator::new(&[&table], min_update_interval)?;
-        Ok(Lookup { table, opt, acc, ids: HashMap::new() })
+        Ok(Lookup { table, opt, acc, ids: Recorded::new("Lookup") })
     }
 }
 
@@ -83,10 +83,7 @@ impl Node for Lookup {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let (ids, read) = self
-            .ids
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Lookup", state: state.clone() })?;
+        let (ids, read) = self.ids.take(&state)?;
         if g.dim() != (ids.len(), self.table.ncols()) {
             return Err(MpError::Shape {
                 kind: "Lookup",

@@ -1,12 +1,11 @@
 //! `Phi`: the join of several control-flow paths.
 
-use std::collections::HashMap;
-
 use ordo::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
+use crate::recorded::Recorded;
 use crate::state::State;
 
 /// Forward: passes a message from any input to the output, recording the input it came from
@@ -15,7 +14,7 @@ use crate::state::State;
 #[derive(Debug)]
 pub struct Phi {
     inputs: usize,
-    origin: HashMap<State, usize>,
+    origin: Recorded<usize>,
     latest: usize,
 }
 
@@ -26,7 +25,7 @@ impl Phi {
     /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Phi::new(2)), 2);
     /// ```
     pub fn new(inputs: usize) -> Phi {
-        Phi { inputs, origin: HashMap::new(), latest: 0 }
+        Phi { inputs, origin: Recorded::new("Phi"), latest: 0 }
     }
 }
 
@@ -63,10 +62,7 @@ impl Node for Phi {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let origin = self
-            .origin
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Phi", state: state.clone() })?;
+        let origin = self.origin.take(&state)?;
         let to = if mutation::active(Mutant::AmpPhiForgetsOrigin) { self.latest } else { origin };
         e.backward(to, state, g);
         Ok(())

@@ -1,23 +1,28 @@
 //! `Relu`: a non-parameterized payload transform.
 
-use std::collections::HashMap;
-
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
+use crate::recorded::Recorded;
 use crate::state::State;
 
 /// `y = max(x, 0)`; keeps the input keyed by state for the backward `g ⊙ [x > 0]`. The state
 /// passes through unchanged in both directions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Relu {
-    acts: HashMap<State, Payload>,
+    acts: Recorded<Payload>,
 }
 
 impl Relu {
     /// A ReLU node.
     pub fn new() -> Relu {
-        Relu::default()
+        Relu { acts: Recorded::new("Relu") }
+    }
+}
+
+impl Default for Relu {
+    fn default() -> Relu {
+        Relu::new()
     }
 }
 
@@ -54,10 +59,7 @@ impl Node for Relu {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        let x = self
-            .acts
-            .remove(&state)
-            .ok_or_else(|| MpError::NoForward { kind: "Relu", state: state.clone() })?;
+        let x = self.acts.take(&state)?;
         if x.dim() != g.dim() {
             return Err(MpError::Shape {
                 kind: self.kind(),

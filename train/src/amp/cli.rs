@@ -8,7 +8,9 @@ use ordo::engine::STALENESS_BUCKETS;
 use ordo_mp::optimizer::Optimizer;
 
 use super::list_reduction::generate;
-use super::tasks::{list_graph, list_instances, load_fashion, mnist_graph, mnist_instances};
+use super::tasks::{
+    list_graph, list_instances, load_fashion, mnist_graph, mnist_instances, text_graph,
+};
 use super::train::{EpochPoint, Schedule, time_to_target, train};
 use crate::plot::{Chart, Series, line_chart};
 
@@ -19,6 +21,27 @@ pub enum Task {
     Mnist,
     /// Vanilla ReLU RNN (hidden 128) on the list-reduction task of Appendix B.2.
     ListReduction,
+}
+
+/// Which optimizer the parameterized nodes use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Opt {
+    /// (Momentum) SGD.
+    Sgd,
+    /// Adam.
+    Adam,
+}
+
+/// The optimizer `opt` (else `default`) at learning rate `lr` with `momentum` (SGD's μ or
+/// Adam's β₁) if given.
+fn optimizer(opt: Option<Opt>, default: Opt, lr: f32, momentum: Option<f32>) -> Optimizer {
+    match (opt.unwrap_or(default), Optimizer::adam(lr)) {
+        (Opt::Sgd, _) => Optimizer::Sgd { lr, momentum: momentum.unwrap_or(0.0) },
+        (Opt::Adam, Optimizer::Adam { beta2, eps, beta1, .. }) => {
+            Optimizer::Adam { lr, beta1: momentum.unwrap_or(beta1), beta2, eps }
+        }
+        (Opt::Adam, adam) => adam,
+    }
 }
 
 /// Arguments of `ordo-train amp`.
@@ -39,6 +62,9 @@ pub struct AmpArgs {
     /// Replicas of the RNN cell (list-reduction).
     #[arg(long, default_value_t = 1)]
     pub replicas: usize,
+    /// Replica averages per epoch (1: at the epoch's end, as §5 does).
+    #[arg(long, default_value_t = 1)]
+    pub replica_syncs: usize,
     /// Sleep as long as a device of this many flop/s would compute, instead of computing
     /// (Appendix C); accuracies are then meaningless, throughputs are the point.
     #[arg(long)]
@@ -61,6 +87,13 @@ pub struct AmpArgs {
     /// Learning rate (mnist: SGD 0.1; list-reduction: Adam 0.002 by default).
     #[arg(long)]
     pub lr: Option<f32>,
+    /// Optimizer (mnist: SGD, list-reduction: Adam by default).
+    #[arg(long, value_enum)]
+    pub optimizer: Option<Opt>,
+    /// Momentum μ of SGD, or β₁ of Adam (default 0 for SGD, 0.9 for Adam). Asynchrony acts as
+    /// momentum of its own (Mitliagkas et al., cited in §6), so high `--mak` may want less.
+    #[arg(long)]
+    pub momentum: Option<f32>,
     /// Target validation accuracy for the time-to-target figure.
     #[arg(long)]
     pub target: Option<f64>,
@@ -70,6 +103,12 @@ pub struct AmpArgs {
     /// Fashion-MNIST directory.
     #[arg(long, default_value = "../shared/datasets/fashion_mnist")]
     pub data: PathBuf,
+    /// Load the graph from this text description (`ordo_mp::text`) instead of building the
+    /// task's; its controller must take the task's inputs (mnist: data, labels;
+    /// list-reduction: tokens, initial state, labels). `--replicas` and `--hidden` then do not
+    /// apply.
+    #[arg(long)]
+    pub graph: Option<PathBuf>,
     /// Where to write `epochs.csv`, `accuracy_time.png`, `accuracy_epochs.png`.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -88,16 +127,22 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let train_set =
                 mnist_instances(&d.train, a.train_examples.unwrap_or(60_000), a.batch, 0);
             let val_set = mnist_instances(&d.test, a.val_examples.unwrap_or(10_000), a.batch, 0);
-            let opt = Optimizer::sgd(a.lr.unwrap_or(0.1));
-            let g = mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?;
+            let opt = optimizer(a.optimizer, Opt::Sgd, a.lr.unwrap_or(0.1), a.momentum);
+            let g = match &a.graph {
+                Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
+                None => mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?,
+            };
             (g, Arc::new(train_set), Arc::new(val_set), a.target.unwrap_or(0.80))
         }
         Task::ListReduction => {
             let hidden = a.hidden.unwrap_or(128);
             let tr = generate(a.train_examples.unwrap_or(100_000), a.seed, 1);
             let va = generate(a.val_examples.unwrap_or(10_000), a.seed, 2);
-            let opt = Optimizer::adam(a.lr.unwrap_or(0.002));
-            let g = list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?;
+            let opt = optimizer(a.optimizer, Opt::Adam, a.lr.unwrap_or(0.002), a.momentum);
+            let g = match &a.graph {
+                Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
+                None => list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?,
+            };
             (
                 g,
                 Arc::new(list_instances(&tr, a.batch, hidden, 0)),
@@ -114,7 +159,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     let label = format!("{:?} mak {} workers {} replicas {}", a.task, a.mak, a.workers, a.replicas);
-    let schedule = Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed };
+    let schedule =
+        Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed, replica_syncs: a.replica_syncs };
     let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
         bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
         bar.inc(1);

@@ -101,6 +101,21 @@ pub fn list_graph(
     Ok(rnn(spec, &mut glorot(seed), workers)?.0)
 }
 
+/// The graph described in `file` (`ordo_mp::text`), Glorot weights from `seed`.
+pub fn text_graph(
+    file: &Path,
+    opt: Optimizer,
+    mui: usize,
+    workers: usize,
+    seed: u64,
+) -> Result<Graph, Box<dyn std::error::Error>> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| format!("graph description {}: {e}", file.display()))?;
+    let (g, _) = ordo_mp::text::parse(&text, &mut glorot(seed), opt, mui, workers)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(g)
+}
+
 /// Load Fashion-MNIST from `dir`.
 pub fn load_fashion(
     dir: &Path,

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ordo_mp::staleness::StalenessHistogram;
-use ordo_mp::{Graph, MpError, RunConfig, Source, run};
+use ordo_mp::{Graph, MpError, RunConfig, RunReport, Source, run};
 
 use crate::rng::SplitMix64;
 
@@ -38,6 +38,9 @@ pub struct Schedule {
     pub mak: usize,
     /// Shuffle seed.
     pub seed: u64,
+    /// Replica averages per epoch (§5 averages once, at the epoch's end): the epoch's order is
+    /// cut into this many runs, each followed by an average, so the pipeline drains this often.
+    pub replica_syncs: usize,
 }
 
 fn examples(src: &dyn Source, order: &[usize]) -> f64 {
@@ -65,9 +68,16 @@ pub fn train(
         }
         let cfg = RunConfig { max_active_keys: s.mak, ..RunConfig::default() };
         let before = total_staleness(graph);
-        let t = run(graph, train.clone(), order.clone(), &cfg)?;
+        let chunk = order.len().div_ceil(s.replica_syncs.max(1)).max(1);
+        let mut t = RunReport::default();
+        for part in order.chunks(chunk) {
+            let r = run(graph, train.clone(), part.to_vec(), &cfg)?;
+            graph.average_replicas();
+            t.results.extend(r.results);
+            t.max_active = t.max_active.max(r.max_active);
+            t.elapsed += r.elapsed;
+        }
         let staleness = total_staleness(graph).since(&before);
-        graph.average_replicas();
         let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
         wall += t.elapsed + v.elapsed;
         let p = EpochPoint {
@@ -114,7 +124,7 @@ mod tests {
         va.iter().for_each(|e| counts[e.answer] += 1);
         let majority = *counts.iter().max().unwrap() as f64 / va.len() as f64;
         let mut g = list_graph(64, 2, Optimizer::adam(0.003), 1, 2, 1).unwrap();
-        let s = Schedule { epochs: 4, mak: 4, seed: 1 };
+        let s = Schedule { epochs: 4, mak: 4, seed: 1, replica_syncs: 1 };
         let curve = train(
             &mut g,
             Arc::new(list_instances(&tr, 50, 64, 0)),
