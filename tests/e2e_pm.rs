@@ -7,7 +7,7 @@
 use indicatif::ProgressBar;
 use ordo_pm::PmMode;
 use ordo_train::kge::data::Dataset;
-use ordo_train::kge::pm::{PmConfig, PmRun, train_pm};
+use ordo_train::kge::pm::{PmConfig, PmNegatives, PmRun, train_pm};
 use ordo_train::kge::score::ScoreFn;
 use ordo_train::kge::train::{Mode, TrainConfig, train};
 
@@ -26,7 +26,7 @@ fn config() -> TrainConfig {
 }
 
 fn pm_run(d: &Dataset, mode: PmMode) -> PmRun {
-    let pm = PmConfig { mode, nodes: 4, intent_offset: 2 };
+    let pm = PmConfig { mode, nodes: 4, intent_offset: 2, negatives: PmNegatives::default() };
     train_pm(d, &config(), pm, &ProgressBar::hidden()).expect("the PM run trains")
 }
 

@@ -18,7 +18,7 @@ use super::npy;
 use super::npy::NpyError;
 use super::optim::Optimizer;
 use super::plot;
-use super::pm::{PmConfig, PmTrainError, train_pm};
+use super::pm::{PmConfig, PmNegatives, PmTrainError, train_pm};
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
@@ -174,6 +174,10 @@ struct KgeOpts {
     /// Batches (clocks) ahead that --pm nodes signal intent [default: 2].
     #[arg(long, global = true)]
     intent_offset: Option<u64>,
+    /// Where --pm nodes draw negatives: local (among the keys the node holds, paper 002) or
+    /// global (as the engine's runs) [default: local].
+    #[arg(long, global = true, value_enum)]
+    pm_negatives: Option<PmNegatives>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long, global = true)]
     #[serde(skip)]
@@ -269,7 +273,8 @@ impl KgeOpts {
             resume,
             pm,
             pm_nodes,
-            intent_offset
+            intent_offset,
+            pm_negatives
         )
     }
 
@@ -292,8 +297,13 @@ impl KgeOpts {
     /// it (or PM flags without `--pm`).
     fn pm_config(&self, subcommand: bool) -> Result<Option<PmConfig>, ConfigError> {
         let Some(mode) = self.pm else {
-            if self.pm_nodes.is_some() || self.intent_offset.is_some() {
-                return Err(ConfigError::Unsupported("--pm-nodes and --intent-offset need --pm"));
+            if self.pm_nodes.is_some()
+                || self.intent_offset.is_some()
+                || self.pm_negatives.is_some()
+            {
+                return Err(ConfigError::Unsupported(
+                    "--pm-nodes, --intent-offset and --pm-negatives need --pm",
+                ));
             }
             return Ok(None);
         };
@@ -314,7 +324,12 @@ impl KgeOpts {
         if nodes == 0 {
             return Err(ConfigError::Unsupported("--pm-nodes must be at least 1"));
         }
-        Ok(Some(PmConfig { mode, nodes, intent_offset: self.intent_offset.unwrap_or(2) }))
+        Ok(Some(PmConfig {
+            mode,
+            nodes,
+            intent_offset: self.intent_offset.unwrap_or(2),
+            negatives: self.pm_negatives.unwrap_or_default(),
+        }))
     }
 
     fn mode(&self) -> Mode {
@@ -528,10 +543,11 @@ fn train_with_progress(
 /// `--pm`: train over the in-process AdaPM cluster, print the `pm:` line and the test metrics.
 fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(), BoxError> {
     println!(
-        "pm {} · {} nodes · intent offset {} · {:?} dim {} · batch {} · {} epochs · seed {}",
+        "pm {} · {} nodes · intent offset {} · {} negatives · {:?} dim {} · batch {} · {} epochs · seed {}",
         pm.mode,
         pm.nodes,
         pm.intent_offset,
+        pm.negatives.name(),
         cfg.score,
         cfg.dim,
         cfg.batch_size,

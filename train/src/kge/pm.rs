@@ -17,12 +17,16 @@
 //! reports is the PM's traffic ([`PmStats`]) and the model's filtered test metrics, read after
 //! the cluster is quiescent (when every node agrees on every key, see `ordo_pm::node`).
 //!
-//! Negatives are drawn as in the engine's runs ([`super::batch`], uniform over all entities by
-//! default), not by `ordo_pm::sampling::sample_local`; so every batch needs keys from the whole
-//! table, as in the paper's baselines without local sampling.
+//! Negatives ([`PmNegatives`]): by default each node draws its batch's negatives with
+//! `ordo_pm::sampling::sample_local` among the entity keys it holds at that moment (paper 002's
+//! local sampling), so negatives cause no remote access and need no intent: intents cover the
+//! positives' entity rows and the relation rows only. With `global` they are drawn as in the
+//! engine's runs ([`super::batch`], uniform over all entities by default), so every batch needs
+//! keys from the whole table, as in the paper's baselines without local sampling.
 
-use super::batch::KgeBatch;
+use super::batch::{KgeBatch, Sampling};
 use super::data::Dataset;
+use super::data::Triple;
 use super::eval::{Filter, Metrics};
 use super::gpu::Device;
 use super::step::KgeModel;
@@ -30,7 +34,10 @@ use super::train::{TrainConfig, TrainError, metrics};
 use indicatif::ProgressBar;
 use ordo::engine::{Batch, BatchRows, Model};
 use ordo_pm::cluster::{Cluster, NodeHandle};
+use ordo_pm::sampling::sample_local;
 use ordo_pm::{Key, PmError, PmMode, PmStats};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -42,7 +49,13 @@ const QUIESCE_TIMEOUT: Duration = Duration::from_secs(120);
 /// ```
 /// use ordo_pm::PmMode;
 /// use ordo_train::kge::pm::PmConfig;
-/// let pm = PmConfig { mode: PmMode::AdaPm, nodes: 2, intent_offset: 2 };
+/// use ordo_train::kge::pm::PmNegatives;
+/// let pm = PmConfig {
+///     mode: PmMode::AdaPm,
+///     nodes: 2,
+///     intent_offset: 2,
+///     negatives: PmNegatives::Local,
+/// };
 /// assert_eq!(pm.mode.name(), "adapm");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +66,35 @@ pub struct PmConfig {
     pub nodes: usize,
     /// Clocks (batches) between a node's intent signal for a batch and its access.
     pub intent_offset: u64,
+    /// Where each node draws its negatives from.
+    pub negatives: PmNegatives,
+}
+
+/// Where a `--pm` node draws its batch's negatives from (`--pm-negatives`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PmNegatives {
+    /// Uniformly among the entity keys the node holds locally (owned or replicated) when it
+    /// steps the batch (paper 002 §3, local sampling): no remote access, no intent.
+    #[default]
+    Local,
+    /// As the engine's runs draw them (`--neg-sampling`, uniform over all entities by
+    /// default), announced by intent with the batch's other keys.
+    Global,
+}
+
+impl PmNegatives {
+    /// The flag's value.
+    ///
+    /// ```
+    /// assert_eq!(ordo_train::kge::pm::PmNegatives::Local.name(), "local");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            PmNegatives::Local => "local",
+            PmNegatives::Global => "global",
+        }
+    }
 }
 
 /// Why a PM run failed.
@@ -224,7 +266,8 @@ fn batch_relations(b: &KgeBatch, relations: usize, reciprocal: bool) -> Vec<usiz
 }
 
 /// One batch as the PM sees it: its keys (entity rows first, in the batch's row order, then its
-/// relation rows) and the relation rows themselves.
+/// relation rows) and the relation rows themselves. With local negatives the batch holds the
+/// positives only, and the node adds the negatives when it steps it.
 struct PmBatch<'a> {
     batch: &'a Batch<KgeBatch>,
     relations: Vec<usize>,
@@ -252,8 +295,13 @@ pub fn train_pm(
         layout.initial(k, &init_rows, &init_dense)
     })?;
     let sampling = cfg.sampling(d);
+    // With local negatives the planned batches carry none: the node draws them at its step.
+    let planned = match pm.negatives {
+        PmNegatives::Global => sampling,
+        PmNegatives::Local => Sampling { negatives: 0, ..sampling },
+    };
     let batches: Vec<Batch<KgeBatch>> =
-        (0..cfg.epochs).flat_map(|e| sampling.epoch_batches(&d.train, e)).collect();
+        (0..cfg.epochs).flat_map(|e| planned.epoch_batches(&d.train, e)).collect();
     progress.set_length(batches.len() as u64);
     let relations = d.relations.len();
     // Global batch i goes to node i mod N.
@@ -271,8 +319,9 @@ pub fn train_pm(
             .map(|(n, plan)| {
                 let (h, model) = (cluster.handle(n), model.clone());
                 let dense = init_dense.clone();
+                let local = (pm.negatives == PmNegatives::Local).then_some(sampling);
                 s.spawn(move || {
-                    run_node(&h?, model, dense, plan, layout, pm.intent_offset, progress)
+                    run_node(&h?, model, dense, plan, layout, pm.intent_offset, local, progress)
                 })
             })
             .collect();
@@ -310,8 +359,10 @@ pub fn train_pm(
 }
 
 /// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
-/// `t + offset`, pull, step, push the change, advance the clock. Returns the summed loss and the
-/// number of positives stepped.
+/// `t + offset`, pull, step, push the change, advance the clock. With `local` (the run's
+/// sampling), first draw the batch's negatives among the node's local entity keys. Returns the
+/// summed loss and the number of positives stepped.
+#[allow(clippy::too_many_arguments)]
 fn run_node(
     h: &NodeHandle,
     mut model: KgeModel,
@@ -319,6 +370,7 @@ fn run_node(
     plan: &[PmBatch<'_>],
     layout: Layout,
     offset: u64,
+    local: Option<Sampling>,
     progress: &ProgressBar,
 ) -> Result<(f64, u64), PmTrainError> {
     let (ew, w) = (layout.entity_width, layout.width);
@@ -332,23 +384,28 @@ fn run_node(
     }
     let (mut loss_sum, mut positives) = (0.0, 0u64);
     let mut values = Vec::new();
-    for (t, b) in plan.iter().enumerate() {
+    for (t, planned) in plan.iter().enumerate() {
         signal(t + offset as usize)?;
-        values.resize(b.keys.len() * w, 0.0);
-        h.pull(&b.keys, &mut values)?;
-        let ne = b.batch.rows.len();
+        let drawn = local.map(|s| with_local_negatives(h, &s, planned, layout));
+        let (batch, keys) = match &drawn {
+            Some((batch, keys)) => (batch, keys.as_slice()),
+            None => (planned.batch, planned.keys.as_slice()),
+        };
+        values.resize(keys.len() * w, 0.0);
+        h.pull(keys, &mut values)?;
+        let ne = batch.rows.len();
         let mut rows: Vec<f32> =
             values.chunks(w).take(ne).flat_map(|k| k[..ew].iter().copied()).collect();
         let before = rows.clone();
-        for (&r, key) in b.relations.iter().zip(values.chunks(w).skip(ne)) {
+        for (&r, key) in planned.relations.iter().zip(values.chunks(w).skip(ne)) {
             layout.key_to_relation(r, key, &mut dense);
         }
         model.set_dense(&dense);
-        let mut batch_rows = BatchRows::new(&b.batch.rows, ew, &mut rows)
+        let mut batch_rows = BatchRows::new(&batch.rows, ew, &mut rows)
             .expect("the batch's rows are sorted and the buffer is rows × width");
-        model.step(&b.batch.data, &mut batch_rows).map_err(TrainError::Step)?;
-        positives += b.batch.data.pos.len() as u64;
-        loss_sum += model.take_loss() * b.batch.data.pos.len() as f64;
+        model.step(&batch.data, &mut batch_rows).map_err(TrainError::Step)?;
+        positives += batch.data.pos.len() as u64;
+        loss_sum += model.take_loss() * batch.data.pos.len() as f64;
         // The additive update: each pulled row's change by this step.
         let mut updates = vec![0.0; values.len()];
         for ((u, new), old) in updates.chunks_mut(w).zip(rows.chunks(ew)).zip(before.chunks(ew)) {
@@ -356,18 +413,53 @@ fn run_node(
         }
         let after = model.dense();
         let mut new_key = vec![0.0; w];
-        for ((&r, u), old) in
-            b.relations.iter().zip(updates.chunks_mut(w).skip(ne)).zip(values.chunks(w).skip(ne))
+        for ((&r, u), old) in planned
+            .relations
+            .iter()
+            .zip(updates.chunks_mut(w).skip(ne))
+            .zip(values.chunks(w).skip(ne))
         {
             layout.relation_to_key(r, &after, &mut new_key);
             u.iter_mut().zip(new_key.iter().zip(old)).for_each(|(u, (n, o))| *u = n - o);
         }
         dense = after;
-        h.push(&b.keys, &updates)?;
+        h.push(keys, &updates)?;
         h.advance_clock();
         progress.inc(1);
     }
     Ok((loss_sum, positives))
+}
+
+/// Batch `b` (planned without negatives) with `s.negatives` negatives per chunk and side drawn
+/// by `sample_local` among the entity keys node `h` holds now, seeded by `(s.seed, batch id)`.
+/// If the node holds no entity key, the negatives are drawn uniformly over all entities.
+fn with_local_negatives(
+    h: &NodeHandle,
+    s: &Sampling,
+    b: &PmBatch<'_>,
+    layout: Layout,
+) -> (Batch<KgeBatch>, Vec<Key>) {
+    let planned = b.batch;
+    let global = |l: u32| planned.rows[l as usize] as u32;
+    let positives: Vec<Triple> = planned
+        .data
+        .pos
+        .iter()
+        .map(|&(hd, r, tl)| Triple { h: global(hd), r, t: global(tl) })
+        .collect();
+    let per_side = positives.len().div_ceil(s.chunk.max(1)) * s.negatives;
+    let mut rng = StdRng::seed_from_u64(s.seed ^ planned.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let entities = layout.entities as Key;
+    let mut drawn = h.with_node(|n| sample_local(n, 2 * per_side, &mut rng, |k| k < entities));
+    if drawn.is_empty() {
+        drawn = (0..2 * per_side).map(|_| rng.random_range(0..entities)).collect();
+    }
+    let neg: Vec<u32> = drawn.into_iter().map(|k| k as u32).collect();
+    let (neg_t, neg_h) = neg.split_at(per_side);
+    let batch = s.assemble(planned.id, &positives, neg_t.to_vec(), neg_h.to_vec());
+    let keys = batch.rows.iter().copied();
+    let keys = keys.chain(b.relations.iter().map(|&r| layout.relation_key(r))).collect();
+    (batch, keys)
 }
 
 #[cfg(test)]
@@ -378,7 +470,12 @@ mod tests {
     fn zero_nodes_is_a_typed_error() {
         let d = Dataset::load("nations").unwrap();
         let cfg = TrainConfig { dim: 8, epochs: 1, ..TrainConfig::default() };
-        let pm = PmConfig { mode: PmMode::AdaPm, nodes: 0, intent_offset: 1 };
+        let pm = PmConfig {
+            mode: PmMode::AdaPm,
+            nodes: 0,
+            intent_offset: 1,
+            negatives: PmNegatives::Local,
+        };
         let e = train_pm(&d, &cfg, pm, &ProgressBar::hidden()).unwrap_err();
         assert!(matches!(e, PmTrainError::NoNodes) && e.is_bad_input(), "{e}");
     }
