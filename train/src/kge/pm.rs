@@ -115,6 +115,14 @@ pub enum PmTrainError {
     /// A node's training thread panicked.
     #[error("the training thread of node {0} panicked")]
     NodePanicked(usize),
+    /// The MPI job's size differs from the one its launcher announced.
+    #[error("mpirun announced {launcher} ranks but MPI has {mpi}")]
+    MpiSize {
+        /// Ranks in the launcher's environment ([`mpi_launch`]).
+        launcher: usize,
+        /// Ranks in MPI's world communicator.
+        mpi: usize,
+    },
 }
 
 impl PmTrainError {
@@ -274,55 +282,120 @@ struct PmBatch<'a> {
     keys: Vec<Key>,
 }
 
-/// Train on `d` with the parameters in an in-process AdaPM cluster, then evaluate on the test
-/// split. `progress` advances by one per batch.
-pub fn train_pm(
-    d: &Dataset,
-    cfg: &TrainConfig,
-    pm: PmConfig,
-    progress: &ProgressBar,
-) -> Result<PmRun, PmTrainError> {
-    if pm.nodes == 0 {
-        return Err(PmTrainError::NoNodes);
-    }
-    if cfg.device != Device::Cpu {
-        return Err(PmTrainError::Device);
-    }
-    let (model, store) = cfg.init(d)?;
-    let layout = Layout::of(cfg, d);
-    let (init_rows, init_dense) = (store.snapshot(), model.dense());
-    let cluster = Cluster::in_process(pm.nodes, layout.keys(), layout.width, pm.mode, |k| {
-        layout.initial(k, &init_rows, &init_dense)
-    })?;
+/// What every node of a run starts from: the model (for its step and dense state), the table's
+/// layout and initial values, and every node's plan (global batch `i` goes to node `i mod N`).
+struct Prepared<'a> {
+    model: KgeModel,
+    layout: Layout,
+    init_rows: Vec<f32>,
+    init_dense: Vec<f32>,
+    /// The run's sampling, for nodes that draw negatives locally (`None` with global ones).
+    local: Option<Sampling>,
+    batches: &'a [Batch<KgeBatch>],
+}
+
+/// The batches of every epoch as the nodes step them (without negatives when they are drawn
+/// locally at the step).
+fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<KgeBatch>> {
     let sampling = cfg.sampling(d);
     // With local negatives the planned batches carry none: the node draws them at its step.
     let planned = match pm.negatives {
         PmNegatives::Global => sampling,
         PmNegatives::Local => Sampling { negatives: 0, ..sampling },
     };
-    let batches: Vec<Batch<KgeBatch>> =
-        (0..cfg.epochs).flat_map(|e| planned.epoch_batches(&d.train, e)).collect();
-    progress.set_length(batches.len() as u64);
-    let relations = d.relations.len();
-    // Global batch i goes to node i mod N.
-    let mut plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|_| Vec::new()).collect();
-    for (i, b) in batches.iter().enumerate() {
-        let rels = batch_relations(&b.data, relations, cfg.reciprocal);
-        let keys = b.rows.iter().copied().chain(rels.iter().map(|&r| layout.relation_key(r)));
-        plans[i % pm.nodes].push(PmBatch { batch: b, keys: keys.collect(), relations: rels });
+    (0..cfg.epochs).flat_map(|e| planned.epoch_batches(&d.train, e)).collect()
+}
+
+impl<'a> Prepared<'a> {
+    fn new(
+        d: &Dataset,
+        cfg: &TrainConfig,
+        pm: PmConfig,
+        batches: &'a [Batch<KgeBatch>],
+    ) -> Result<Self, PmTrainError> {
+        if pm.nodes == 0 {
+            return Err(PmTrainError::NoNodes);
+        }
+        if cfg.device != Device::Cpu {
+            return Err(PmTrainError::Device);
+        }
+        let (model, store) = cfg.init(d)?;
+        let layout = Layout::of(cfg, d);
+        let (init_rows, init_dense) = (store.snapshot(), model.dense());
+        let local = (pm.negatives == PmNegatives::Local).then_some(cfg.sampling(d));
+        Ok(Prepared { model, layout, init_rows, init_dense, local, batches })
     }
+
+    /// Node `n`'s batches of a run on `nodes` nodes, with their keys.
+    fn plan(&self, d: &Dataset, cfg: &TrainConfig, n: usize, nodes: usize) -> Vec<PmBatch<'a>> {
+        let relations = d.relations.len();
+        let layout = self.layout;
+        self.batches
+            .iter()
+            .skip(n)
+            .step_by(nodes)
+            .map(|b| {
+                let rels = batch_relations(&b.data, relations, cfg.reciprocal);
+                let keys = b.rows.iter().copied();
+                let keys = keys.chain(rels.iter().map(|&r| layout.relation_key(r))).collect();
+                PmBatch { batch: b, keys, relations: rels }
+            })
+            .collect()
+    }
+
+    /// Run a node's `plan` on handle `h` (see [`run_node`]).
+    fn train_node(
+        &self,
+        h: &NodeHandle,
+        plan: &[PmBatch<'_>],
+        offset: u64,
+        progress: &ProgressBar,
+    ) -> Result<(f64, u64), PmTrainError> {
+        let (model, dense) = (self.model.clone(), self.init_dense.clone());
+        run_node(h, model, dense, plan, self.layout, offset, self.local, progress)
+    }
+
+    /// Filtered test metrics of the final table (`keys × width`, row-major).
+    fn evaluate(&self, d: &Dataset, cfg: &TrainConfig, table: &[f32]) -> Metrics {
+        let layout = self.layout;
+        let (ew, w) = (layout.entity_width, layout.width);
+        let rows: Vec<f32> =
+            table.chunks(w).take(layout.entities).flat_map(|k| k[..ew].iter().copied()).collect();
+        let mut dense = self.init_dense.clone();
+        for (r, key) in table.chunks(w).skip(layout.entities).enumerate() {
+            layout.key_to_relation(r, key, &mut dense);
+        }
+        let rel = &dense[..layout.relation_rows * layout.rdim];
+        let limit =
+            if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
+        metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d))
+    }
+}
+
+/// Train on `d` with the parameters in an in-process AdaPM cluster of `pm.nodes` nodes (threads
+/// as nodes), then evaluate on the test split. `progress` advances by one per batch.
+pub fn train_pm(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    progress: &ProgressBar,
+) -> Result<PmRun, PmTrainError> {
+    let batches = planned_batches(d, cfg, pm);
+    let p = Prepared::new(d, cfg, pm, &batches)?;
+    let layout = p.layout;
+    let cluster = Cluster::in_process(pm.nodes, layout.keys(), layout.width, pm.mode, |k| {
+        layout.initial(k, &p.init_rows, &p.init_dense)
+    })?;
+    progress.set_length(batches.len() as u64);
+    let plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|n| p.plan(d, cfg, n, pm.nodes)).collect();
     let start = Instant::now();
     let outcomes: Vec<Result<(f64, u64), PmTrainError>> = std::thread::scope(|s| {
         let workers: Vec<_> = plans
             .iter()
             .enumerate()
             .map(|(n, plan)| {
-                let (h, model) = (cluster.handle(n), model.clone());
-                let dense = init_dense.clone();
-                let local = (pm.negatives == PmNegatives::Local).then_some(sampling);
-                s.spawn(move || {
-                    run_node(&h?, model, dense, plan, layout, pm.intent_offset, local, progress)
-                })
+                let (h, p) = (cluster.handle(n), &p);
+                s.spawn(move || p.train_node(&h?, plan, pm.intent_offset, progress))
             })
             .collect();
         workers
@@ -344,18 +417,75 @@ pub fn train_pm(
     let all: Vec<Key> = (0..layout.keys()).collect();
     let mut table = vec![0.0; all.len() * layout.width];
     cluster.handle(0)?.pull(&all, &mut table)?;
-    let (ew, w) = (layout.entity_width, layout.width);
-    let rows: Vec<f32> =
-        table.chunks(w).take(layout.entities).flat_map(|k| k[..ew].iter().copied()).collect();
-    let mut dense = init_dense;
-    for (r, key) in table.chunks(w).skip(layout.entities).enumerate() {
-        layout.key_to_relation(r, key, &mut dense);
-    }
-    let rel = &dense[..layout.relation_rows * layout.rdim];
-    let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
-    let test = metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d));
+    let test = p.evaluate(d, cfg, &table);
     let loss = loss_sum / positives.max(1) as f64;
     Ok(PmRun { nodes: pm.nodes, stats, loss, triples: positives, wall_s, test })
+}
+
+/// The rank and size of the MPI job this process was started in by `mpirun` (Open MPI's
+/// `OMPI_COMM_WORLD_*` or the PMI variables of MPICH's launcher), read from the environment
+/// before MPI is initialized; `None` outside `mpirun`.
+///
+/// ```
+/// // Under `cargo test` no launcher set these.
+/// assert_eq!(ordo_train::kge::pm::mpi_launch(), None);
+/// ```
+pub fn mpi_launch() -> Option<(usize, usize)> {
+    let var = |name: &str| std::env::var(name).ok()?.parse::<usize>().ok();
+    let ompi = var("OMPI_COMM_WORLD_RANK").zip(var("OMPI_COMM_WORLD_SIZE"));
+    ompi.or_else(|| var("PMI_RANK").zip(var("PMI_SIZE")))
+}
+
+/// Train on `d` as one node of an MPI job (this process's rank; `mpirun -n N`, every rank
+/// running this with the same arguments), over `ordo_pm::mpi`: the process's communication
+/// thread is the only one calling MPI, this thread trains. Every rank builds the same initial
+/// table and batch order from the seed and steps its share (global batch `i` on rank `i mod
+/// N`). After quiescence every rank holds the final table; rank 0 evaluates it and gets
+/// `Some(run)`, with the counters summed over ranks; the other ranks get `None`. `pm.nodes`
+/// must be the job's size (from [`mpi_launch`]).
+#[cfg(feature = "mpi")]
+pub fn train_pm_mpi(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    progress: &ProgressBar,
+) -> Result<Option<PmRun>, PmTrainError> {
+    let batches = planned_batches(d, cfg, pm);
+    let p = Prepared::new(d, cfg, pm, &batches)?;
+    let layout = p.layout;
+    let (init_rows, init_dense) = (p.init_rows.clone(), p.init_dense.clone());
+    let init = move |k| layout.initial(k, &init_rows, &init_dense);
+    let out = ordo_pm::mpi::run_node(layout.keys(), layout.width, pm.mode, init, |h, n, nodes| {
+        if nodes != pm.nodes {
+            return Err(PmTrainError::MpiSize { launcher: pm.nodes, mpi: nodes });
+        }
+        let plan = p.plan(d, cfg, n, nodes);
+        if n == 0 {
+            // Rank 0 shows its own batches: the others step as many, give or take one.
+            progress.set_length(plan.len() as u64);
+        }
+        let start = Instant::now();
+        let done = p.train_node(h, &plan, pm.intent_offset, progress)?;
+        Ok((done, start))
+    })?;
+    let ((loss_sum, positives), start) = out.result?;
+    let wall_s = start.elapsed().as_secs_f64();
+    if out.owners.iter().any(|&o| o != 1) {
+        let bad = out.owners.iter().position(|&o| o != 1).unwrap_or(0);
+        return Err(PmError::Transport(format!(
+            "key {bad} has {} owners at quiescence",
+            out.owners[bad]
+        ))
+        .into());
+    }
+    if out.rank != 0 {
+        return Ok(None);
+    }
+    let test = p.evaluate(d, cfg, &out.table);
+    // Each rank's positives: rank 0 knows its own; the whole run stepped every planned batch.
+    let triples = batches.iter().map(|b| b.data.pos.len() as u64).sum::<u64>();
+    let loss = loss_sum / positives.max(1) as f64;
+    Ok(Some(PmRun { nodes: out.nodes, stats: out.stats, loss, triples, wall_s, test }))
 }
 
 /// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
