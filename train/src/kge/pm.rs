@@ -34,7 +34,6 @@ use super::train::{TrainConfig, TrainError, metrics};
 use indicatif::ProgressBar;
 use ordo::engine::{Batch, BatchRows, Model};
 use ordo_pm::cluster::{Cluster, NodeHandle};
-use ordo_pm::sampling::sample_local;
 use ordo_pm::{Key, PmError, PmMode, PmStats};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -43,6 +42,9 @@ use thiserror::Error;
 
 /// How long the cluster may take to become quiescent after training.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a node's first batch waits for its keys to arrive (see [`run_node`]).
+const WARM_UP: Duration = Duration::from_secs(2);
 
 /// The parameter-manager side of a run.
 ///
@@ -512,11 +514,15 @@ fn run_node(
     for t in 0..(offset as usize).min(plan.len()) {
         signal(t)?;
     }
+    // ... and the first batch waits (up to WARM_UP) for its keys rather than pulling them remotely.
+    if let (Some(first), true) = (plan.first(), offset > 0) {
+        h.wait_local(&first.keys, WARM_UP);
+    }
     let (mut loss_sum, mut positives) = (0.0, 0u64);
     let mut values = Vec::new();
     for (t, planned) in plan.iter().enumerate() {
         signal(t + offset as usize)?;
-        let drawn = local.map(|s| with_local_negatives(h, &s, planned, layout));
+        let drawn = local.map(|s| with_local_negatives(h, &s, planned, layout)).transpose()?;
         let (batch, keys) = match &drawn {
             Some((batch, keys)) => (batch, keys.as_slice()),
             None => (planned.batch, planned.keys.as_slice()),
@@ -568,7 +574,7 @@ fn with_local_negatives(
     s: &Sampling,
     b: &PmBatch<'_>,
     layout: Layout,
-) -> (Batch<KgeBatch>, Vec<Key>) {
+) -> Result<(Batch<KgeBatch>, Vec<Key>), PmError> {
     let planned = b.batch;
     let global = |l: u32| planned.rows[l as usize] as u32;
     let positives: Vec<Triple> = planned
@@ -580,7 +586,9 @@ fn with_local_negatives(
     let per_side = positives.len().div_ceil(s.chunk.max(1)) * s.negatives;
     let mut rng = StdRng::seed_from_u64(s.seed ^ planned.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let entities = layout.entities as Key;
-    let mut drawn = h.with_node(|n| sample_local(n, 2 * per_side, &mut rng, |k| k < entities));
+    // Intent until the end of this clock: the drawn keys stay here until the push.
+    let end = h.clock() + 1;
+    let mut drawn = h.sample_local(2 * per_side, &mut rng, |k| k < entities, end)?;
     if drawn.is_empty() {
         drawn = (0..2 * per_side).map(|_| rng.random_range(0..entities)).collect();
     }
@@ -589,7 +597,7 @@ fn with_local_negatives(
     let batch = s.assemble(planned.id, &positives, neg_t.to_vec(), neg_h.to_vec());
     let keys = batch.rows.iter().copied();
     let keys = keys.chain(b.relations.iter().map(|&r| layout.relation_key(r))).collect();
-    (batch, keys)
+    Ok((batch, keys))
 }
 
 #[cfg(test)]
