@@ -1,7 +1,8 @@
-//! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`.
+//! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`, or under
+//! `mpirun -n N` with feature `mpi` ([`train_pm_mpi`], each rank one node).
 //!
 //! The parameters live in an in-process [`Cluster`] of `N` nodes (threads as nodes, see
-//! `ordo_pm::cluster`): one key per entity row (`[embedding | optimizer state]`, as in the
+//! `ordo_pm::cluster`), or in the `N` ranks of an MPI job (`ordo_pm::mpi`): one key per entity row (`[embedding | optimizer state]`, as in the
 //! engine's store) and, after them, one key per relation row (`[parameters | optimizer state]`,
 //! zero-padded to the table's width). Each node has one training thread that works on its share
 //! of the batches (global batch `i` goes to node `i mod N`, epoch after epoch) and, per batch:
@@ -18,9 +19,11 @@
 //! the cluster is quiescent (when every node agrees on every key, see `ordo_pm::node`).
 //!
 //! Negatives ([`PmNegatives`]): by default each node draws its batch's negatives with
-//! `ordo_pm::sampling::sample_local` among the entity keys it holds at that moment (paper 002's
-//! local sampling), so negatives cause no remote access and need no intent: intents cover the
-//! positives' entity rows and the relation rows only. With `global` they are drawn as in the
+//! `NodeHandle::sample_local` among the entity keys it holds at that moment (paper 002's local
+//! sampling), which also signals intent for the drawn keys until the end of the clock, so they
+//! stay local until the step's push (without it the owner relocated ~2,000–4,000 of them per
+//! node and epoch away mid-step on WordNet); the planned intents cover the positives' entity
+//! rows and the relation rows. With `global` they are drawn as in the
 //! engine's runs ([`super::batch`], uniform over all entities by default), so every batch needs
 //! keys from the whole table, as in the paper's baselines without local sampling.
 
