@@ -92,6 +92,45 @@ impl NodeHandle {
         });
     }
 
+    /// Local sampling with intent: under one lock, draw `n` keys that `accept` admits among those
+    /// this node holds ([`crate::sampling::sample_local`]) and signal intent to access them until
+    /// the clock reaches `end` ([`Node::intent_now`]), so they stay local until then. Empty if
+    /// the node holds no admitted key.
+    pub fn sample_local<R: rand::Rng + ?Sized>(
+        &self,
+        n: usize,
+        rng: &mut R,
+        accept: impl Fn(Key) -> bool,
+        end: u64,
+    ) -> Result<Vec<Key>, PmError> {
+        self.step(|node, out| {
+            let drawn = crate::sampling::sample_local(node, n, rng, accept);
+            node.intent_now(&drawn, end, out)?;
+            Ok(drawn)
+        })
+    }
+
+    /// Block until this node holds every one of `keys` (owned or replicated) or `timeout` has
+    /// passed; whether it holds them. For the start of training: the intents for the first
+    /// batches are signaled when they are already due, so without this wait their keys would
+    /// be pulled remotely while their relocations are still on the way.
+    pub fn wait_local(&self, keys: &[Key], timeout: Duration) -> bool {
+        let held = |n: &Node| keys.iter().all(|&k| n.owns(k) || n.replica(k).is_some());
+        let deadline = Instant::now() + timeout;
+        let mut node = self.shared.lock();
+        loop {
+            if held(&node) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            let wait = left.min(Duration::from_millis(1));
+            node = self.shared.answered.wait_timeout(node, wait).expect("a node thread panicked").0;
+        }
+    }
+
     /// This node's clock.
     pub fn clock(&self) -> u64 {
         self.shared.lock().clock()

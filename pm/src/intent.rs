@@ -87,6 +87,22 @@ impl IntentBook {
         out
     }
 
+    /// Record an intent and act on it at once, bypassing the timing rule: for an access at the
+    /// current clock, which any timing rule admits (the rule acts on every intent whose start is
+    /// not past the horizon, and the horizon is never behind the clock). `Some(On)` if it is the
+    /// key's first active intent.
+    pub fn activate(&mut self, intent: Intent) -> Option<Transition> {
+        let c = self.count.entry(intent.key).or_insert(0);
+        *c += 1;
+        let on = *c == 1;
+        self.active.entry(intent.end).or_default().push(intent);
+        on.then(|| {
+            let e = self.epoch.entry(intent.key).or_insert(0);
+            *e += 1;
+            Transition::On(intent.key, *e)
+        })
+    }
+
     /// Whether some intent of this node for `key` is active.
     pub fn is_active(&self, key: Key) -> bool {
         self.count.contains_key(&key)

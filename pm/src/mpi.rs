@@ -2,9 +2,10 @@
 //! communication thread per process which initializes MPI with `Threading::Funneled` and is the
 //! only thread that ever calls MPI; training threads use a [`NodeHandle`] exactly as in-process.
 //!
-//! Messages are point-to-point sends of the JSON encoding of a [`Message`] (tag 0); MPI's
-//! non-overtaking rule gives the FIFO-per-pair order routing needs. `bytes_sent` counts the
-//! binary size [`Message::wire_bytes`], not the JSON. Sends are blocking standard sends: rows are
+//! Messages are point-to-point sends of the CBOR encoding (ciborium) of a [`Message`] (tag 0);
+//! MPI's non-overtaking rule gives the FIFO-per-pair order routing needs. `bytes_sent` counts
+//! the binary size [`Message::wire_bytes`], not the CBOR (JSON, used before, spent most of a
+//! 4-rank WordNet run formatting and parsing floats). Sends are blocking standard sends: rows are
 //! small (below OpenMPI's eager limit), so a send completes without the peer receiving.
 //!
 //! Quiescence across processes ([`run_node`] after the training closure returns): a
@@ -48,7 +49,8 @@ impl Transport for MpiTransport {
         self.world.size() as usize
     }
     fn send(&self, to: NodeId, msg: Message) -> Result<(), PmError> {
-        let bytes = serde_json::to_vec(&msg).map_err(|e| PmError::Transport(e.to_string()))?;
+        let mut bytes = Vec::new();
+        ciborium::into_writer(&msg, &mut bytes).map_err(|e| PmError::Transport(e.to_string()))?;
         self.world.process_at_rank(to as i32).send(&bytes[..]);
         self.sent.set(self.sent.get() + 1);
         Ok(())
@@ -59,7 +61,7 @@ impl Transport for MpiTransport {
             if let Some(probed) = self.world.any_process().immediate_matched_probe() {
                 let (bytes, status) = probed.matched_receive_vec::<u8>();
                 self.received.set(self.received.get() + 1);
-                let msg = serde_json::from_slice(&bytes)
+                let msg = ciborium::from_reader(&bytes[..])
                     .map_err(|e| PmError::Transport(e.to_string()))?;
                 return Ok(Some((status.source_rank() as NodeId, msg)));
             }

@@ -254,6 +254,43 @@ impl Node {
         Ok(())
     }
 
+    /// Signal intent to access `keys` now, until the clock reaches `end` (`> clock`), and act on
+    /// it at once instead of at the next round (see [`IntentBook::activate`]). For keys the node
+    /// drew from those it holds ([`crate::sampling::sample_local`]): with the node registered as
+    /// a holder at once, another node's intent arriving before the access makes the owner
+    /// replicate the key instead of relocating it away, and a replica is not dropped under the
+    /// access. Call it under the same lock as the draw ([`crate::cluster::NodeHandle::sample_local`]).
+    ///
+    /// ```
+    /// use ordo_pm::{Node, PmMode};
+    /// let mut n = Node::new(0, 2, 4, 1, PmMode::AdaPm, |_| vec![0.0]).unwrap();
+    /// let mut out = Vec::new();
+    /// n.intent_now(&[0], 1, &mut out).unwrap();
+    /// assert!(out.is_empty()); // node 0 owns key 0: it holds intent for it without a message
+    /// assert!(!n.intents_done());
+    /// ```
+    pub fn intent_now(&mut self, keys: &[Key], end: u64, out: &mut Outbox) -> Result<(), PmError> {
+        let start = self.clock;
+        if end <= start {
+            return Err(PmError::EmptyIntent { start, end });
+        }
+        for &k in keys {
+            self.check_key(k)?;
+        }
+        if !self.mode.uses_intents() {
+            return Ok(());
+        }
+        for &key in keys {
+            if let Some(Transition::On(key, epoch)) =
+                self.intents.activate(Intent { key, start, end })
+            {
+                let node = self.me;
+                self.route(key, ToOwner::IntentOn { node, epoch }, out);
+            }
+        }
+        Ok(())
+    }
+
     /// Advance this node's clock by one.
     pub fn advance_clock(&mut self) {
         self.clock += 1;

@@ -214,6 +214,13 @@ impl Simulation {
         self.node_mut(n)?.intent(keys, start, end)
     }
 
+    /// `intent_now` at node `n` (intent from its clock until `end`, acted on at once).
+    pub fn intent_now(&mut self, n: NodeId, keys: &[Key], end: u64) -> Result<(), PmError> {
+        let mut out = Vec::new();
+        self.node_mut(n)?.intent_now(keys, end, &mut out)?;
+        self.post(n, out).map_err(|v| PmError::Transport(v.to_string()))
+    }
+
     /// `advance_clock` at node `n`.
     pub fn advance_clock(&mut self, n: NodeId) -> Result<(), PmError> {
         self.node_mut(n)?.advance_clock();

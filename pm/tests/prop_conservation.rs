@@ -13,11 +13,32 @@ use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
 enum Op {
-    Intent { node: usize, keys: Vec<u64>, ahead: u64, len: u64 },
-    Push { node: usize, key: u64, delta: i8 },
-    Advance { node: usize },
-    Round { node: usize },
-    Deliver { n: u8 },
+    Intent {
+        node: usize,
+        keys: Vec<u64>,
+        ahead: u64,
+        len: u64,
+    },
+    /// An intent acted on at once, as local sampling signals it (`Node::intent_now`).
+    IntentNow {
+        node: usize,
+        keys: Vec<u64>,
+        len: u64,
+    },
+    Push {
+        node: usize,
+        key: u64,
+        delta: i8,
+    },
+    Advance {
+        node: usize,
+    },
+    Round {
+        node: usize,
+    },
+    Deliver {
+        n: u8,
+    },
 }
 
 const NODES: usize = 3;
@@ -27,6 +48,8 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => (0..NODES, prop::collection::vec(0..KEYS, 1..3), 0u64..4, 1u64..6)
             .prop_map(|(node, keys, ahead, len)| Op::Intent { node, keys, ahead, len }),
+        1 => (0..NODES, prop::collection::vec(0..KEYS, 1..3), 1u64..4)
+            .prop_map(|(node, keys, len)| Op::IntentNow { node, keys, len }),
         4 => (0..NODES, 0..KEYS, -4i8..5).prop_map(|(node, key, delta)| Op::Push { node, key, delta }),
         2 => (0..NODES).prop_map(|node| Op::Advance { node }),
         2 => (0..NODES).prop_map(|node| Op::Round { node }),
@@ -49,6 +72,10 @@ proptest! {
                 Op::Intent { node, keys, ahead, len } => {
                     let start = sim.node(node).clock() + ahead;
                     sim.intent(node, &keys, start, start + len).unwrap();
+                }
+                Op::IntentNow { node, keys, len } => {
+                    let end = sim.node(node).clock() + len;
+                    sim.intent_now(node, &keys, end).map_err(|e| TestCaseError::fail(e.to_string()))?
                 }
                 // Integer-valued updates: f32 sums are exact, so equality is the right check.
                 Op::Push { node, key, delta } => {

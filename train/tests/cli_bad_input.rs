@@ -85,10 +85,11 @@ fn a_checkpoint_of_another_model_exits_2_and_a_config_file_is_overridden_by_flag
 /// each exits with status 2 and says which flag, before reading the dataset.
 #[test]
 fn bad_pm_flag_combinations_exit_2() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--pm", "adapm", "--pm-nodes", "0"], "--pm-nodes must be at least 1"),
-        (&["--pm-nodes", "2"], "--pm-nodes and --intent-offset need --pm"),
-        (&["--intent-offset", "3"], "--pm-nodes and --intent-offset need --pm"),
+        (&["--pm-nodes", "2"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),
+        (&["--intent-offset", "3"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),
+        (&["--pm-negatives", "global"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),
         (&["--pm", "static", "--mode", "sync"], "--pm does not go with --mode"),
         (&["--pm", "adapm", "--save", "emb"], "--pm does not go with --save"),
     ];

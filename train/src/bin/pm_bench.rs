@@ -6,14 +6,14 @@
 //!
 //! ```text
 //! cargo run --release -p ordo-train --bin pm_bench -- --dataset ../shared/datasets/wordnet30 \
-//!     [--nodes 4] [--epochs 1] [--offset 2] [--sweep 0,1,2,4,8]
+//!     [--nodes 4] [--epochs 1] [--offset 2] [--sweep 0,1,2,4,8] [--pm-negatives local|global]
 //! ```
 
 use clap::Parser;
 use indicatif::ProgressBar;
 use ordo_pm::PmMode;
 use ordo_train::kge::data::Dataset;
-use ordo_train::kge::pm::{PmConfig, PmRun, train_pm};
+use ordo_train::kge::pm::{PmConfig, PmNegatives, PmRun, train_pm};
 use ordo_train::kge::score::ScoreFn;
 use ordo_train::kge::train::{Mode, TrainConfig, train};
 
@@ -58,6 +58,9 @@ struct Args {
     /// Intent offsets of the adapm sweep.
     #[arg(long, value_delimiter = ',', default_value = "0,1,2,4,8")]
     sweep: Vec<u64>,
+    /// Where the PM runs' nodes draw negatives.
+    #[arg(long, value_enum, default_value = "local")]
+    pm_negatives: PmNegatives,
 }
 
 fn row(label: &str, r: &PmRun, single: (f64, f64), adapm_bytes: Option<u64>) -> String {
@@ -104,11 +107,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let single_tps = single.triples_per_s(d.train.len());
     let base = (single.test.mrr, single_tps);
     let pm = |mode, nodes, intent_offset| -> Result<PmRun, Box<dyn std::error::Error>> {
-        eprintln!("running {mode} on {nodes} nodes, intent offset {intent_offset}");
-        Ok(train_pm(&d, &cfg, PmConfig { mode, nodes, intent_offset }, &ProgressBar::hidden())?)
+        let negatives = a.pm_negatives;
+        eprintln!(
+            "running {mode} on {nodes} nodes, intent offset {intent_offset}, {} negatives",
+            negatives.name()
+        );
+        let pm = PmConfig { mode, nodes, intent_offset, negatives };
+        Ok(train_pm(&d, &cfg, pm, &ProgressBar::hidden())?)
     };
     let header = "| run | remote_share | bytes_sent | bytes × adapm | relocations | replications | test MRR | MRR × single | triples/s | × single |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
-    println!("#### modes: {} nodes, intent offset {}\n\n{header}", a.nodes, a.offset);
+    println!(
+        "#### modes: {} nodes, intent offset {}, {} negatives\n\n{header}",
+        a.nodes,
+        a.offset,
+        a.pm_negatives.name()
+    );
     println!(
         "| single process (engine sync) | — | — | — | — | — | {:.4} | 1.000 | {single_tps:.0} | 1.00 |",
         single.test.mrr

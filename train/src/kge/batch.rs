@@ -98,6 +98,32 @@ impl Sampling {
                 )
             }
         };
+        self.assemble(id, positives, neg_t, neg_h)
+    }
+
+    /// Batch `id` from its positives and the global entity ids of its negatives (`negatives`
+    /// per chunk and side): the rows are the positives' and negatives' entities, sorted.
+    /// [`Sampling::batch`] draws the negatives itself; a caller that draws them elsewhere (e.g.
+    /// among a parameter-manager node's local keys) builds the batch with this.
+    ///
+    /// ```
+    /// use ordo_train::kge::batch::{NegSampling, Sampling};
+    /// use ordo_train::kge::data::Triple;
+    /// let s = Sampling { seed: 0, batch_size: 2, negatives: 1, chunk: 2, entities: 9,
+    ///     neg_sampling: NegSampling::Uniform };
+    /// let b = s.assemble(0, &[Triple { h: 1, r: 0, t: 5 }], vec![7], vec![3]);
+    /// assert_eq!(b.rows, vec![1, 3, 5, 7]);
+    /// assert_eq!((b.data.neg_tails[0], b.data.neg_heads[0]), (3, 1)); // rows 7 and 3
+    /// ```
+    pub fn assemble(
+        &self,
+        id: u64,
+        positives: &[Triple],
+        neg_t: Vec<u32>,
+        neg_h: Vec<u32>,
+    ) -> Batch<KgeBatch> {
+        let chunk = self.chunk.max(1);
+        let n = self.negatives;
         let mut rows: Vec<u64> = positives
             .iter()
             .flat_map(|t| [t.h as u64, t.t as u64])

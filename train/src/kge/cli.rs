@@ -18,7 +18,7 @@ use super::npy;
 use super::npy::NpyError;
 use super::optim::Optimizer;
 use super::plot;
-use super::pm::{PmConfig, PmTrainError, train_pm};
+use super::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
@@ -174,6 +174,10 @@ struct KgeOpts {
     /// Batches (clocks) ahead that --pm nodes signal intent [default: 2].
     #[arg(long, global = true)]
     intent_offset: Option<u64>,
+    /// Where --pm nodes draw negatives: local (among the keys the node holds, paper 002) or
+    /// global (as the engine's runs) [default: local].
+    #[arg(long, global = true, value_enum)]
+    pm_negatives: Option<PmNegatives>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long, global = true)]
     #[serde(skip)]
@@ -269,7 +273,8 @@ impl KgeOpts {
             resume,
             pm,
             pm_nodes,
-            intent_offset
+            intent_offset,
+            pm_negatives
         )
     }
 
@@ -292,8 +297,13 @@ impl KgeOpts {
     /// it (or PM flags without `--pm`).
     fn pm_config(&self, subcommand: bool) -> Result<Option<PmConfig>, ConfigError> {
         let Some(mode) = self.pm else {
-            if self.pm_nodes.is_some() || self.intent_offset.is_some() {
-                return Err(ConfigError::Unsupported("--pm-nodes and --intent-offset need --pm"));
+            if self.pm_nodes.is_some()
+                || self.intent_offset.is_some()
+                || self.pm_negatives.is_some()
+            {
+                return Err(ConfigError::Unsupported(
+                    "--pm-nodes, --intent-offset and --pm-negatives need --pm",
+                ));
             }
             return Ok(None);
         };
@@ -310,11 +320,30 @@ impl KgeOpts {
         if let Some((_, what)) = engine_only.into_iter().find(|(given, _)| *given) {
             return Err(ConfigError::PmIncompatible(what));
         }
-        let nodes = self.pm_nodes.unwrap_or(2);
+        let nodes = match mpi_launch() {
+            // Under mpirun the ranks are the nodes.
+            Some(_) if !cfg!(feature = "mpi") => {
+                return Err(ConfigError::Unsupported(
+                    "--pm under mpirun needs ordo-train built with --features mpi",
+                ));
+            }
+            Some(_) if self.pm_nodes.is_some() => {
+                return Err(ConfigError::Unsupported(
+                    "--pm-nodes does not go with mpirun (each rank is one node)",
+                ));
+            }
+            Some((_, size)) => size,
+            None => self.pm_nodes.unwrap_or(2),
+        };
         if nodes == 0 {
             return Err(ConfigError::Unsupported("--pm-nodes must be at least 1"));
         }
-        Ok(Some(PmConfig { mode, nodes, intent_offset: self.intent_offset.unwrap_or(2) }))
+        Ok(Some(PmConfig {
+            mode,
+            nodes,
+            intent_offset: self.intent_offset.unwrap_or(2),
+            negatives: self.pm_negatives.unwrap_or_default(),
+        }))
     }
 
     fn mode(&self) -> Mode {
@@ -388,8 +417,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let pm = o.pm_config(args.command.is_some())?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
-    let d = Dataset::load_with_progress(o.dataset(), !o.quiet)?;
-    eprintln!("{}", d.summary());
+    // Under mpirun only rank 0 of a --pm run prints (errors aside).
+    let silent = pm.is_some() && mpi_launch().is_some_and(|(rank, _)| rank != 0);
+    let d = Dataset::load_with_progress(o.dataset(), !o.quiet && !silent)?;
+    if !silent {
+        eprintln!("{}", d.summary());
+    }
     if let Some(KgeCommand::Eval) = args.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
         let (ents, rels) = npy::load(dir)?;
@@ -525,28 +558,58 @@ fn train_with_progress(
     Ok(r?)
 }
 
-/// `--pm`: train over the in-process AdaPM cluster, print the `pm:` line and the test metrics.
+/// `--pm`: train over the in-process AdaPM cluster, or as this rank's node under mpirun; print
+/// (on rank 0 only) the `pm:` line and the test metrics.
 fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(), BoxError> {
-    println!(
-        "pm {} · {} nodes · intent offset {} · {:?} dim {} · batch {} · {} epochs · seed {}",
-        pm.mode,
-        pm.nodes,
-        pm.intent_offset,
-        cfg.score,
-        cfg.dim,
-        cfg.batch_size,
-        cfg.epochs,
-        cfg.seed
-    );
+    let rank = mpi_launch().map(|(rank, _)| rank);
+    let quiet = quiet || rank.is_some_and(|r| r != 0);
+    if rank.is_none_or(|r| r == 0) {
+        println!(
+            "pm {} · {} nodes{} · intent offset {} · {} negatives · {:?} dim {} · batch {} · {} epochs · seed {}",
+            pm.mode,
+            pm.nodes,
+            if rank.is_some() { " (MPI ranks)" } else { "" },
+            pm.intent_offset,
+            pm.negatives.name(),
+            cfg.score,
+            cfg.dim,
+            cfg.batch_size,
+            cfg.epochs,
+            cfg.seed
+        );
+    }
     let style =
         ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} batches {elapsed}")
             .expect("valid template")
             .progress_chars("=> ");
     let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0).with_style(style) };
     bar.set_prefix(pm.mode.name());
-    let r = train_pm(d, cfg, pm, &bar);
+    let r = match rank {
+        Some(_) => train_pm_on_mpi(d, cfg, pm, &bar),
+        None => train_pm(d, cfg, pm, &bar).map(Some),
+    };
     bar.finish_and_clear();
-    let r = r?;
+    if let Some(r) = r? {
+        print_pm_run(&r, pm);
+    }
+    Ok(())
+}
+
+/// Under mpirun: this rank's node of the MPI job (`Some` on rank 0). Without the `mpi` feature
+/// [`KgeOpts::pm_config`] has refused `--pm` under mpirun before this is reached.
+fn train_pm_on_mpi(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    bar: &ProgressBar,
+) -> Result<Option<PmRun>, PmTrainError> {
+    #[cfg(feature = "mpi")]
+    return super::pm::train_pm_mpi(d, cfg, pm, bar);
+    #[cfg(not(feature = "mpi"))]
+    train_pm(d, cfg, pm, bar).map(Some)
+}
+
+fn print_pm_run(r: &PmRun, pm: PmConfig) {
     println!(
         "trained in {:.2} s ({:.0} triples/s), mean loss {:.4}",
         r.wall_s,
@@ -558,7 +621,6 @@ fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(
         "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
         pm.mode, r.test.mrr, r.test.hits1, r.test.hits3, r.test.hits10
     );
-    Ok(())
 }
 
 /// Advances the progress bar as the device stamps batches.

@@ -1,7 +1,8 @@
-//! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`.
+//! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`, or under
+//! `mpirun -n N` with feature `mpi` ([`train_pm_mpi`], each rank one node).
 //!
 //! The parameters live in an in-process [`Cluster`] of `N` nodes (threads as nodes, see
-//! `ordo_pm::cluster`): one key per entity row (`[embedding | optimizer state]`, as in the
+//! `ordo_pm::cluster`), or in the `N` ranks of an MPI job (`ordo_pm::mpi`): one key per entity row (`[embedding | optimizer state]`, as in the
 //! engine's store) and, after them, one key per relation row (`[parameters | optimizer state]`,
 //! zero-padded to the table's width). Each node has one training thread that works on its share
 //! of the batches (global batch `i` goes to node `i mod N`, epoch after epoch) and, per batch:
@@ -17,12 +18,18 @@
 //! reports is the PM's traffic ([`PmStats`]) and the model's filtered test metrics, read after
 //! the cluster is quiescent (when every node agrees on every key, see `ordo_pm::node`).
 //!
-//! Negatives are drawn as in the engine's runs ([`super::batch`], uniform over all entities by
-//! default), not by `ordo_pm::sampling::sample_local`; so every batch needs keys from the whole
-//! table, as in the paper's baselines without local sampling.
+//! Negatives ([`PmNegatives`]): by default each node draws its batch's negatives with
+//! `NodeHandle::sample_local` among the entity keys it holds at that moment (paper 002's local
+//! sampling), which also signals intent for the drawn keys until the end of the clock, so they
+//! stay local until the step's push (without it the owner relocated ~2,000–4,000 of them per
+//! node and epoch away mid-step on WordNet); the planned intents cover the positives' entity
+//! rows and the relation rows. With `global` they are drawn as in the
+//! engine's runs ([`super::batch`], uniform over all entities by default), so every batch needs
+//! keys from the whole table, as in the paper's baselines without local sampling.
 
-use super::batch::KgeBatch;
+use super::batch::{KgeBatch, Sampling};
 use super::data::Dataset;
+use super::data::Triple;
 use super::eval::{Filter, Metrics};
 use super::gpu::Device;
 use super::step::KgeModel;
@@ -31,18 +38,29 @@ use indicatif::ProgressBar;
 use ordo::engine::{Batch, BatchRows, Model};
 use ordo_pm::cluster::{Cluster, NodeHandle};
 use ordo_pm::{Key, PmError, PmMode, PmStats};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// How long the cluster may take to become quiescent after training.
 const QUIESCE_TIMEOUT: Duration = Duration::from_secs(120);
 
+/// How long a node's first batch waits for its keys to arrive (see [`run_node`]).
+const WARM_UP: Duration = Duration::from_secs(2);
+
 /// The parameter-manager side of a run.
 ///
 /// ```
 /// use ordo_pm::PmMode;
 /// use ordo_train::kge::pm::PmConfig;
-/// let pm = PmConfig { mode: PmMode::AdaPm, nodes: 2, intent_offset: 2 };
+/// use ordo_train::kge::pm::PmNegatives;
+/// let pm = PmConfig {
+///     mode: PmMode::AdaPm,
+///     nodes: 2,
+///     intent_offset: 2,
+///     negatives: PmNegatives::Local,
+/// };
 /// assert_eq!(pm.mode.name(), "adapm");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +71,35 @@ pub struct PmConfig {
     pub nodes: usize,
     /// Clocks (batches) between a node's intent signal for a batch and its access.
     pub intent_offset: u64,
+    /// Where each node draws its negatives from.
+    pub negatives: PmNegatives,
+}
+
+/// Where a `--pm` node draws its batch's negatives from (`--pm-negatives`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PmNegatives {
+    /// Uniformly among the entity keys the node holds locally (owned or replicated) when it
+    /// steps the batch (paper 002 §3, local sampling): no remote access, no intent.
+    #[default]
+    Local,
+    /// As the engine's runs draw them (`--neg-sampling`, uniform over all entities by
+    /// default), announced by intent with the batch's other keys.
+    Global,
+}
+
+impl PmNegatives {
+    /// The flag's value.
+    ///
+    /// ```
+    /// assert_eq!(ordo_train::kge::pm::PmNegatives::Local.name(), "local");
+    /// ```
+    pub fn name(self) -> &'static str {
+        match self {
+            PmNegatives::Local => "local",
+            PmNegatives::Global => "global",
+        }
+    }
 }
 
 /// Why a PM run failed.
@@ -73,6 +120,14 @@ pub enum PmTrainError {
     /// A node's training thread panicked.
     #[error("the training thread of node {0} panicked")]
     NodePanicked(usize),
+    /// The MPI job's size differs from the one its launcher announced.
+    #[error("mpirun announced {launcher} ranks but MPI has {mpi}")]
+    MpiSize {
+        /// Ranks in the launcher's environment ([`mpi_launch`]).
+        launcher: usize,
+        /// Ranks in MPI's world communicator.
+        mpi: usize,
+    },
 }
 
 impl PmTrainError {
@@ -224,56 +279,128 @@ fn batch_relations(b: &KgeBatch, relations: usize, reciprocal: bool) -> Vec<usiz
 }
 
 /// One batch as the PM sees it: its keys (entity rows first, in the batch's row order, then its
-/// relation rows) and the relation rows themselves.
+/// relation rows) and the relation rows themselves. With local negatives the batch holds the
+/// positives only, and the node adds the negatives when it steps it.
 struct PmBatch<'a> {
     batch: &'a Batch<KgeBatch>,
     relations: Vec<usize>,
     keys: Vec<Key>,
 }
 
-/// Train on `d` with the parameters in an in-process AdaPM cluster, then evaluate on the test
-/// split. `progress` advances by one per batch.
+/// What every node of a run starts from: the model (for its step and dense state), the table's
+/// layout and initial values, and every node's plan (global batch `i` goes to node `i mod N`).
+struct Prepared<'a> {
+    model: KgeModel,
+    layout: Layout,
+    init_rows: Vec<f32>,
+    init_dense: Vec<f32>,
+    /// The run's sampling, for nodes that draw negatives locally (`None` with global ones).
+    local: Option<Sampling>,
+    batches: &'a [Batch<KgeBatch>],
+}
+
+/// The batches of every epoch as the nodes step them (without negatives when they are drawn
+/// locally at the step).
+fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<KgeBatch>> {
+    let sampling = cfg.sampling(d);
+    // With local negatives the planned batches carry none: the node draws them at its step.
+    let planned = match pm.negatives {
+        PmNegatives::Global => sampling,
+        PmNegatives::Local => Sampling { negatives: 0, ..sampling },
+    };
+    (0..cfg.epochs).flat_map(|e| planned.epoch_batches(&d.train, e)).collect()
+}
+
+impl<'a> Prepared<'a> {
+    fn new(
+        d: &Dataset,
+        cfg: &TrainConfig,
+        pm: PmConfig,
+        batches: &'a [Batch<KgeBatch>],
+    ) -> Result<Self, PmTrainError> {
+        if pm.nodes == 0 {
+            return Err(PmTrainError::NoNodes);
+        }
+        if cfg.device != Device::Cpu {
+            return Err(PmTrainError::Device);
+        }
+        let (model, store) = cfg.init(d)?;
+        let layout = Layout::of(cfg, d);
+        let (init_rows, init_dense) = (store.snapshot(), model.dense());
+        let local = (pm.negatives == PmNegatives::Local).then_some(cfg.sampling(d));
+        Ok(Prepared { model, layout, init_rows, init_dense, local, batches })
+    }
+
+    /// Node `n`'s batches of a run on `nodes` nodes, with their keys.
+    fn plan(&self, d: &Dataset, cfg: &TrainConfig, n: usize, nodes: usize) -> Vec<PmBatch<'a>> {
+        let relations = d.relations.len();
+        let layout = self.layout;
+        self.batches
+            .iter()
+            .skip(n)
+            .step_by(nodes)
+            .map(|b| {
+                let rels = batch_relations(&b.data, relations, cfg.reciprocal);
+                let keys = b.rows.iter().copied();
+                let keys = keys.chain(rels.iter().map(|&r| layout.relation_key(r))).collect();
+                PmBatch { batch: b, keys, relations: rels }
+            })
+            .collect()
+    }
+
+    /// Run a node's `plan` on handle `h` (see [`run_node`]).
+    fn train_node(
+        &self,
+        h: &NodeHandle,
+        plan: &[PmBatch<'_>],
+        offset: u64,
+        progress: &ProgressBar,
+    ) -> Result<(f64, u64), PmTrainError> {
+        let (model, dense) = (self.model.clone(), self.init_dense.clone());
+        run_node(h, model, dense, plan, self.layout, offset, self.local, progress)
+    }
+
+    /// Filtered test metrics of the final table (`keys × width`, row-major).
+    fn evaluate(&self, d: &Dataset, cfg: &TrainConfig, table: &[f32]) -> Metrics {
+        let layout = self.layout;
+        let (ew, w) = (layout.entity_width, layout.width);
+        let rows: Vec<f32> =
+            table.chunks(w).take(layout.entities).flat_map(|k| k[..ew].iter().copied()).collect();
+        let mut dense = self.init_dense.clone();
+        for (r, key) in table.chunks(w).skip(layout.entities).enumerate() {
+            layout.key_to_relation(r, key, &mut dense);
+        }
+        let rel = &dense[..layout.relation_rows * layout.rdim];
+        let limit =
+            if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
+        metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d))
+    }
+}
+
+/// Train on `d` with the parameters in an in-process AdaPM cluster of `pm.nodes` nodes (threads
+/// as nodes), then evaluate on the test split. `progress` advances by one per batch.
 pub fn train_pm(
     d: &Dataset,
     cfg: &TrainConfig,
     pm: PmConfig,
     progress: &ProgressBar,
 ) -> Result<PmRun, PmTrainError> {
-    if pm.nodes == 0 {
-        return Err(PmTrainError::NoNodes);
-    }
-    if cfg.device != Device::Cpu {
-        return Err(PmTrainError::Device);
-    }
-    let (model, store) = cfg.init(d)?;
-    let layout = Layout::of(cfg, d);
-    let (init_rows, init_dense) = (store.snapshot(), model.dense());
+    let batches = planned_batches(d, cfg, pm);
+    let p = Prepared::new(d, cfg, pm, &batches)?;
+    let layout = p.layout;
     let cluster = Cluster::in_process(pm.nodes, layout.keys(), layout.width, pm.mode, |k| {
-        layout.initial(k, &init_rows, &init_dense)
+        layout.initial(k, &p.init_rows, &p.init_dense)
     })?;
-    let sampling = cfg.sampling(d);
-    let batches: Vec<Batch<KgeBatch>> =
-        (0..cfg.epochs).flat_map(|e| sampling.epoch_batches(&d.train, e)).collect();
     progress.set_length(batches.len() as u64);
-    let relations = d.relations.len();
-    // Global batch i goes to node i mod N.
-    let mut plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|_| Vec::new()).collect();
-    for (i, b) in batches.iter().enumerate() {
-        let rels = batch_relations(&b.data, relations, cfg.reciprocal);
-        let keys = b.rows.iter().copied().chain(rels.iter().map(|&r| layout.relation_key(r)));
-        plans[i % pm.nodes].push(PmBatch { batch: b, keys: keys.collect(), relations: rels });
-    }
+    let plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|n| p.plan(d, cfg, n, pm.nodes)).collect();
     let start = Instant::now();
     let outcomes: Vec<Result<(f64, u64), PmTrainError>> = std::thread::scope(|s| {
         let workers: Vec<_> = plans
             .iter()
             .enumerate()
             .map(|(n, plan)| {
-                let (h, model) = (cluster.handle(n), model.clone());
-                let dense = init_dense.clone();
-                s.spawn(move || {
-                    run_node(&h?, model, dense, plan, layout, pm.intent_offset, progress)
-                })
+                let (h, p) = (cluster.handle(n), &p);
+                s.spawn(move || p.train_node(&h?, plan, pm.intent_offset, progress))
             })
             .collect();
         workers
@@ -295,23 +422,82 @@ pub fn train_pm(
     let all: Vec<Key> = (0..layout.keys()).collect();
     let mut table = vec![0.0; all.len() * layout.width];
     cluster.handle(0)?.pull(&all, &mut table)?;
-    let (ew, w) = (layout.entity_width, layout.width);
-    let rows: Vec<f32> =
-        table.chunks(w).take(layout.entities).flat_map(|k| k[..ew].iter().copied()).collect();
-    let mut dense = init_dense;
-    for (r, key) in table.chunks(w).skip(layout.entities).enumerate() {
-        layout.key_to_relation(r, key, &mut dense);
-    }
-    let rel = &dense[..layout.relation_rows * layout.rdim];
-    let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
-    let test = metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d));
+    let test = p.evaluate(d, cfg, &table);
     let loss = loss_sum / positives.max(1) as f64;
     Ok(PmRun { nodes: pm.nodes, stats, loss, triples: positives, wall_s, test })
 }
 
+/// The rank and size of the MPI job this process was started in by `mpirun` (Open MPI's
+/// `OMPI_COMM_WORLD_*` or the PMI variables of MPICH's launcher), read from the environment
+/// before MPI is initialized; `None` outside `mpirun`.
+///
+/// ```
+/// // Under `cargo test` no launcher set these.
+/// assert_eq!(ordo_train::kge::pm::mpi_launch(), None);
+/// ```
+pub fn mpi_launch() -> Option<(usize, usize)> {
+    let var = |name: &str| std::env::var(name).ok()?.parse::<usize>().ok();
+    let ompi = var("OMPI_COMM_WORLD_RANK").zip(var("OMPI_COMM_WORLD_SIZE"));
+    ompi.or_else(|| var("PMI_RANK").zip(var("PMI_SIZE")))
+}
+
+/// Train on `d` as one node of an MPI job (this process's rank; `mpirun -n N`, every rank
+/// running this with the same arguments), over `ordo_pm::mpi`: the process's communication
+/// thread is the only one calling MPI, this thread trains. Every rank builds the same initial
+/// table and batch order from the seed and steps its share (global batch `i` on rank `i mod
+/// N`). After quiescence every rank holds the final table; rank 0 evaluates it and gets
+/// `Some(run)`, with the counters summed over ranks; the other ranks get `None`. `pm.nodes`
+/// must be the job's size (from [`mpi_launch`]).
+#[cfg(feature = "mpi")]
+pub fn train_pm_mpi(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    progress: &ProgressBar,
+) -> Result<Option<PmRun>, PmTrainError> {
+    let batches = planned_batches(d, cfg, pm);
+    let p = Prepared::new(d, cfg, pm, &batches)?;
+    let layout = p.layout;
+    let (init_rows, init_dense) = (p.init_rows.clone(), p.init_dense.clone());
+    let init = move |k| layout.initial(k, &init_rows, &init_dense);
+    let out = ordo_pm::mpi::run_node(layout.keys(), layout.width, pm.mode, init, |h, n, nodes| {
+        if nodes != pm.nodes {
+            return Err(PmTrainError::MpiSize { launcher: pm.nodes, mpi: nodes });
+        }
+        let plan = p.plan(d, cfg, n, nodes);
+        if n == 0 {
+            // Rank 0 shows its own batches: the others step as many, give or take one.
+            progress.set_length(plan.len() as u64);
+        }
+        let start = Instant::now();
+        let done = p.train_node(h, &plan, pm.intent_offset, progress)?;
+        Ok((done, start))
+    })?;
+    let ((loss_sum, positives), start) = out.result?;
+    let wall_s = start.elapsed().as_secs_f64();
+    if out.owners.iter().any(|&o| o != 1) {
+        let bad = out.owners.iter().position(|&o| o != 1).unwrap_or(0);
+        return Err(PmError::Transport(format!(
+            "key {bad} has {} owners at quiescence",
+            out.owners[bad]
+        ))
+        .into());
+    }
+    if out.rank != 0 {
+        return Ok(None);
+    }
+    let test = p.evaluate(d, cfg, &out.table);
+    // Each rank's positives: rank 0 knows its own; the whole run stepped every planned batch.
+    let triples = batches.iter().map(|b| b.data.pos.len() as u64).sum::<u64>();
+    let loss = loss_sum / positives.max(1) as f64;
+    Ok(Some(PmRun { nodes: out.nodes, stats: out.stats, loss, triples, wall_s, test }))
+}
+
 /// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
-/// `t + offset`, pull, step, push the change, advance the clock. Returns the summed loss and the
-/// number of positives stepped.
+/// `t + offset`, pull, step, push the change, advance the clock. With `local` (the run's
+/// sampling), first draw the batch's negatives among the node's local entity keys. Returns the
+/// summed loss and the number of positives stepped.
+#[allow(clippy::too_many_arguments)]
 fn run_node(
     h: &NodeHandle,
     mut model: KgeModel,
@@ -319,6 +505,7 @@ fn run_node(
     plan: &[PmBatch<'_>],
     layout: Layout,
     offset: u64,
+    local: Option<Sampling>,
     progress: &ProgressBar,
 ) -> Result<(f64, u64), PmTrainError> {
     let (ew, w) = (layout.entity_width, layout.width);
@@ -330,25 +517,34 @@ fn run_node(
     for t in 0..(offset as usize).min(plan.len()) {
         signal(t)?;
     }
+    // ... and the first batch waits (up to WARM_UP) for its keys rather than pulling them remotely.
+    if let (Some(first), true) = (plan.first(), offset > 0) {
+        h.wait_local(&first.keys, WARM_UP);
+    }
     let (mut loss_sum, mut positives) = (0.0, 0u64);
     let mut values = Vec::new();
-    for (t, b) in plan.iter().enumerate() {
+    for (t, planned) in plan.iter().enumerate() {
         signal(t + offset as usize)?;
-        values.resize(b.keys.len() * w, 0.0);
-        h.pull(&b.keys, &mut values)?;
-        let ne = b.batch.rows.len();
+        let drawn = local.map(|s| with_local_negatives(h, &s, planned, layout)).transpose()?;
+        let (batch, keys) = match &drawn {
+            Some((batch, keys)) => (batch, keys.as_slice()),
+            None => (planned.batch, planned.keys.as_slice()),
+        };
+        values.resize(keys.len() * w, 0.0);
+        h.pull(keys, &mut values)?;
+        let ne = batch.rows.len();
         let mut rows: Vec<f32> =
             values.chunks(w).take(ne).flat_map(|k| k[..ew].iter().copied()).collect();
         let before = rows.clone();
-        for (&r, key) in b.relations.iter().zip(values.chunks(w).skip(ne)) {
+        for (&r, key) in planned.relations.iter().zip(values.chunks(w).skip(ne)) {
             layout.key_to_relation(r, key, &mut dense);
         }
         model.set_dense(&dense);
-        let mut batch_rows = BatchRows::new(&b.batch.rows, ew, &mut rows)
+        let mut batch_rows = BatchRows::new(&batch.rows, ew, &mut rows)
             .expect("the batch's rows are sorted and the buffer is rows × width");
-        model.step(&b.batch.data, &mut batch_rows).map_err(TrainError::Step)?;
-        positives += b.batch.data.pos.len() as u64;
-        loss_sum += model.take_loss() * b.batch.data.pos.len() as f64;
+        model.step(&batch.data, &mut batch_rows).map_err(TrainError::Step)?;
+        positives += batch.data.pos.len() as u64;
+        loss_sum += model.take_loss() * batch.data.pos.len() as f64;
         // The additive update: each pulled row's change by this step.
         let mut updates = vec![0.0; values.len()];
         for ((u, new), old) in updates.chunks_mut(w).zip(rows.chunks(ew)).zip(before.chunks(ew)) {
@@ -356,18 +552,55 @@ fn run_node(
         }
         let after = model.dense();
         let mut new_key = vec![0.0; w];
-        for ((&r, u), old) in
-            b.relations.iter().zip(updates.chunks_mut(w).skip(ne)).zip(values.chunks(w).skip(ne))
+        for ((&r, u), old) in planned
+            .relations
+            .iter()
+            .zip(updates.chunks_mut(w).skip(ne))
+            .zip(values.chunks(w).skip(ne))
         {
             layout.relation_to_key(r, &after, &mut new_key);
             u.iter_mut().zip(new_key.iter().zip(old)).for_each(|(u, (n, o))| *u = n - o);
         }
         dense = after;
-        h.push(&b.keys, &updates)?;
+        h.push(keys, &updates)?;
         h.advance_clock();
         progress.inc(1);
     }
     Ok((loss_sum, positives))
+}
+
+/// Batch `b` (planned without negatives) with `s.negatives` negatives per chunk and side drawn
+/// by `sample_local` among the entity keys node `h` holds now, seeded by `(s.seed, batch id)`.
+/// If the node holds no entity key, the negatives are drawn uniformly over all entities.
+fn with_local_negatives(
+    h: &NodeHandle,
+    s: &Sampling,
+    b: &PmBatch<'_>,
+    layout: Layout,
+) -> Result<(Batch<KgeBatch>, Vec<Key>), PmError> {
+    let planned = b.batch;
+    let global = |l: u32| planned.rows[l as usize] as u32;
+    let positives: Vec<Triple> = planned
+        .data
+        .pos
+        .iter()
+        .map(|&(hd, r, tl)| Triple { h: global(hd), r, t: global(tl) })
+        .collect();
+    let per_side = positives.len().div_ceil(s.chunk.max(1)) * s.negatives;
+    let mut rng = StdRng::seed_from_u64(s.seed ^ planned.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let entities = layout.entities as Key;
+    // Intent until the end of this clock: the drawn keys stay here until the push.
+    let end = h.clock() + 1;
+    let mut drawn = h.sample_local(2 * per_side, &mut rng, |k| k < entities, end)?;
+    if drawn.is_empty() {
+        drawn = (0..2 * per_side).map(|_| rng.random_range(0..entities)).collect();
+    }
+    let neg: Vec<u32> = drawn.into_iter().map(|k| k as u32).collect();
+    let (neg_t, neg_h) = neg.split_at(per_side);
+    let batch = s.assemble(planned.id, &positives, neg_t.to_vec(), neg_h.to_vec());
+    let keys = batch.rows.iter().copied();
+    let keys = keys.chain(b.relations.iter().map(|&r| layout.relation_key(r))).collect();
+    Ok((batch, keys))
 }
 
 #[cfg(test)]
@@ -378,7 +611,12 @@ mod tests {
     fn zero_nodes_is_a_typed_error() {
         let d = Dataset::load("nations").unwrap();
         let cfg = TrainConfig { dim: 8, epochs: 1, ..TrainConfig::default() };
-        let pm = PmConfig { mode: PmMode::AdaPm, nodes: 0, intent_offset: 1 };
+        let pm = PmConfig {
+            mode: PmMode::AdaPm,
+            nodes: 0,
+            intent_offset: 1,
+            negatives: PmNegatives::Local,
+        };
         let e = train_pm(&d, &cfg, pm, &ProgressBar::hidden()).unwrap_err();
         assert!(matches!(e, PmTrainError::NoNodes) && e.is_bad_input(), "{e}");
     }
