@@ -58,7 +58,7 @@ fn oac_on_umls_equals_the_synchronous_replay_of_its_order() {
     let cfg = config();
     let oac = run(&d, &cfg, Mode::Oac);
     let sync = replay(&d, &cfg, &oac.order).unwrap();
-    assert_eq!(bits(&oac.entity_rows), bits(&sync.entity_rows), "entity rows differ");
+    assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "entity rows differ");
     assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations or their Adagrad sums differ");
     assert_eq!(curve(&oac), curve(&sync), "loss / valid-MRR curves differ");
     assert_eq!(oac.test, sync.test);
@@ -99,7 +99,7 @@ fn oac_equals_its_replay_with_adam_reciprocal_relations_and_every_new_score() {
         };
         let oac = run(&d, &cfg, Mode::Oac);
         let sync = replay(&d, &cfg, &oac.order).unwrap();
-        assert_eq!(bits(&oac.entity_rows), bits(&sync.entity_rows), "{score:?}: rows differ");
+        assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "{score:?}: rows differ");
         assert_eq!(bits(&oac.dense), bits(&sync.dense), "{score:?}: relations differ");
         assert_eq!(curve(&oac), curve(&sync), "{score:?}");
         assert!(oac.rows_replaced > 0, "{score:?}: no stale read was repaired");
@@ -114,7 +114,7 @@ fn async_on_umls_differs_from_the_replay_of_its_order() {
     let cfg = TrainConfig { epochs: 1, ..config() };
     let hog = run(&d, &cfg, Mode::Async);
     let sync = replay(&d, &cfg, &hog.order).unwrap();
-    assert_ne!(bits(&hog.entity_rows), bits(&sync.entity_rows));
+    assert_ne!(bits(&hog.entity_rows()), bits(&sync.entity_rows()));
 }
 
 #[test]
@@ -150,7 +150,7 @@ fn wordnet_oac_epoch_equals_its_replay() {
     };
     let oac = run(&d, &cfg, Mode::Oac);
     let sync = replay(&d, &cfg, &oac.order).unwrap();
-    assert_eq!(bits(&oac.entity_rows), bits(&sync.entity_rows));
+    assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()));
     assert_eq!(curve(&oac), curve(&sync));
 }
 
@@ -184,7 +184,7 @@ fn four_epochs_equal_two_epochs_resumed_for_two_more() {
         .unwrap();
         let ck = Checkpoint::read(&dir, &d, &cfg).unwrap();
         assert_eq!((ck.epoch, ck.orders.len()), (2, 2));
-        assert_eq!(bits(&ck.entity_rows), bits(&first.entity_rows));
+        assert_eq!(bits(&ck.entity_rows), bits(&first.entity_rows()));
         let resumed = Resumable { resume: Some(ck), ..Resumable::default() };
         let rest = train_resumable(
             &d,
@@ -201,7 +201,7 @@ fn four_epochs_equal_two_epochs_resumed_for_two_more() {
             Mode::Sync => run(&d, &cfg, Mode::Sync),
             _ => replay(&d, &cfg, &rest.order).unwrap(),
         };
-        assert_eq!(bits(&rest.entity_rows), bits(&reference.entity_rows), "{mode:?}");
+        assert_eq!(bits(&rest.entity_rows()), bits(&reference.entity_rows()), "{mode:?}");
         assert_eq!(bits(&rest.dense), bits(&reference.dense), "{mode:?}");
         assert_eq!(curve(&rest), curve(&reference), "{mode:?}");
         assert_eq!(rest.test, reference.test);

@@ -64,7 +64,7 @@ fn gpu_oac_on_umls_equals_the_replay_of_its_order() {
     assert!(oac.rows_replaced > 0, "no stale read was repaired: the check would be vacuous");
 
     let gpu = replay(&d, &cfg, &oac.order).expect("GPU replay runs");
-    assert_eq!(bits(&oac.entity_rows), bits(&gpu.entity_rows), "GPU replay: entity rows");
+    assert_eq!(bits(&oac.entity_rows()), bits(&gpu.entity_rows()), "GPU replay: entity rows");
     assert_eq!(bits(&oac.dense), bits(&gpu.dense), "GPU replay: relations");
     assert_eq!(mrrs(&oac), mrrs(&gpu), "GPU replay: valid MRR curve");
 

@@ -66,12 +66,33 @@ impl Sampling {
 
     /// The epoch's training order: a Fisher–Yates shuffle seeded by `(seed, epoch)`.
     pub fn epoch_order(&self, train: &[Triple], epoch: usize) -> Vec<Triple> {
-        let mut order = train.to_vec();
+        self.epoch_permutation(train.len(), epoch).iter().map(|&i| train[i as usize]).collect()
+    }
+
+    /// The epoch's training order as positions into the `n` training triples: the same
+    /// Fisher–Yates swaps as [`epoch_order`](Self::epoch_order), applied to indices, so
+    /// `epoch_order(train, e)[i] == train[epoch_permutation(n, e)[i]]` at 4 bytes per triple
+    /// instead of 12.
+    pub fn epoch_permutation(&self, n: usize, epoch: usize) -> Vec<u32> {
+        let n = u32::try_from(n).expect("at most u32::MAX training triples");
+        let mut order: Vec<u32> = (0..n).collect();
         let mut g = SplitMix64::new(self.seed, 0x5EED_0000_0000 ^ epoch as u64);
         for i in (1..order.len()).rev() {
             order.swap(i, g.below(i as u32 + 1) as usize);
         }
         order
+    }
+
+    /// The batches of `epoch`, built one at a time as they are taken (see [`EpochBatches`]).
+    pub fn epoch<'a>(&self, train: &'a [Triple], epoch: usize) -> EpochBatches<'a> {
+        EpochBatches {
+            sampling: *self,
+            train,
+            epoch,
+            order: self.epoch_permutation(train.len(), epoch),
+            next: 0,
+            positives: Vec::with_capacity(self.batch_size.max(1)),
+        }
     }
 
     /// The id of batch `index` of `epoch`.
@@ -144,16 +165,73 @@ impl Sampling {
         Batch { id, rows, data }
     }
 
-    /// All batches of `epoch`, in id order.
+    /// All batches of `epoch`, in id order (collected; a trainer streams [`epoch`](Self::epoch)
+    /// instead).
     pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<KgeBatch>> {
-        let order = self.epoch_order(train, epoch);
-        order
-            .chunks(self.batch_size.max(1))
-            .enumerate()
-            .map(|(i, pos)| self.batch(self.batch_id(train.len(), epoch, i), pos))
-            .collect()
+        self.epoch(train, epoch).collect()
     }
 }
+
+/// One epoch's batches as a data loader: each batch is built when it is taken, so an epoch
+/// holds its shuffled positions (4 bytes per training triple) and one batch's positives, never
+/// the epoch's batches. Yields exactly what [`Sampling::epoch_batches`] holds, in id order.
+///
+/// ```
+/// use ordo_train::kge::{batch::{NegSampling, Sampling}, data::Triple};
+/// let s = Sampling { seed: 1, batch_size: 2, negatives: 3, chunk: 1, entities: 9, neg_sampling: NegSampling::Uniform };
+/// let train: Vec<Triple> = (0..5).map(|i| Triple { h: i, r: 0, t: 8 - i }).collect();
+/// let mut loader = s.epoch(&train, 1);
+/// assert_eq!(loader.len(), 3);
+/// assert_eq!(loader.get(2), s.epoch_batches(&train, 1).pop());
+/// assert_eq!(loader.map(|b| b.id).collect::<Vec<_>>(), [3, 4, 5]);
+/// ```
+#[derive(Debug, Clone)]
+pub struct EpochBatches<'a> {
+    sampling: Sampling,
+    train: &'a [Triple],
+    epoch: usize,
+    /// The epoch's order, as positions into `train`.
+    order: Vec<u32>,
+    /// The next batch index the iterator yields.
+    next: usize,
+    /// Scratch: the positives of the batch being built (reused, batch-size long).
+    positives: Vec<Triple>,
+}
+
+impl EpochBatches<'_> {
+    /// Batch `index` of the epoch (`None` past the end), whatever the iterator has yielded.
+    pub fn get(&mut self, index: usize) -> Option<Batch<KgeBatch>> {
+        let size = self.sampling.batch_size.max(1);
+        let start = index.checked_mul(size).filter(|&s| s < self.order.len())?;
+        let end = (start + size).min(self.order.len());
+        self.positives.clear();
+        self.positives.extend(self.order[start..end].iter().map(|&i| self.train[i as usize]));
+        let id = self.sampling.batch_id(self.train.len(), self.epoch, index);
+        Some(self.sampling.batch(id, &self.positives))
+    }
+
+    /// The id of the epoch's first batch.
+    pub fn first_id(&self) -> u64 {
+        self.sampling.batch_id(self.train.len(), self.epoch, 0)
+    }
+}
+
+impl Iterator for EpochBatches<'_> {
+    type Item = Batch<KgeBatch>;
+
+    fn next(&mut self) -> Option<Batch<KgeBatch>> {
+        let b = self.get(self.next)?;
+        self.next += 1;
+        Some(b)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.sampling.batches_per_epoch(self.order.len()) - self.next;
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for EpochBatches<'_> {}
 
 #[cfg(test)]
 mod tests {
@@ -213,6 +291,34 @@ mod tests {
                     .zip(&epoch[first..])
                     .all(|(&(h, r, t), tr)| { (global(h), r, global(t)) == (tr.h, tr.r, tr.t) })
             );
+        }
+    }
+
+    #[test]
+    fn the_streamed_epoch_is_the_collected_one() {
+        let s = sampling();
+        let train = train();
+        for epoch in 0..3 {
+            let order = s.epoch_order(&train, epoch);
+            let perm = s.epoch_permutation(train.len(), epoch);
+            assert!(perm.iter().zip(&order).all(|(&i, t)| train[i as usize] == *t));
+            let mut loader = s.epoch(&train, epoch);
+            assert_eq!((loader.len(), loader.first_id()), (3, 3 * epoch as u64));
+            let by_index: Vec<_> = (0..4).map(|i| loader.get(i)).collect();
+            let streamed: Vec<_> = loader.collect();
+            // Built from the order, not from file order: a loader that skipped the shuffle
+            // would differ here.
+            let by_hand: Vec<_> = order
+                .chunks(4)
+                .enumerate()
+                .map(|(i, p)| s.batch(s.batch_id(train.len(), epoch, i), p))
+                .collect();
+            assert_eq!(streamed, by_hand);
+            assert_eq!(
+                by_index[..3].iter().cloned().map(Option::unwrap).collect::<Vec<_>>(),
+                by_hand
+            );
+            assert_eq!(by_index[3], None);
         }
     }
 

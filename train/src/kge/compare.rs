@@ -140,7 +140,7 @@ mod tests {
             epochs,
             test: Metrics::default(),
             order: vec![],
-            entity_rows: vec![],
+            entities: ordo::store::RowStore::zeros(0, 1),
             row_width: 0,
             relation_dim: 0,
             relations: vec![],

@@ -153,6 +153,14 @@ impl CudaKgeModel {
         mean
     }
 
+    /// The loss summed over the positives stepped since the last call, and their number; resets
+    /// both (what [`take_loss`](Self::take_loss) averages).
+    pub fn take_loss_sum(&mut self) -> (f64, u64) {
+        let taken = (self.loss_sum, self.positives);
+        (self.loss_sum, self.positives) = (0.0, 0);
+        taken
+    }
+
     /// The dense state in the CPU model's layout (parameters, then Adagrad sums; blocking).
     pub fn try_dense(&self) -> Result<Vec<f32>, GpuError> {
         Ok(dense_of(&self.kernels.relations()?, self.cfg.dim))

@@ -4,6 +4,7 @@
 //! tables bit for bit (the checkpoint and replay tests rely on it).
 
 use super::batch::SplitMix64;
+use ordo::store::RowStore;
 use std::f32::consts::PI;
 
 /// The initial distribution of embedding values.
@@ -58,6 +59,30 @@ pub fn init_entities(
     rows
 }
 
+/// The rows of [`init_entities`] written straight into a [`RowStore`], one row sampled at a
+/// time: no `entities × row` staging table beside the store (on a 1M-entity graph that table
+/// alone is as large as the store).
+pub fn entity_store(
+    entities: usize,
+    dim: usize,
+    row: usize,
+    (init, scale): (Init, f32),
+    seed: u64,
+) -> RowStore {
+    let mut g = SplitMix64::new(seed, 0xE7);
+    // The row sampled last; `from_fn` asks for rows in order, so each is sampled once, in the
+    // order `init_entities` samples them.
+    let mut current: Option<(usize, Vec<f32>)> = None;
+    RowStore::from_fn(entities, row, |r, c| {
+        if current.as_ref().is_none_or(|(cr, _)| *cr != r) {
+            debug_assert!(current.as_ref().is_none_or(|(cr, _)| *cr + 1 == r), "rows in order");
+            current = Some((r, init.sample(&mut g, dim, dim, scale)));
+        }
+        let values = &current.as_ref().expect("sampled above").1;
+        if c < dim { values[c] } else { 0.0 }
+    })
+}
+
 /// Initial relation parameters, `relations × rdim`. RotatE's phases are uniform in `[−π, π)`
 /// whatever the init (Sun et al. 2019).
 pub fn init_relations(
@@ -78,6 +103,15 @@ pub fn init_relations(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_store_holds_the_staged_rows() {
+        for init in [(Init::Normal, 0.3), (Init::Uniform, 0.1)] {
+            let rows = init_entities(7, 3, 5, init, 11);
+            assert_eq!(entity_store(7, 3, 5, init, 11).snapshot(), rows);
+            assert_ne!(entity_store(7, 3, 5, init, 12).snapshot(), rows);
+        }
+    }
 
     #[test]
     fn samples_have_the_requested_spread() {

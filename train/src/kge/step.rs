@@ -181,6 +181,14 @@ impl KgeModel {
         mean
     }
 
+    /// The loss summed over the positives stepped since the last call, and their number; resets
+    /// both (what [`take_loss`](Self::take_loss) averages).
+    pub fn take_loss_sum(&mut self) -> (f64, u64) {
+        let taken = (self.loss_sum, self.positives);
+        (self.loss_sum, self.positives) = (0.0, 0);
+        taken
+    }
+
     /// One side of one chunk: `queries` (`c × dim`) scored against their own positives
     /// (`targets`, `c × dim`) and the chunk's shared negatives (`negs`, `n × dim`). Returns the
     /// summed (unscaled) loss; writes `dq` (`c × dim`), `d_targets` (`c × dim`) and `d_negs`

@@ -6,15 +6,17 @@ use super::checkpoint::{Checkpoint, CheckpointError, Identity};
 use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate, evaluate_sampled};
 use super::gpu::{CudaKgeModel, Device, check_device, cuda_device, unsupported};
-use super::init::{Init, init_entities, init_relations};
+use super::init::{Init, entity_store, init_relations};
 use super::optim::Optimizer;
 use super::score::{DimError, Loss, Regularizer, ScoreFn};
 use super::step::{KgeModel, StepConfig};
 use ndarray::{ArrayView2, s};
-use ordo::engine::{self, Batch, Engine, EngineConfig, EngineError, Model, StepError, StopCause};
+use ordo::engine::{
+    self, CpuDevice, DeviceStage, Engine, EngineConfig, EngineError, Model, StepError, StopCause,
+};
 use ordo::store::RowStore;
 use ordo_gpu::GpuError;
-use ordo_gpu::pipeline::CudaDevice;
+use std::cell::Cell;
 use std::time::Instant;
 use thiserror::Error;
 
@@ -178,9 +180,7 @@ impl TrainConfig {
         }
         let (n, sc) = (d.entities.len(), self.step_config());
         let init = (self.init, self.init_scale);
-        let rows = init_entities(n, self.dim, sc.row_width(), init, self.seed);
-        let store =
-            RowStore::from_values(n, sc.row_width(), &rows).expect("init has n × row floats");
+        let store = entity_store(n, self.dim, sc.row_width(), init, self.seed);
         let rel = init_relations(
             sc.relation_rows(d.relations.len()),
             sc.relation_dim(),
@@ -216,30 +216,44 @@ pub enum TrainError {
 }
 
 /// The step the engine runs: the CPU model, or the same step on a CUDA GPU.
-enum Stepper {
+enum Step {
     Cpu(KgeModel),
     Cuda(Box<CudaKgeModel>),
 }
 
+/// The step, and the epoch's loss taken out of it after every batch.
+///
+/// A session lends the model back only by shared reference between epochs
+/// ([`ordo::engine::Session::model`]), so the epoch's loss sum lives in cells the trainer can
+/// take through it. Each batch's sum is added in computation order starting from 0 each epoch,
+/// so the mean has the bits the model's own per-epoch sum would have.
+struct Stepper {
+    step: Step,
+    loss_sum: Cell<f64>,
+    positives: Cell<u64>,
+}
+
 impl Stepper {
-    fn take_loss(&mut self) -> f64 {
-        match self {
-            Stepper::Cpu(m) => m.take_loss(),
-            Stepper::Cuda(m) => m.take_loss(),
-        }
+    fn new(step: Step) -> Self {
+        Stepper { step, loss_sum: Cell::new(0.0), positives: Cell::new(0) }
+    }
+
+    /// Mean loss per positive since the last call, and reset.
+    fn take_loss(&self) -> f64 {
+        self.loss_sum.take() / self.positives.take().max(1) as f64
     }
 
     fn relations(&self) -> Result<Vec<f32>, GpuError> {
-        match self {
-            Stepper::Cpu(m) => Ok(m.relations().to_vec()),
-            Stepper::Cuda(m) => m.relations(),
+        match &self.step {
+            Step::Cpu(m) => Ok(m.relations().to_vec()),
+            Step::Cuda(m) => m.relations(),
         }
     }
 
     fn dense(&self) -> Result<Vec<f32>, GpuError> {
-        match self {
-            Stepper::Cpu(m) => Ok(m.dense()),
-            Stepper::Cuda(m) => m.try_dense(),
+        match &self.step {
+            Step::Cpu(m) => Ok(m.dense()),
+            Step::Cuda(m) => m.try_dense(),
         }
     }
 }
@@ -248,9 +262,9 @@ impl Model for Stepper {
     type Data = KgeBatch;
 
     fn row_width(&self) -> usize {
-        match self {
-            Stepper::Cpu(m) => m.row_width(),
-            Stepper::Cuda(m) => m.row_width(),
+        match &self.step {
+            Step::Cpu(m) => m.row_width(),
+            Step::Cuda(m) => m.row_width(),
         }
     }
 
@@ -259,10 +273,13 @@ impl Model for Stepper {
         b: &KgeBatch,
         rows: &mut ordo::engine::BatchRows<'_>,
     ) -> Result<(), StepError> {
-        match self {
-            Stepper::Cpu(m) => m.step(b, rows),
-            Stepper::Cuda(m) => m.step(b, rows),
-        }
+        let (stepped, (sum, positives)) = match &mut self.step {
+            Step::Cpu(m) => (m.step(b, rows), m.take_loss_sum()),
+            Step::Cuda(m) => (m.step(b, rows), m.take_loss_sum()),
+        };
+        self.loss_sum.set(self.loss_sum.get() + sum);
+        self.positives.set(self.positives.get() + positives);
+        stepped
     }
 
     fn dense(&self) -> Vec<f32> {
@@ -292,7 +309,7 @@ pub struct EpochStats {
 }
 
 /// The outcome of a run.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct RunResult {
     /// The mode that ran.
     pub mode: Mode,
@@ -302,8 +319,10 @@ pub struct RunResult {
     pub test: Metrics,
     /// The computation order of each epoch (batch ids in the order the device stepped them).
     pub order: Vec<Vec<u64>>,
-    /// Final entity rows, `entities × row_width` (embedding, then optimizer state).
-    pub entity_rows: Vec<f32>,
+    /// Final entity rows (embedding, then optimizer state): the store the run trained, handed
+    /// over as it is rather than copied out (on a large graph a copy doubles the peak memory);
+    /// [`entity_rows`](Self::entity_rows) copies it when a plain table is wanted.
+    pub entities: RowStore,
     /// Floats per entity row.
     pub row_width: usize,
     /// Final relation parameters, `relation rows × relation_dim`.
@@ -334,9 +353,14 @@ impl RunResult {
         self.epochs.iter().find(|e| e.valid.mrr >= target)
     }
 
-    /// Entity embeddings only, `entities × dim`.
+    /// Final entity rows as one table, `entities × row_width`, row-major (a copy).
+    pub fn entity_rows(&self) -> Vec<f32> {
+        self.entities.snapshot()
+    }
+
+    /// Entity embeddings only, `entities × dim` (read row by row from the store).
     pub fn entity_embeddings(&self, dim: usize) -> Vec<f32> {
-        self.entity_rows.chunks(self.row_width).flat_map(|r| r[..dim].iter().copied()).collect()
+        store_embeddings(&self.entities, dim)
     }
 }
 
@@ -425,42 +449,6 @@ impl Mode {
     }
 }
 
-/// Run one epoch's batches through `mode` on the engine; returns the computation order and the
-/// number of rows OAC's validation replaced with newer cached values.
-#[allow(clippy::too_many_arguments)]
-fn run_epoch(
-    mode: Mode,
-    cfg: &TrainConfig,
-    store: &RowStore,
-    model: &mut Stepper,
-    device: Option<&mut CudaDevice>,
-    batches: Vec<Batch<KgeBatch>>,
-    observe: &mut dyn FnMut(Event<'_>),
-    tune: Option<&Tune<'_>>,
-) -> Result<(Vec<u64>, u64), TrainError> {
-    let threads = cfg.threads.max(1);
-    let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
-    if let Some(tune) = tune {
-        ecfg = tune(ecfg);
-    }
-    let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
-    let result = match device {
-        None => engine.run(model, store, batches),
-        Some(dev) => {
-            let r = engine.run_with(dev, model, store, batches);
-            // The device stage keeps a CUDA failure of its cache calls for the next step; one
-            // raised by the last insert is only seen here.
-            if let Some(e) = dev.take_error() {
-                return Err(TrainError::Cuda(e));
-            }
-            r
-        }
-    };
-    let report = result.map_err(engine_error)?;
-    observe(Event::Batches(report.order.len()));
-    Ok((report.batch_ids(), report.rows_replaced))
-}
-
 /// Adjusts the engine configuration of a training run (see [`train`]).
 pub type Tune<'a> = dyn Fn(EngineConfig) -> EngineConfig + 'a;
 
@@ -520,6 +508,155 @@ fn engine_error(e: EngineError) -> TrainError {
     }
 }
 
+/// The per-epoch bookkeeping of a run, shared by the engine's session and the replay: the
+/// epoch's evaluation, its record, and its checkpoint.
+struct Epochs<'a> {
+    d: &'a Dataset,
+    cfg: &'a TrainConfig,
+    /// The known answers of the evaluated queries only ([`Filter::for_queries`]).
+    filter: Filter,
+    valid: &'a [Triple],
+    checkpoint: Option<&'a std::path::Path>,
+    every: usize,
+    epochs: Vec<EpochStats>,
+    orders: Vec<Vec<u64>>,
+    rows_replaced: u64,
+    wall: f64,
+}
+
+/// The entity rows an epoch ended with: the engine's store, or the replay's plain table.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    Store(&'a RowStore),
+    Table(&'a [f32]),
+}
+
+impl Rows<'_> {
+    /// The embedding columns, `N × dim`.
+    fn embeddings(self, cfg: &TrainConfig) -> Vec<f32> {
+        match self {
+            Rows::Store(s) => store_embeddings(s, cfg.dim),
+            Rows::Table(t) => embedding_columns(t, cfg.row_width(), cfg.dim),
+        }
+    }
+
+    /// The full rows (with optimizer state), for a checkpoint.
+    fn to_vec(self) -> Vec<f32> {
+        match self {
+            Rows::Store(s) => s.snapshot(),
+            Rows::Table(t) => t.to_vec(),
+        }
+    }
+}
+
+impl Epochs<'_> {
+    /// Record epoch `epoch` (0-based), which trained for `epoch_s` seconds in `order`: evaluate
+    /// it, tell `observe`, and write a checkpoint when one is due.
+    #[allow(clippy::too_many_arguments)]
+    fn end(
+        &mut self,
+        epoch: usize,
+        epoch_s: f64,
+        order: Vec<u64>,
+        replaced: u64,
+        model: &Stepper,
+        rows: Rows<'_>,
+        observe: &mut dyn FnMut(Event<'_>),
+    ) -> Result<(), TrainError> {
+        let cfg = self.cfg;
+        self.wall += epoch_s;
+        self.orders.push(order);
+        self.rows_replaced += replaced;
+        // Evaluation reads the embedding columns only (N·dim floats, not the optimizer state
+        // beside them): full ranking scores every entity per query as one matrix product, so it
+        // needs them as one dense matrix; that copy is the bound on evaluation memory.
+        let ents = rows.embeddings(cfg);
+        let valid =
+            metrics_of_embeddings(cfg, &ents, &model.relations()?, self.valid, &self.filter);
+        drop(ents);
+        let stats = EpochStats {
+            epoch: epoch + 1,
+            wall_s: self.wall,
+            epoch_s,
+            loss: model.take_loss(),
+            valid,
+        };
+        observe(Event::EpochEnd(&stats));
+        self.epochs.push(stats);
+        let done = epoch + 1;
+        if let Some(dir) = self.checkpoint
+            && (done == cfg.epochs || (self.every > 0 && done.is_multiple_of(self.every)))
+        {
+            let ck = Checkpoint {
+                identity: Identity::of(self.d, cfg),
+                epoch: done,
+                // The full rows (with optimizer state), copied only when a checkpoint is written.
+                entity_rows: rows.to_vec(),
+                dense: model.dense()?,
+                orders: self.orders.clone(),
+                epochs: self.epochs.clone(),
+                rows_replaced: self.rows_replaced,
+            };
+            ck.write(dir, self.d, cfg)?;
+        }
+        Ok(())
+    }
+}
+
+/// Batches the loader thread builds ahead of the session (each holds its positives, negatives
+/// and row ids: ≈ 60 kB at batch 1000): with the engine's bounded queues, the batch memory of
+/// a run is O(batch · queue depth).
+const LOADER_DEPTH: usize = 8;
+
+/// Train epochs `start..cfg.epochs` in one engine session: its reader and writer threads live
+/// across the epochs, and each epoch's batches are built one at a time as the pipeline takes
+/// them ([`super::batch::EpochBatches`]), so the bounded queues are the only batch buffer.
+#[allow(clippy::too_many_arguments)]
+fn session_epochs<D: DeviceStage<Stepper>>(
+    engine: &Engine,
+    device: &mut D,
+    model: &mut Stepper,
+    store: &RowStore,
+    sampling: &Sampling,
+    start: usize,
+    run: &mut Epochs<'_>,
+    observe: &mut dyn FnMut(Event<'_>),
+) -> Result<(), TrainError> {
+    let (d, cfg) = (run.d, run.cfg);
+    engine
+        .session(device, model, store, |s| {
+            for epoch in start..cfg.epochs {
+                let loader = sampling.epoch(&d.train, epoch);
+                observe(Event::EpochStart { epoch: epoch + 1, batches: loader.len() });
+                let t = Instant::now();
+                // The loader builds batches on its own thread, at most `LOADER_DEPTH` ahead, so
+                // building overlaps the device step (which runs on this thread, inside
+                // `submit`). If a submit fails, the receiver is dropped and the loader stops.
+                let submitted = std::thread::scope(|scope| {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(LOADER_DEPTH);
+                    scope.spawn(move || {
+                        for batch in loader {
+                            if tx.send(batch).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    // A batch is well-formed by construction, so a submit fails only once the
+                    // pipeline stopped, and `finish` then says why.
+                    s.submit_all(rx)
+                });
+                let report = s.finish().map_err(engine_error)?;
+                submitted.map_err(engine_error)?;
+                let epoch_s = t.elapsed().as_secs_f64();
+                observe(Event::Batches(report.order.len()));
+                let (order, replaced) = (report.batch_ids(), report.rows_replaced);
+                run.end(epoch, epoch_s, order, replaced, s.model(), Rows::Store(store), observe)?;
+            }
+            Ok(())
+        })
+        .map_err(engine_error)?
+}
+
 fn drive(
     d: &Dataset,
     cfg: &TrainConfig,
@@ -545,11 +682,11 @@ fn drive(
             _ => return Err(TrainError::Config("the checkpoint does not fit this run")),
         };
     }
-    let (mut model, mut device) = match cfg.device {
-        Device::Cpu => (Stepper::Cpu(cpu_model), None),
+    let (step, mut device) = match cfg.device {
+        Device::Cpu => (Step::Cpu(cpu_model), None),
         Device::Cuda => {
             let gpu = ordo_gpu::Gpu::open(0)?;
-            let model = Stepper::Cuda(Box::new(CudaKgeModel::new(&gpu, &cpu_model)?));
+            let step = Step::Cuda(Box::new(CudaKgeModel::new(&gpu, &cpu_model)?));
             // A replay steps on the calling thread without a device stage.
             let device = match replay {
                 Some(_) => None,
@@ -558,97 +695,98 @@ fn drive(
                     Some(cuda_device(&gpu, n, max_batch_rows(cfg, n), cfg.dim)?)
                 }
             };
-            (model, device)
+            (step, device)
         }
     };
-    // The replay's plain table (the engine's sequential reference), or unused.
-    let mut table = if replay.is_some() { store.snapshot() } else { Vec::new() };
-    let filter = Filter::of(d);
+    let mut model = Stepper::new(step);
     let sampling = cfg.sampling(d);
     let limit = |v: &'_ [Triple]| {
         v.len().min(if cfg.eval_limit == 0 { usize::MAX } else { cfg.eval_limit })
     };
     let (valid, test) = (&d.valid[..limit(&d.valid)], &d.test[..limit(&d.test)]);
-    let (mut epochs, mut orders, start, mut rows_replaced) = match resume {
+    let evaluated: Vec<Triple> = valid.iter().chain(test).copied().collect();
+    let (epochs, orders, start, rows_replaced) = match resume {
         Some(ck) => (ck.epochs, ck.orders, ck.epoch, ck.rows_replaced),
         None => (Vec::with_capacity(cfg.epochs), Vec::with_capacity(cfg.epochs), 0, 0),
     };
-    let mut wall = epochs.last().map_or(0.0, |e: &EpochStats| e.wall_s);
-    for epoch in start..cfg.epochs {
-        let batches = sampling.epoch_batches(&d.train, epoch);
-        let first_id = batches.first().map_or(0, |b| b.id);
-        observe(Event::EpochStart { epoch: epoch + 1, batches: batches.len() });
-        let start = Instant::now();
-        let (order, replaced) = match replay {
-            Some(orders) => {
-                let positions = orders[epoch]
-                    .iter()
-                    .map(|&id| id.checked_sub(first_id).map(|p| p as usize))
-                    .collect::<Option<Vec<usize>>>()
-                    .ok_or(TrainError::Config(
-                        "the recorded order names a batch of another epoch",
-                    ))?;
-                engine::replay(&mut model, &mut table, &batches, &positions)
+    let mut run = Epochs {
+        d,
+        cfg,
+        filter: Filter::for_queries(d, &evaluated),
+        valid,
+        checkpoint: resumable.checkpoint.as_deref(),
+        every: resumable.every,
+        wall: epochs.last().map_or(0.0, |e: &EpochStats| e.wall_s),
+        epochs,
+        orders,
+        rows_replaced,
+    };
+    drop(evaluated);
+    match replay {
+        Some(recorded) => {
+            // The replay's plain table: the engine's sequential reference.
+            let mut table = store.snapshot();
+            for epoch in start..cfg.epochs {
+                let mut loader = sampling.epoch(&d.train, epoch);
+                let first_id = loader.first_id();
+                observe(Event::EpochStart { epoch: epoch + 1, batches: loader.len() });
+                let t = Instant::now();
+                let order = recorded.get(epoch).ok_or(TrainError::Config("no recorded order"))?;
+                // An id before this epoch's first, or past its last, is `UnknownBatch`.
+                let batch_of =
+                    |id: u64| id.checked_sub(first_id).and_then(|i| loader.get(i as usize));
+                engine::replay_ids(&mut model, &mut table, order, batch_of)
                     .map_err(engine_error)?;
-                (orders[epoch].clone(), 0)
+                let epoch_s = t.elapsed().as_secs_f64();
+                run.end(epoch, epoch_s, order.clone(), 0, &model, Rows::Table(&table), observe)?;
             }
-            None => {
-                run_epoch(mode, cfg, &store, &mut model, device.as_mut(), batches, observe, tune)?
+            store = RowStore::from_values(d.entities.len(), cfg.row_width(), &table)
+                .expect("the table is entities × row_width");
+        }
+        None => {
+            let threads = cfg.threads.max(1);
+            let mut ecfg = EngineConfig::new(mode.engine_mode(cfg)).threads(threads, threads);
+            if let Some(tune) = tune {
+                ecfg = tune(ecfg);
             }
-        };
-        let epoch_s = start.elapsed().as_secs_f64();
-        wall += epoch_s;
-        orders.push(order);
-        rows_replaced += replaced;
-        let loss = model.take_loss();
-        // Evaluation reads the embedding columns only (N·dim floats, not the optimizer state
-        // beside them): full ranking scores every entity per query as one matrix product, so it
-        // needs them as one dense matrix; that copy is the bound on evaluation memory.
-        let ents = match replay {
-            Some(_) => embedding_columns(&table, cfg.row_width(), cfg.dim),
-            None => store_embeddings(&store, cfg.dim),
-        };
-        let stats = EpochStats {
-            epoch: epoch + 1,
-            wall_s: wall,
-            epoch_s,
-            loss,
-            valid: metrics_of_embeddings(cfg, &ents, &model.relations()?, valid, &filter),
-        };
-        drop(ents);
-        observe(Event::EpochEnd(&stats));
-        epochs.push(stats);
-        let done = epoch + 1;
-        if let Some(dir) = &resumable.checkpoint
-            && (done == cfg.epochs || (resumable.every > 0 && done.is_multiple_of(resumable.every)))
-        {
-            let ck = Checkpoint {
-                identity: Identity::of(d, cfg),
-                epoch: done,
-                // The full rows (with optimizer state), copied only when a checkpoint is written.
-                entity_rows: if replay.is_some() { table.clone() } else { store.snapshot() },
-                dense: model.dense()?,
-                orders: orders.clone(),
-                epochs: epochs.clone(),
-                rows_replaced,
-            };
-            ck.write(dir, d, cfg)?;
+            let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
+            let run = &mut run;
+            match device.as_mut() {
+                None => {
+                    let cpu = &mut CpuDevice::new();
+                    session_epochs(
+                        &engine, cpu, &mut model, &store, &sampling, start, run, observe,
+                    )?
+                }
+                Some(dev) => {
+                    let r = session_epochs(
+                        &engine, dev, &mut model, &store, &sampling, start, run, observe,
+                    );
+                    // The device stage keeps a CUDA failure of its cache calls for the next
+                    // step; one raised by the last insert is only seen here.
+                    if let Some(e) = dev.take_error() {
+                        return Err(TrainError::Cuda(e));
+                    }
+                    r?
+                }
+            }
         }
     }
-    let entity_rows = if replay.is_some() { table } else { store.snapshot() };
     let relations = model.relations()?;
-    let test = metrics(cfg, &entity_rows, &relations, test, &filter);
+    let ents = store_embeddings(&store, cfg.dim);
+    let test = metrics_of_embeddings(cfg, &ents, &relations, test, &run.filter);
+    drop(ents);
     Ok(RunResult {
         mode,
-        epochs,
+        epochs: run.epochs,
         test,
-        order: orders,
-        entity_rows,
+        order: run.orders,
+        entities: store,
         row_width: cfg.row_width(),
         relations,
         relation_dim: cfg.step_config().relation_dim(),
         dense: model.dense()?,
-        rows_replaced,
+        rows_replaced: run.rows_replaced,
     })
 }
 
