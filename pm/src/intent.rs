@@ -71,26 +71,19 @@ impl IntentBook {
                 break;
             }
             for i in entry.remove() {
-                if i.end <= clock {
-                    continue;
+                if i.end > clock {
+                    out.extend(self.activate(i));
                 }
-                let c = self.count.entry(i.key).or_insert(0);
-                *c += 1;
-                if *c == 1 {
-                    let e = self.epoch.entry(i.key).or_insert(0);
-                    *e += 1;
-                    out.push(Transition::On(i.key, *e));
-                }
-                self.active.entry(i.end).or_default().push(i);
             }
         }
         out
     }
 
-    /// Record an intent and act on it at once, bypassing the timing rule: for an access at the
-    /// current clock, which any timing rule admits (the rule acts on every intent whose start is
-    /// not past the horizon, and the horizon is never behind the clock). `Some(On)` if it is the
-    /// key's first active intent.
+    /// Act on an intent: make it active (until its end) and count it for its key; `Some(On)` if
+    /// it is the key's first active intent. [`IntentBook::round`] calls it for the pending
+    /// intents the timing rule admits; a caller calls it directly to bypass the rule for an
+    /// access at the current clock, which any timing rule admits (the rule acts on every intent
+    /// whose start is not past the horizon, and the horizon is never behind the clock).
     pub fn activate(&mut self, intent: Intent) -> Option<Transition> {
         let c = self.count.entry(intent.key).or_insert(0);
         *c += 1;

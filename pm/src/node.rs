@@ -238,15 +238,21 @@ impl Node {
         if key >= self.keys { Err(PmError::KeyOutOfRange { key, keys: self.keys }) } else { Ok(()) }
     }
 
-    /// Signal intent to access `keys` while this node's clock is in `[start, end)`.
-    pub fn intent(&mut self, keys: &[Key], start: u64, end: u64) -> Result<(), PmError> {
+    /// Whether an intent for `keys` over `[start, end)` is recorded at all (this mode uses
+    /// intents); an empty period or a key out of range is an error.
+    fn check_intent(&self, keys: &[Key], start: u64, end: u64) -> Result<bool, PmError> {
         if end <= start {
             return Err(PmError::EmptyIntent { start, end });
         }
         for &k in keys {
             self.check_key(k)?;
         }
-        if self.mode.uses_intents() {
+        Ok(self.mode.uses_intents())
+    }
+
+    /// Signal intent to access `keys` while this node's clock is in `[start, end)`.
+    pub fn intent(&mut self, keys: &[Key], start: u64, end: u64) -> Result<(), PmError> {
+        if self.check_intent(keys, start, end)? {
             for &key in keys {
                 self.intents.signal(Intent { key, start, end });
             }
@@ -271,13 +277,7 @@ impl Node {
     /// ```
     pub fn intent_now(&mut self, keys: &[Key], end: u64, out: &mut Outbox) -> Result<(), PmError> {
         let start = self.clock;
-        if end <= start {
-            return Err(PmError::EmptyIntent { start, end });
-        }
-        for &k in keys {
-            self.check_key(k)?;
-        }
-        if !self.mode.uses_intents() {
+        if !self.check_intent(keys, start, end)? {
             return Ok(());
         }
         for &key in keys {
