@@ -186,6 +186,11 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     /// The run's state after a stage failed with `cause`.
     fn stopped(&self, cause: StopCause) -> EngineError {
         let unwritten = self.shared.stop.take().map(|(_, u)| u).unwrap_or_default();
+        self.stopped_with(cause, unwritten)
+    }
+
+    /// The run's state after it stopped with `cause`, leaving batches `unwritten`.
+    fn stopped_with(&self, cause: StopCause, unwritten: Vec<(u64, u64)>) -> EngineError {
         EngineError::Stopped {
             cause,
             stamped: self.seq.next_ts,
@@ -274,12 +279,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                     Poll::Ready(false) => {
                         self.writers[w] = None;
                         let (cause, unwritten) = sh.stop.take().expect("a failed write stops");
-                        Err(EngineError::Stopped {
-                            cause,
-                            stamped: self.seq.next_ts,
-                            order: self.seq.order.iter().map(|s| s.batch_id).collect(),
-                            unwritten,
-                        })
+                        Err(self.stopped_with(cause, unwritten))
                     }
                 }
             }
