@@ -146,6 +146,11 @@ impl GraphBuilder {
 
     /// Declare nodes with equally shaped parameters as replicas of one another (averaged by
     /// [`Graph::average_replicas`]).
+    ///
+    /// Invariant: replicas are one layer held several times (§5), so [`GraphBuilder::build`]
+    /// starts every replica as a copy of the group's first node, whatever it was built with.
+    /// Replicas initialized apart would hold hidden units in no common order, and the average
+    /// of such cells is no trained cell at all.
     pub fn replicas(&mut self, group: Vec<NodeId>) -> Result<(), MpError> {
         for &n in &group {
             self.check(n)?;
@@ -157,7 +162,7 @@ impl GraphBuilder {
     /// Validate and place the rest: nodes not placed explicitly go round-robin, parameterized
     /// (heavy) nodes first so that the `h`-th heavy node lands on worker `h mod W` (§3.1), then
     /// the light ones continuing the rotation.
-    pub fn build(self, workers: usize) -> Result<Graph, MpError> {
+    pub fn build(mut self, workers: usize) -> Result<Graph, MpError> {
         let controllers = self.nodes.iter().filter(|n| n.kind() == "Controller").count();
         if controllers != 1 {
             return Err(MpError::Controllers(controllers));
@@ -205,6 +210,16 @@ impl GraphBuilder {
                 .collect();
             if shapes.windows(2).any(|w| w[0] != w[1]) {
                 return Err(MpError::Config("replicas with different parameter shapes".into()));
+            }
+        }
+        // Every replica starts as its group's first (see `replicas`).
+        for g in &self.replicas {
+            let Some((first, rest)) = g.split_first() else { continue };
+            let start: Vec<Payload> = self.nodes[first.0].params().into_iter().cloned().collect();
+            for n in rest {
+                for (p, s) in self.nodes[n.0].params_mut().into_iter().zip(&start) {
+                    p.assign(s);
+                }
             }
         }
         Ok(Graph {

@@ -22,10 +22,9 @@ use crate::controller::Controller;
 use crate::error::MpError;
 use crate::graph::{Graph, GraphBuilder, NodeId};
 use crate::models::Init;
-use crate::models::rnn::{enter_loop, exit_loop};
-use crate::nodes::{Concat, Cond, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
+use crate::models::rnn::{by_instance, enter_loop, exit_loop, loop_end};
+use crate::nodes::{Concat, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
 use crate::optimizer::Optimizer;
-use crate::state::State;
 
 /// What is wrong with a graph description.
 #[derive(Debug, Clone, PartialEq, Error)]
@@ -79,7 +78,6 @@ pub fn parse(
     workers: usize,
 ) -> Result<(Graph, HashMap<String, NodeId>), TextError> {
     let mut b = GraphBuilder::new();
-    let mut groups: Vec<Vec<NodeId>> = Vec::new();
     let mut names: HashMap<String, NodeId> = HashMap::new();
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
@@ -133,13 +131,8 @@ pub fn parse(
                     ("Concat", _) => b.add(Concat::new(arg(0, "inputs")?)),
                     ("Phi", _) => b.add(Phi::new(arg(0, "inputs")?)),
                     ("Ungroup", _) => b.add(Ungroup::new()),
-                    ("Cond", Some("mod")) => {
-                        let r = arg(1, "replicas")?.max(1);
-                        b.add(Cond::new(r, move |s: &State| (s.instance % r as u64) as usize))
-                    }
-                    ("Cond", Some("loop-end")) => {
-                        b.add(Cond::new(2, |s: &State| usize::from(s.counter() == Some(s.len))))
-                    }
+                    ("Cond", Some("mod")) => b.add(by_instance(arg(1, "replicas")?.max(1))),
+                    ("Cond", Some("loop-end")) => b.add(loop_end()),
                     ("Isu", Some("enter")) => b.add(enter_loop()),
                     ("Isu", Some("increment")) => b.add(Isu::increment()),
                     ("Isu", Some("exit")) => b.add(exit_loop()),
@@ -166,22 +159,10 @@ pub fn parse(
             }
             "replicas" => {
                 let ids = rest.iter().map(|n| node(n)).collect::<Result<Vec<_>, _>>()?;
-                b.replicas(ids.clone()).map_err(graph)?;
-                groups.push(ids);
+                b.replicas(ids).map_err(graph)?;
             }
             other => return Err(err(format!("unknown statement `{other}`"))),
         }
     }
-    let mut g = b.build(workers)?;
-    // Replicas are one layer held several times: each starts as a copy of the group's first
-    // (see `models::rnn`), whatever the initializer drew for it.
-    for group in &groups {
-        let first: Vec<_> = g.nodes[group[0].0].params().into_iter().cloned().collect();
-        for n in &group[1..] {
-            for (p, f) in g.nodes[n.0].params_mut().into_iter().zip(&first) {
-                p.assign(f);
-            }
-        }
-    }
-    Ok((g, names))
+    Ok((b.build(workers)?, names))
 }

@@ -38,6 +38,16 @@ pub(crate) fn enter_loop() -> Isu {
     Isu::new(|s| Some(s.clone().push(0)), |s| (s.counter() == Some(0)).then(|| s.clone().pop()))
 }
 
+/// The replicas' router (§5, Figure 4b): output `instance mod r`.
+pub(crate) fn by_instance(r: usize) -> Cond {
+    Cond::new(r, move |s: &State| (s.instance % r as u64) as usize)
+}
+
+/// The loop's test: output 1 (leave) once the counter reaches the sequence length, else 0.
+pub(crate) fn loop_end() -> Cond {
+    Cond::new(2, |s: &State| usize::from(s.counter() == Some(s.len)))
+}
+
 /// The graph of Figure 2: the controller pumps one-hot tokens (`L·B × vocab`, time major; state
 /// `len = L`) into an `Ungroup`, a zero initial state (`B × hidden`) into the loop's `Phi`
 /// (through an `Isu` entering the loop) and labels (`B × 1`) into the loss. Each step
@@ -57,19 +67,18 @@ pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<Node
     let enter = b.add(enter_loop());
     let phi = b.add(Phi::new(2));
     let concat = b.add(Concat::new(2));
-    let split = b.add(Cond::new(r, move |s: &State| (s.instance % r as u64) as usize));
+    let split = b.add(by_instance(r));
     let join = b.add(Phi::new(r));
     let relu = b.add(Relu::new());
     let inc = b.add(Isu::increment());
-    let cond = b.add(Cond::new(2, |s: &State| usize::from(s.counter() == Some(s.len))));
+    let cond = b.add(loop_end());
     let exit = b.add(exit_loop());
     let out =
         b.add(Linear::new(init(spec.hidden, spec.classes), spec.opt, spec.min_update_interval)?);
     let loss = b.add(SoftmaxLoss::new());
     let mut cells = Vec::new();
-    // One initial cell, copied into every replica: replicas are one layer held r times (§5).
-    // Replicas initialized apart would hold hidden units in no common order, and the
-    // end-of-epoch average of such cells is no trained cell at all.
+    // One initial cell for every replica (the builder makes replicas start equal in any case,
+    // see `GraphBuilder::replicas`): one draw, not r.
     let w0 = init(spec.hidden + spec.vocab, spec.hidden);
     for i in 0..r {
         let cell = b.add(Linear::new(w0.clone(), spec.opt, spec.min_update_interval)?);
