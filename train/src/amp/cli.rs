@@ -35,13 +35,18 @@ pub enum Opt {
 /// The optimizer `opt` (else `default`) at learning rate `lr` with `momentum` (SGD's μ or
 /// Adam's β₁) if given.
 fn optimizer(opt: Option<Opt>, default: Opt, lr: f32, momentum: Option<f32>) -> Optimizer {
-    match (opt.unwrap_or(default), Optimizer::adam(lr)) {
-        (Opt::Sgd, _) => Optimizer::Sgd { lr, momentum: momentum.unwrap_or(0.0) },
-        (Opt::Adam, Optimizer::Adam { beta2, eps, beta1, .. }) => {
-            Optimizer::Adam { lr, beta1: momentum.unwrap_or(beta1), beta2, eps }
+    let mut o = match opt.unwrap_or(default) {
+        Opt::Sgd => Optimizer::sgd(lr),
+        Opt::Adam => Optimizer::adam(lr),
+    };
+    if let Some(m) = momentum {
+        match &mut o {
+            Optimizer::Sgd { momentum, .. } | Optimizer::Adam { beta1: momentum, .. } => {
+                *momentum = m
+            }
         }
-        (Opt::Adam, adam) => adam,
     }
+    o
 }
 
 /// Arguments of `ordo-train amp`.

@@ -232,6 +232,12 @@ impl Layout {
         (self.entities + r) as Key
     }
 
+    /// A batch's keys as the PM sees them: its entity `rows` in order, then its `relations`'
+    /// keys (the order [`run_node`] reads pulled values in).
+    fn batch_keys(&self, rows: &[u64], relations: &[usize]) -> Vec<Key> {
+        rows.iter().copied().chain(relations.iter().map(|&r| self.relation_key(r))).collect()
+    }
+
     /// The initial value of key `k`: entity rows from `rows`, relation rows from the model's
     /// dense state (`relation_rows × rdim` parameters, then their optimizer state).
     fn initial(&self, k: Key, rows: &[f32], dense: &[f32]) -> Vec<f32> {
@@ -341,9 +347,7 @@ impl<'a> Prepared<'a> {
             .step_by(nodes)
             .map(|b| {
                 let rels = batch_relations(&b.data, relations, cfg.reciprocal);
-                let keys = b.rows.iter().copied();
-                let keys = keys.chain(rels.iter().map(|&r| layout.relation_key(r))).collect();
-                PmBatch { batch: b, keys, relations: rels }
+                PmBatch { batch: b, keys: layout.batch_keys(&b.rows, &rels), relations: rels }
             })
             .collect()
     }
@@ -475,8 +479,7 @@ pub fn train_pm_mpi(
     })?;
     let ((loss_sum, positives), start) = out.result?;
     let wall_s = start.elapsed().as_secs_f64();
-    if out.owners.iter().any(|&o| o != 1) {
-        let bad = out.owners.iter().position(|&o| o != 1).unwrap_or(0);
+    if let Some(bad) = out.owners.iter().position(|&o| o != 1) {
         return Err(PmError::Transport(format!(
             "key {bad} has {} owners at quiescence",
             out.owners[bad]
@@ -598,8 +601,7 @@ fn with_local_negatives(
     let neg: Vec<u32> = drawn.into_iter().map(|k| k as u32).collect();
     let (neg_t, neg_h) = neg.split_at(per_side);
     let batch = s.assemble(planned.id, &positives, neg_t.to_vec(), neg_h.to_vec());
-    let keys = batch.rows.iter().copied();
-    let keys = keys.chain(b.relations.iter().map(|&r| layout.relation_key(r))).collect();
+    let keys = layout.batch_keys(&batch.rows, &b.relations);
     Ok((batch, keys))
 }
 

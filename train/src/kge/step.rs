@@ -176,9 +176,8 @@ impl KgeModel {
 
     /// Mean loss per positive since the last call, and reset.
     pub fn take_loss(&mut self) -> f64 {
-        let mean = self.loss_sum / self.positives.max(1) as f64;
-        (self.loss_sum, self.positives) = (0.0, 0);
-        mean
+        let (sum, positives) = self.take_loss_sum();
+        sum / positives.max(1) as f64
     }
 
     /// The loss summed over the positives stepped since the last call, and their number; resets
