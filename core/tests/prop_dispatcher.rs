@@ -52,11 +52,12 @@ fn policy_kind() -> impl Strategy<Value = PolicyKind> {
     ]
 }
 
-/// A policy of either kind, with the loss feed Probe needs.
+/// A policy of either kind, with the loss feed Probe needs. Probe is boxed: under
+/// `--cfg ordo_shuttle` its shuttle mutexes make it far larger than the other variants.
 enum AnyPolicy {
     Fixed(Fixed),
     Decay(Decay),
-    Probe(Probe),
+    Probe(Box<Probe>),
 }
 
 impl AnyPolicy {
@@ -64,7 +65,7 @@ impl AnyPolicy {
         match kind {
             PolicyKind::Fixed => AnyPolicy::Fixed(Fixed),
             PolicyKind::Decay(n) => AnyPolicy::Decay(Decay::new(n).unwrap()),
-            PolicyKind::Probe(cfg) => AnyPolicy::Probe(Probe::new(y0, 16, cfg).unwrap()),
+            PolicyKind::Probe(cfg) => AnyPolicy::Probe(Box::new(Probe::new(y0, 16, cfg).unwrap())),
         }
     }
     fn record_loss(&self, loss: f64) {
