@@ -5,13 +5,20 @@ use super::Method;
 use crate::sync::{AtomicU64, Ordering, spin_wait};
 
 const PASSM: u64 = 1 << 63;
+/// Set while a step of the method not admitted waits: no new step of the admitted method enters.
+const WAITING: u64 = 1 << 62;
+const COUNT: u64 = WAITING - 1;
 
 /// Admits steps of one [`Method`] at a time.
 ///
-/// Invariant: one word holds the admitted method (bit 63 set = PASSM) and the number of steps
-/// in flight; the method changes only when that number is zero. A step of the other method
-/// waits (spinning, giving up when told to stop) until the steps in flight have left. PASSM+
-/// switches a few times per run, so the wait is paid a few times per run.
+/// Invariant: one word holds the admitted method (bit 63 set = PASSM), whether a step of the
+/// other method waits (bit 62), and the number of steps in flight; the method changes only when
+/// that number is zero. A step of the other method sets the waiting bit and spins (giving up when
+/// told to stop) until the steps in flight have left; while the bit is set no new step of the
+/// admitted method enters, so a waiting step cannot be starved by workers that leave and
+/// re-enter (it was: a PASSM step of the last PASSM epoch waited until the run stopped). The
+/// flip clears the bit. PASSM+ switches a few times per run, so the wait is paid a few times per
+/// run.
 #[derive(Debug)]
 pub struct PhaseGate {
     word: AtomicU64,
@@ -30,10 +37,12 @@ impl PhaseGate {
             // Acquire (load and CAS): entering after the last step of the other method left
             // orders this step's reads and writes after that step's writes.
             let cur = self.word.load(Ordering::Acquire);
-            let next = if cur & PASSM == bit {
+            let next = if cur & PASSM == bit && cur & WAITING == 0 {
                 cur + 1
-            } else if cur & !PASSM == 0 {
+            } else if cur & PASSM != bit && cur & COUNT == 0 {
                 bit | 1
+            } else if cur & PASSM != bit && cur & WAITING == 0 {
+                cur | WAITING
             } else {
                 if stop() {
                     return false;
@@ -41,7 +50,9 @@ impl PhaseGate {
                 spin_wait();
                 continue;
             };
-            if self.word.compare_exchange(cur, next, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+            if self.word.compare_exchange(cur, next, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                && next & WAITING == 0
+            {
                 return true;
             }
         }
@@ -69,5 +80,16 @@ mod tests {
         g.leave();
         g.leave();
         assert!(g.enter(Method::Assm, || true));
+    }
+
+    #[test]
+    fn a_waiting_step_of_the_other_method_bars_new_entries() {
+        let g = PhaseGate::new(Method::Assm);
+        assert!(g.enter(Method::Assm, || false));
+        assert!(!g.enter(Method::Passm, || true), "an ASSM step is in flight");
+        assert!(!g.enter(Method::Assm, || true), "a PASSM step waits: no new ASSM step enters");
+        g.leave();
+        assert!(g.enter(Method::Passm, || true), "nothing in flight: the method flips");
+        assert!(g.enter(Method::Passm, || true), "the flip cleared the waiting bit");
     }
 }
