@@ -1,10 +1,12 @@
 //! The shared state of one run: the store, the MFT, the outstanding set, and the ts base.
 
+use super::row_buffers::RowBuffers;
 use super::{EngineError, HookAction, HookPoint, Mode, StageHook, StopCause};
 use crate::mft::Mft;
 use crate::outstanding::Outstanding;
 use crate::storage::RowStorage;
 use crate::store::Version;
+use std::sync::Arc;
 
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
 /// the store sees `base + ts`, so versions keep increasing across runs (epochs) on one store.
@@ -15,6 +17,8 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     pub mode: Mode,
     pub base: u64,
     pub width: usize,
+    /// Batch row buffers, reused across the session's batches.
+    pub buffers: Arc<RowBuffers>,
 }
 
 impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
@@ -31,6 +35,7 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
             mode,
             base,
             width: store.width(),
+            buffers: Arc::default(),
         })
     }
 
