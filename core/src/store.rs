@@ -14,7 +14,7 @@
 //! stores as one word per float (the KGE step's gather, `BENCHMARKS.md` "KGE step roofline").
 
 use crate::mutation::{Mutant, active};
-use crate::sync::{AtomicU64, Ordering, atomic_u64_from, fence, spin_wait};
+use crate::sync::{AtomicU64, Ordering, atomic_u64_from, fence, spin_wait, touch};
 use thiserror::Error;
 
 const LOCK: u64 = 1 << 63;
@@ -267,6 +267,21 @@ impl RowStore {
         }
     }
 
+    /// Start fetching row `row` (its TID word and every cache line of its values) into this
+    /// core's caches, so a [`read`](RowStore::read) or [`write_if_newer`](RowStore::write_if_newer)
+    /// of it a little later finds it there. A hint: it changes nothing, and a row out of range
+    /// is ignored.
+    pub fn prefetch(&self, row: u64) {
+        if row < self.rows as u64 {
+            let (tid, cells) = self.row_words(row as usize);
+            touch(tid);
+            // 8 words per 64-byte line: the last word of each run of 8 after the TID word.
+            for line in cells.chunks(8) {
+                touch(&line[line.len() - 1]);
+            }
+        }
+    }
+
     /// The row's current version (a snapshot; it may change right after).
     pub fn version(&self, row: u64) -> Result<Version, StoreError> {
         let r = self.check(row, self.width)?;
@@ -461,6 +476,17 @@ mod tests {
             s.hogwild().read(0, &mut out).unwrap();
             assert_eq!(out, vec![0.0; width], "width {width}: row 0 untouched");
         }
+    }
+
+    #[test]
+    fn prefetch_changes_nothing_and_ignores_rows_out_of_range() {
+        let s = RowStore::from_fn(3, 21, |r, c| (r * 100 + c) as f32);
+        assert_eq!(s.write_if_newer(1, 4, &[7.0; 21]), Ok(true));
+        let (before, versions) = (s.snapshot(), s.versions());
+        for row in 0..5 {
+            s.prefetch(row);
+        }
+        assert_eq!((s.snapshot(), s.versions()), (before, versions));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The reader stage: announce the batch in the outstanding set (MFT/STE), then read its rows and
 //! their versions from the store.
 
-use super::context::{Progress, RunCtx, at};
+use super::context::{Progress, RunCtx, at, prefetch_ahead};
 use super::error::Stage;
 use super::row_buffers::RowBuffers;
 use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
@@ -82,6 +82,7 @@ impl<D> ReadTask<D> {
             return Ok(self.progress(cx));
         }
         let i = self.next_row;
+        prefetch_ahead(cx.store, &self.staged.ids, i);
         let (id, w) = (self.staged.ids[i], cx.width);
         let out = &mut self.staged.values[i * w..(i + 1) * w];
         let fail = |e: crate::store::StoreError| StopCause::StageFailed {
