@@ -52,6 +52,11 @@ pub trait RowStorage: Send + Sync {
     /// Returns whether the write landed.
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError>;
 
+    /// A hint that row `row` is read or written soon (e.g. fetch it into the caches); it changes
+    /// nothing, and an implementation may ignore it (the default does). A row out of range is
+    /// ignored.
+    fn prefetch(&self, _row: u64) {}
+
     /// The whole table, row-major (a snapshot per row; for checks and checkpoints at rest).
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
         let width = self.width();
@@ -131,6 +136,10 @@ impl RowStorage for crate::store::RowStore {
 
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
         crate::store::RowStore::write_if_newer(self, row, ts, values)
+    }
+
+    fn prefetch(&self, row: u64) {
+        crate::store::RowStore::prefetch(self, row)
     }
 
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {

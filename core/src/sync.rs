@@ -69,6 +69,20 @@ pub fn spin_wait() {
     std::hint::spin_loop();
 }
 
+/// Load `word` and drop the value: brings its cache line towards this core ahead of a later
+/// access (a software prefetch in safe Rust; `core::arch` prefetch needs `unsafe`).
+///
+/// It changes no value and orders nothing, so under loom and shuttle it does nothing: an extra
+/// load there would only widen the explored state space without checking anything.
+#[inline]
+pub fn touch(word: &AtomicU64) {
+    #[cfg(not(any(ordo_loom, ordo_shuttle)))]
+    // Relaxed: the value is discarded; only the cache line's arrival matters.
+    std::hint::black_box(word.load(Ordering::Relaxed));
+    #[cfg(any(ordo_loom, ordo_shuttle))]
+    let _ = word;
+}
+
 /// Build an array of atomics (loom's atomics have no `const fn new`, so arrays are built here).
 pub fn atomic_u64_slice(len: usize, value: u64) -> Box<[AtomicU64]> {
     (0..len).map(|_| AtomicU64::new(value)).collect()

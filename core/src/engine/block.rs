@@ -1,15 +1,37 @@
 //! The rows of one batch after its model step: what the device hands to the writers and inserts
 //! into the validation cache (shared, never copied).
 
+use super::row_buffers::RowBuffers;
+use std::sync::Arc;
+
 /// A stepped batch's rows: `ids.len()` rows of `width` floats, row-major, in the order of the
 /// batch's sorted row ids. Immutable once built: the writers and the validation cache share it.
-#[derive(Debug, Clone, PartialEq)]
+/// A block built by the engine gives its values buffer back to the session's free list when it
+/// is dropped (after the writers and the cache are done with it).
+#[derive(Debug, Clone)]
 pub struct RowBlock {
     ids: Vec<u64>,
     width: usize,
     values: Vec<f32>,
     /// The values as read from the store, kept only by `Async(AddDelta)` (writers add the delta).
     original: Option<Vec<f32>>,
+    /// Where `values` goes when the block is dropped (`None`: freed).
+    recycle: Option<Arc<RowBuffers>>,
+}
+
+impl PartialEq for RowBlock {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.ids, self.width, &self.values, &self.original)
+            == (&other.ids, other.width, &other.values, &other.original)
+    }
+}
+
+impl Drop for RowBlock {
+    fn drop(&mut self) {
+        if let Some(pool) = self.recycle.take() {
+            pool.put(std::mem::take(&mut self.values));
+        }
+    }
 }
 
 impl RowBlock {
@@ -20,7 +42,13 @@ impl RowBlock {
             width,
             values,
             original: None,
+            recycle: None,
         })
+    }
+
+    pub(crate) fn recycled_into(mut self, pool: &Arc<RowBuffers>) -> Self {
+        self.recycle = Some(pool.clone());
+        self
     }
 
     pub(crate) fn with_original(mut self, original: Option<Vec<f32>>) -> Self {

@@ -1,10 +1,28 @@
 //! The shared state of one run: the store, the MFT, the outstanding set, and the ts base.
 
+use super::row_buffers::RowBuffers;
 use super::{EngineError, HookAction, HookPoint, Mode, StageHook, StopCause};
 use crate::mft::Mft;
 use crate::outstanding::Outstanding;
 use crate::storage::RowStorage;
 use crate::store::Version;
+use std::sync::Arc;
+
+/// Rows a reader or writer asks the store to [`prefetch`](RowStorage::prefetch) at once, one
+/// group ahead of the group it copies. Safe Rust has only loads to prefetch with, and a load
+/// that misses holds up the instructions after it; asked back to back, the rows of one group
+/// wait out one memory latency together instead of one each.
+pub(crate) const PREFETCH_GROUP: usize = 4;
+
+/// Ask `store` to prefetch the group of `ids` after the one that row `i` starts (every
+/// [`PREFETCH_GROUP`] rows; the first group too, at row 0).
+pub(crate) fn prefetch_ahead<S: RowStorage + ?Sized>(store: &S, ids: &[u64], i: usize) {
+    if i.is_multiple_of(PREFETCH_GROUP) {
+        let from = if i == 0 { 0 } else { i + PREFETCH_GROUP };
+        let to = (i + 2 * PREFETCH_GROUP).min(ids.len());
+        ids.get(from..to).unwrap_or(&[]).iter().for_each(|&r| store.prefetch(r));
+    }
+}
 
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
 /// the store sees `base + ts`, so versions keep increasing across runs (epochs) on one store.
@@ -15,6 +33,8 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     pub mode: Mode,
     pub base: u64,
     pub width: usize,
+    /// Batch row buffers, reused across the session's batches.
+    pub buffers: Arc<RowBuffers>,
 }
 
 impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
@@ -31,6 +51,7 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
             mode,
             base,
             width: store.width(),
+            buffers: Arc::default(),
         })
     }
 

@@ -182,8 +182,8 @@ impl Sequencer {
         drop(data);
         let ts = self.next_ts;
         self.next_ts += 1;
-        let block =
-            Arc::new(RowBlock::new(ids, cx.width, values).expect("sized").with_original(original));
+        let block = RowBlock::new(ids, cx.width, values).expect("sized");
+        let block = Arc::new(block.with_original(original).recycled_into(&cx.buffers));
         let inserted = if cx.mode == Mode::Oac && !mutation::active(Mutant::CacheInsertSkipped) {
             stage.insert(ts, &block).map_err(|e| device_failed(id, e))
         } else {

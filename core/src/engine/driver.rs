@@ -103,7 +103,7 @@ pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized>(
 ) -> Result<Option<Staged<D>>, StopCause> {
     let id = batch.id;
     guarded(Stage::Reader, id, || at(hook, HookPoint::ReadStart, id))?;
-    let mut task = ReadTask::new(position, batch, cx.width);
+    let mut task = ReadTask::new(position, batch, cx.width, &cx.buffers);
     loop {
         match guarded(Stage::Reader, id, || task.advance(cx, hook))? {
             Progress::Done => return Ok(Some(task.into_staged(cx.mode))),

@@ -72,6 +72,7 @@ mod observer;
 mod pipeline;
 mod reader;
 mod record;
+mod row_buffers;
 mod session;
 #[cfg(feature = "testing")]
 pub mod simulation;

@@ -1,8 +1,9 @@
 //! The reader stage: announce the batch in the outstanding set (MFT/STE), then read its rows and
 //! their versions from the store.
 
-use super::context::{Progress, RunCtx, at};
+use super::context::{Progress, RunCtx, at, prefetch_ahead};
 use super::error::Stage;
+use super::row_buffers::RowBuffers;
 use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
@@ -30,7 +31,9 @@ pub(crate) struct ReadTask<D> {
 }
 
 impl<D> ReadTask<D> {
-    pub fn new(position: usize, batch: Batch<D>, width: usize) -> Self {
+    /// A task reading `batch` into a buffer from `buffers` (its contents are overwritten row by
+    /// row before the batch leaves the reader).
+    pub fn new(position: usize, batch: Batch<D>, width: usize, buffers: &RowBuffers) -> Self {
         let n = batch.rows.len();
         ReadTask {
             staged: Staged {
@@ -38,7 +41,7 @@ impl<D> ReadTask<D> {
                 id: batch.id,
                 data: batch.data,
                 ids: batch.rows,
-                values: vec![0.0; n * width],
+                values: buffers.take(n * width),
                 read: vec![None; n],
                 registration: None,
                 read_prefix: 0,
@@ -79,6 +82,7 @@ impl<D> ReadTask<D> {
             return Ok(self.progress(cx));
         }
         let i = self.next_row;
+        prefetch_ahead(cx.store, &self.staged.ids, i);
         let (id, w) = (self.staged.ids[i], cx.width);
         let out = &mut self.staged.values[i * w..(i + 1) * w];
         let fail = |e: crate::store::StoreError| StopCause::StageFailed {

@@ -1,7 +1,7 @@
 //! The writer stage: write every row of a stamped batch if it is newer than the store's copy,
 //! then report the ts finished in the MFT, then leave the outstanding set.
 
-use super::context::{Progress, RunCtx, at};
+use super::context::{Progress, RunCtx, at, prefetch_ahead};
 use super::device::Stamped;
 use super::error::Stage;
 use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
@@ -58,6 +58,7 @@ impl WriteTask {
         i: usize,
     ) -> Result<(), StopCause> {
         let block = &self.stamped.block;
+        prefetch_ahead(cx.store, block.ids(), i);
         let (id, row) = (block.ids()[i], block.row(i));
         let res = match cx.mode {
             Mode::Async(AsyncWrite::Overwrite) => cx.store.overwrite_unordered(id, row),
