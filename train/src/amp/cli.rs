@@ -72,7 +72,8 @@ pub struct AmpArgs {
     pub replica_syncs: usize,
     /// Step of each replica synchronization: `w ← w₀ + step · mean(wᵢ − w₀)` from the
     /// previous one's `w₀`. 1: the average (§5); the replica count: the sum of the replicas'
-    /// moves, so an epoch moves the cell as far as one cell applying every update would.
+    /// moves (as far as one cell applying every update would go, to first order). On
+    /// list-reduction every step above 1 converged slower (BENCHMARKS.md, fourth pass).
     #[arg(long, default_value_t = 1.0)]
     pub replica_step: f32,
     /// Sleep as long as a device of this many flop/s would compute, instead of computing
