@@ -339,4 +339,31 @@ impl Graph {
             }
         }
     }
+
+    /// Replace each replica group's optimizer memory (momentum, Adam moments) by its mean, so
+    /// that after a synchronization the replicas are one layer again, optimizer included: a
+    /// replica otherwise goes on along its own momentum, away from the other's.
+    pub fn average_replica_moments(&mut self) {
+        for g in &self.replicas {
+            let mut sum: Option<Vec<Payload>> = None;
+            for n in g {
+                if let Some(o) = self.nodes[n.0].opt_state_mut() {
+                    let ms = o.moments_mut();
+                    match &mut sum {
+                        None => sum = Some(ms.into_iter().map(|m| m.clone()).collect()),
+                        Some(acc) => acc.iter_mut().zip(ms).for_each(|(a, m)| *a += &*m),
+                    }
+                }
+            }
+            let Some(sum) = sum else { continue };
+            let k = g.len() as f32;
+            for n in g {
+                if let Some(o) = self.nodes[n.0].opt_state_mut() {
+                    for (m, s) in o.moments_mut().into_iter().zip(&sum) {
+                        m.zip_mut_with(s, |m, &s| *m = s / k);
+                    }
+                }
+            }
+        }
+    }
 }

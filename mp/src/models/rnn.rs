@@ -115,18 +115,16 @@ mod tests {
     use super::*;
     use crate::message::Payload;
 
+    /// A tiny RNN: vocabulary 3, hidden 4, 2 classes, `r` replicas, mui 1.
+    fn small(r: usize, opt: Optimizer) -> RnnSpec {
+        RnnSpec { vocab: 3, hidden: 4, classes: 2, replicas: r, opt, min_update_interval: 1 }
+    }
+
     /// Every replica starts as the same cell, so the end-of-epoch average of replicas that have
     /// not trained yet is that cell again.
     #[test]
     fn replicas_start_as_one_cell() {
-        let spec = RnnSpec {
-            vocab: 3,
-            hidden: 4,
-            classes: 2,
-            replicas: 3,
-            opt: Optimizer::sgd(0.1),
-            min_update_interval: 1,
-        };
+        let spec = small(3, Optimizer::sgd(0.1));
         let mut seed = 0.0;
         let mut init = |din, dout| {
             seed += 1.0;
@@ -144,14 +142,7 @@ mod tests {
     /// (step 1) or sum to `w₀ + 4` (step 2), and the next synchronization starts from there.
     #[test]
     fn sync_moves_replicas_by_step_times_their_mean_move() {
-        let spec = RnnSpec {
-            vocab: 3,
-            hidden: 4,
-            classes: 2,
-            replicas: 2,
-            opt: Optimizer::sgd(0.1),
-            min_update_interval: 1,
-        };
+        let spec = small(2, Optimizer::sgd(0.1));
         let mut init = |din, dout| Payload::from_elem((din, dout), 0.5);
         let (mut g, cells) = rnn(spec, &mut init, 3).unwrap();
         let shift = |g: &mut Graph, by: [f32; 2]| {
@@ -169,5 +160,22 @@ mod tests {
         assert_eq!(w(&g), 6.5);
         g.sync_replicas(2.0);
         assert_eq!(w(&g), 6.5);
+    }
+
+    /// Averaging the replicas' optimizer memory leaves every replica with the mean moments.
+    #[test]
+    fn replica_moments_average_to_their_mean() {
+        let spec = small(2, Optimizer::adam(0.1));
+        let mut init = |din, dout| Payload::from_elem((din, dout), 0.5);
+        let (mut g, cells) = rnn(spec, &mut init, 3).unwrap();
+        for (c, v) in cells.iter().zip([1.0, 4.0]) {
+            let o = g.nodes[c.0].opt_state_mut().unwrap();
+            o.moments_mut().into_iter().for_each(|m| m.fill(v));
+        }
+        g.average_replica_moments();
+        for c in &cells {
+            let o = g.nodes[c.0].opt_state_mut().unwrap();
+            assert!(o.moments_mut().iter().all(|m| m.iter().all(|&x| x == 2.5)));
+        }
     }
 }

@@ -76,6 +76,10 @@ pub struct AmpArgs {
     /// list-reduction every step above 1 converged slower (BENCHMARKS.md, fourth pass).
     #[arg(long, default_value_t = 1.0)]
     pub replica_step: f32,
+    /// At each replica synchronization also average the replicas' optimizer memory (Adam
+    /// moments, momentum), so they continue as one layer.
+    #[arg(long)]
+    pub replica_moments: bool,
     /// Sleep as long as a device of this many flop/s would compute, instead of computing
     /// (Appendix C); accuracies are then meaningless, throughputs are the point.
     #[arg(long)]
@@ -176,6 +180,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
         seed: a.seed,
         replica_syncs: a.replica_syncs,
         replica_step: a.replica_step,
+        replica_moments: a.replica_moments,
     };
     let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
         bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
