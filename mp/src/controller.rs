@@ -41,6 +41,14 @@ pub struct InstanceResult {
 /// `max_active_keys` instances are active, an instance being active from its pump until its
 /// result and every expected backward have come back. So at most `max_active_keys` instances
 /// are ever in flight.
+///
+/// Invariant (*balanced replicas*): with `r` replicas ([`Controller::set_replicas`]) each
+/// pumped instance is stamped ([`State::replica`]) with a replica that has the fewest active
+/// instances (ties: the next in rotation after the last one stamped). An instance that
+/// completes frees its replica for the instance pumped in its place, so while instances are
+/// left to pump every replica holds `max_active_keys / r` of them (`r` dividing
+/// `max_active_keys`; else they differ by at most one): no replica idles while another has a
+/// queue, as routing by instance id alone lets happen (all in-flight ids even, say).
 pub struct Controller {
     grads: Vec<bool>,
     source: Option<Arc<dyn Source>>,
@@ -49,8 +57,12 @@ pub struct Controller {
     next: usize,
     active: usize,
     max_active: usize,
-    /// Per active instance (by position in `order`): messages still expected back.
-    waiting: std::collections::HashMap<u64, usize>,
+    /// Per active instance (by id): messages still expected back, and its replica.
+    waiting: std::collections::HashMap<u64, (usize, u32)>,
+    /// Active instances per replica (one entry per replica, at least one).
+    in_replica: Vec<usize>,
+    /// The replica after the one stamped last (where ties start).
+    next_replica: usize,
     results: Vec<InstanceResult>,
     done: usize,
 }
@@ -73,9 +85,42 @@ impl Controller {
             active: 0,
             max_active: 0,
             waiting: Default::default(),
+            in_replica: vec![0],
+            next_replica: 0,
             results: Vec::new(),
             done: 0,
         }
+    }
+
+    /// Balance instances over `r` replicas (§5; at least 1): the graph builder sets this to
+    /// the largest replica group, and a replica router sends an instance to
+    /// `state.replica mod` its group's size.
+    ///
+    /// ```
+    /// let mut c = ordo_mp::Controller::new(vec![true, false]);
+    /// c.set_replicas(2);
+    /// assert_eq!(c.replicas(), 2);
+    /// ```
+    pub fn set_replicas(&mut self, r: usize) {
+        self.in_replica = vec![0; r.max(1)];
+        self.next_replica = 0;
+    }
+
+    /// The replicas instances are balanced over.
+    pub fn replicas(&self) -> usize {
+        self.in_replica.len()
+    }
+
+    /// The replica for the next instance: the fewest active, ties from the rotation's next.
+    fn pick_replica(&mut self) -> u32 {
+        let r = self.in_replica.len();
+        let pick = (0..r)
+            .map(|k| (self.next_replica + k) % r)
+            .min_by_key(|&q| self.in_replica[q])
+            .unwrap_or(0);
+        self.in_replica[pick] += 1;
+        self.next_replica = (pick + 1) % r;
+        pick as u32
     }
 
     /// Prepare a run over `source` in `order` with bound `max_active_keys` ≥ 1.
@@ -98,6 +143,8 @@ impl Controller {
         self.active = 0;
         self.max_active = 0;
         self.waiting.clear();
+        self.in_replica.iter_mut().for_each(|a| *a = 0);
+        self.next_replica = 0;
         self.results.clear();
         self.done = 0;
         Ok(())
@@ -135,7 +182,7 @@ impl Controller {
         let source =
             self.source.clone().ok_or_else(|| MpError::Config("controller not prepared".into()))?;
         while self.may_pump() && self.next < self.order.len() {
-            let (state, payloads) = source.instance(self.order[self.next]);
+            let (mut state, payloads) = source.instance(self.order[self.next]);
             if payloads.len() != self.grads.len() {
                 return Err(MpError::Shape {
                     kind: "Controller",
@@ -143,12 +190,14 @@ impl Controller {
                 });
             }
             let expected = 1 + if e.train { self.grads.iter().filter(|&&g| g).count() } else { 0 };
-            if self.waiting.insert(state.instance, expected).is_some() {
+            if self.waiting.contains_key(&state.instance) {
                 return Err(MpError::Config(format!(
                     "instance id {} pumped twice at once",
                     state.instance
                 )));
             }
+            state.replica = self.pick_replica();
+            self.waiting.insert(state.instance, (expected, state.replica));
             self.next += 1;
             self.active += 1;
             self.max_active = self.max_active.max(self.active);
@@ -165,9 +214,11 @@ impl Controller {
             what: "message of an inactive instance",
             state: state.clone(),
         })?;
-        *left -= 1;
-        if *left == 0 {
+        left.0 -= 1;
+        if left.0 == 0 {
+            let replica = left.1 as usize;
             self.waiting.remove(&state.instance);
+            self.in_replica[replica] -= 1;
             self.active -= 1;
             self.done += 1;
             self.pump(e)?;
@@ -240,5 +291,46 @@ impl Source for Vec<(State, Vec<Payload>)> {
     }
     fn instance(&self, i: usize) -> (State, Vec<Payload>) {
         self[i].clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::Out;
+
+    /// The replicas stamped on the instances `e` pumped, in pump order.
+    fn stamped(e: &Emit) -> Vec<(u64, u32)> {
+        e.out
+            .iter()
+            .filter_map(|o| match o {
+                Out::Forward { port: 0, state, .. } => Some((state.instance, state.replica)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Instances go to the replica with the fewest active ones: with 2 replicas and mak 4, two
+    /// each; an instance that completes frees its replica for the next one, whatever the
+    /// instance ids (all even here, so routing by id mod 2 would send all to replica 0).
+    #[test]
+    fn instances_are_balanced_over_replicas() {
+        let data: Vec<(State, Vec<Payload>)> =
+            (0..8).map(|i| (State::new(2 * i), vec![Payload::zeros((1, 1))])).collect();
+        let mut c = Controller::new(vec![false]);
+        c.set_replicas(2);
+        c.prepare(Arc::new(data), (0..8).collect(), 4).unwrap();
+        let mut e = Emit::new(false);
+        c.start(&mut e).unwrap();
+        assert_eq!(stamped(&e), vec![(0, 0), (2, 1), (4, 0), (6, 1)]);
+        let result = || Payload::zeros((1, 3));
+        let mut e = Emit::new(false);
+        c.forward(0, State::new(4), result(), &mut e).unwrap();
+        assert_eq!(stamped(&e), vec![(8, 0)]);
+        let mut e = Emit::new(false);
+        c.forward(0, State::new(0), result(), &mut e).unwrap();
+        c.forward(0, State::new(2), result(), &mut e).unwrap();
+        assert_eq!(stamped(&e), vec![(10, 0), (12, 1)]);
+        assert_eq!(c.in_replica, vec![2, 2]);
     }
 }

@@ -53,6 +53,8 @@ pub struct Graph {
     pub(crate) nodes: Vec<Box<dyn Node>>,
     pub(crate) topo: Topology,
     replicas: Vec<Vec<NodeId>>,
+    /// Per replica group: its parameters at the last synchronization (at build: the start).
+    synced: Vec<Vec<Payload>>,
 }
 
 /// Builds a [`Graph`].
@@ -222,10 +224,23 @@ impl GraphBuilder {
                 }
             }
         }
+        let synced = self
+            .replicas
+            .iter()
+            .map(|g| match g.first() {
+                Some(n) => self.nodes[n.0].params().into_iter().cloned().collect(),
+                None => Vec::new(),
+            })
+            .collect();
+        let replicas = self.replicas.iter().map(Vec::len).max().unwrap_or(1);
+        if let Some(c) = self.nodes[controller.0].as_controller() {
+            c.set_replicas(replicas);
+        }
         Ok(Graph {
             nodes: self.nodes,
             topo: Topology { fwd, bwd, place, workers, controller },
             replicas: self.replicas,
+            synced,
         })
     }
 }
@@ -280,9 +295,21 @@ impl Graph {
     }
 
     /// Replace each replica group's parameters by their mean (the end-of-epoch
-    /// synchronization of §5).
+    /// synchronization of §5): [`Graph::sync_replicas`] with step 1.
     pub fn average_replicas(&mut self) {
-        for g in &self.replicas {
+        self.sync_replicas(1.0);
+    }
+
+    /// Synchronize each replica group: every replica becomes `w₀ + step · mean(wᵢ − w₀)`,
+    /// where `w₀` is the group's parameters at the previous synchronization (or the start).
+    ///
+    /// Step 1 is the plain average of §5 (computed as `mean(wᵢ)`). Step `r` (the group's
+    /// size) applies the *sum* of the replicas' moves since the last synchronization: to first
+    /// order in the learning rate, where one layer applying all the replicas' updates would
+    /// have gone; the average goes only as far as one replica's share of the data took it
+    /// (`r` times fewer updates per epoch: the effective-minibatch slow-down B.2 reports).
+    pub fn sync_replicas(&mut self, step: f32) {
+        for (g, synced) in self.replicas.iter().zip(&mut self.synced) {
             let k = g.len() as f32;
             let mut mean: Vec<Payload> = self.nodes[g[0].0]
                 .params()
@@ -297,9 +324,44 @@ impl Graph {
             for m in &mut mean {
                 m.mapv_inplace(|v| v / k);
             }
+            if step != 1.0 {
+                for (m, w0) in mean.iter_mut().zip(synced.iter()) {
+                    m.zip_mut_with(w0, |m, &w0| *m = w0 + step * (*m - w0));
+                }
+            }
+            for (s, m) in synced.iter_mut().zip(&mean) {
+                s.assign(m);
+            }
             for n in g {
                 for (p, m) in self.nodes[n.0].params_mut().into_iter().zip(&mean) {
                     p.assign(m);
+                }
+            }
+        }
+    }
+
+    /// Replace each replica group's optimizer memory (momentum, Adam moments) by its mean, so
+    /// that after a synchronization the replicas are one layer again, optimizer included: a
+    /// replica otherwise goes on along its own momentum, away from the other's.
+    pub fn average_replica_moments(&mut self) {
+        for g in &self.replicas {
+            let mut sum: Option<Vec<Payload>> = None;
+            for n in g {
+                if let Some(o) = self.nodes[n.0].opt_state_mut() {
+                    let ms = o.moments_mut();
+                    match &mut sum {
+                        None => sum = Some(ms.into_iter().map(|m| m.clone()).collect()),
+                        Some(acc) => acc.iter_mut().zip(ms).for_each(|(a, m)| *a += &*m),
+                    }
+                }
+            }
+            let Some(sum) = sum else { continue };
+            let k = g.len() as f32;
+            for n in g {
+                if let Some(o) = self.nodes[n.0].opt_state_mut() {
+                    for (m, s) in o.moments_mut().into_iter().zip(&sum) {
+                        m.zip_mut_with(s, |m, &s| *m = s / k);
+                    }
                 }
             }
         }

@@ -106,6 +106,10 @@ pub trait Node: Send {
     fn params_mut(&mut self) -> Vec<&mut Payload> {
         Vec::new()
     }
+    /// The optimizer's memory (parameterized nodes only; replica synchronization).
+    fn opt_state_mut(&mut self) -> Option<&mut crate::optimizer::OptState> {
+        None
+    }
     /// Replace computation by sleeping as long as a device of `flops` flop/s would take
     /// (Appendix C); `None` computes. Nodes without a compute cost ignore it.
     fn emulate(&mut self, _flops: Option<f64>) {}

@@ -59,6 +59,11 @@ impl OptState {
         }
     }
 
+    /// The moments (`m` then `v`, per parameter), mutably (replica synchronization).
+    pub(crate) fn moments_mut(&mut self) -> Vec<&mut Payload> {
+        self.m.iter_mut().chain(self.v.iter_mut()).collect()
+    }
+
     /// Apply one step with gradients `grads` (same order and shapes as the parameters).
     ///
     /// ```

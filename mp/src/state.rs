@@ -18,12 +18,16 @@ pub struct State {
     pub counters: Vec<u32>,
     /// The instance's sequence length (the number of steps of its loop; 0 when it has none).
     pub len: u32,
+    /// The replica (§5) of each replicated layer this instance goes through, modulo the
+    /// layer's replica count: stamped by the controller when it pumps the instance (0 for a
+    /// graph without replicas), so a replica router is a function of the state, as §5 asks.
+    pub replica: u32,
 }
 
 impl State {
     /// The state of instance `instance`, outside every loop.
     pub fn new(instance: u64) -> State {
-        State { instance, counters: Vec::new(), len: 0 }
+        State { instance, counters: Vec::new(), len: 0, replica: 0 }
     }
 
     /// The same state with sequence length `len`.

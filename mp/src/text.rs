@@ -9,7 +9,8 @@
 //!
 //! Kinds: `Controller grad|nograd …` (one word per output: whether its gradient comes back),
 //! `Linear D_IN D_OUT`, `Relu`, `SoftmaxLoss`, `Concat N`, `Phi N`, `Ungroup`,
-//! `Cond mod N` (instance id mod N, the replicas' router), `Cond loop-end` (0 while the loop
+//! `Cond mod N` (the replicas' router: the replica the controller stamped on the instance, mod N;
+//! the controller balances over the largest `replicas` group), `Cond loop-end` (0 while the loop
 //! counter is below the sequence length, 1 at the end), `Isu enter|increment|exit`.
 //! Every `Linear` takes its weights from the initializer, in file order, and the optimizer and
 //! `min_update_interval` given to [`parse`].
@@ -22,7 +23,7 @@ use crate::controller::Controller;
 use crate::error::MpError;
 use crate::graph::{Graph, GraphBuilder, NodeId};
 use crate::models::Init;
-use crate::models::rnn::{by_instance, enter_loop, exit_loop, loop_end};
+use crate::models::rnn::{by_replica, enter_loop, exit_loop, loop_end};
 use crate::nodes::{Concat, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
 use crate::optimizer::Optimizer;
 
@@ -131,7 +132,7 @@ pub fn parse(
                     ("Concat", _) => b.add(Concat::new(arg(0, "inputs")?)),
                     ("Phi", _) => b.add(Phi::new(arg(0, "inputs")?)),
                     ("Ungroup", _) => b.add(Ungroup::new()),
-                    ("Cond", Some("mod")) => b.add(by_instance(arg(1, "replicas")?.max(1))),
+                    ("Cond", Some("mod")) => b.add(by_replica(arg(1, "replicas")?.max(1))),
                     ("Cond", Some("loop-end")) => b.add(loop_end()),
                     ("Isu", Some("enter")) => b.add(enter_loop()),
                     ("Isu", Some("increment")) => b.add(Isu::increment()),

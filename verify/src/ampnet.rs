@@ -34,7 +34,9 @@ pub const AMPNET_MUTANTS: [Mutant; 3] =
 pub enum Node {
     /// The controller.
     Ctrl,
-    /// `Cond (instance mod 2)`.
+    /// The replicas' `Cond`, routing instance `i` to replica `i mod 2`. (The runtime routes by
+    /// the replica its controller stamps at the pump, balancing active instances; the
+    /// properties here hold for any routing that is a function of the state.)
     Split,
     /// Replica `r` of the parameterized node.
     Replica(u8),

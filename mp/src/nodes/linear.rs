@@ -184,4 +184,7 @@ impl Node for Linear {
     fn emulate(&mut self, flops: Option<f64>) {
         self.emulate = flops;
     }
+    fn opt_state_mut(&mut self) -> Option<&mut OptState> {
+        Some(&mut self.opt)
+    }
 }

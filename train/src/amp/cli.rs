@@ -70,6 +70,16 @@ pub struct AmpArgs {
     /// Replica averages per epoch (1: at the epoch's end, as §5 does).
     #[arg(long, default_value_t = 1)]
     pub replica_syncs: usize,
+    /// Step of each replica synchronization: `w ← w₀ + step · mean(wᵢ − w₀)` from the
+    /// previous one's `w₀`. 1: the average (§5); the replica count: the sum of the replicas'
+    /// moves (as far as one cell applying every update would go, to first order). On
+    /// list-reduction every step above 1 converged slower (BENCHMARKS.md, fourth pass).
+    #[arg(long, default_value_t = 1.0)]
+    pub replica_step: f32,
+    /// At each replica synchronization also average the replicas' optimizer memory (Adam
+    /// moments, momentum), so they continue as one layer.
+    #[arg(long)]
+    pub replica_moments: bool,
     /// Sleep as long as a device of this many flop/s would compute, instead of computing
     /// (Appendix C); accuracies are then meaningless, throughputs are the point.
     #[arg(long)]
@@ -164,8 +174,14 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     let label = format!("{:?} mak {} workers {} replicas {}", a.task, a.mak, a.workers, a.replicas);
-    let schedule =
-        Schedule { epochs: a.epochs, mak: a.mak, seed: a.seed, replica_syncs: a.replica_syncs };
+    let schedule = Schedule {
+        epochs: a.epochs,
+        mak: a.mak,
+        seed: a.seed,
+        replica_syncs: a.replica_syncs,
+        replica_step: a.replica_step,
+        replica_moments: a.replica_moments,
+    };
     let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
         bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
         bar.inc(1);

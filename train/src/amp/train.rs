@@ -41,6 +41,12 @@ pub struct Schedule {
     /// Replica averages per epoch (§5 averages once, at the epoch's end): the epoch's order is
     /// cut into this many runs, each followed by an average, so the pipeline drains this often.
     pub replica_syncs: usize,
+    /// The synchronization's step ([`Graph::sync_replicas`]): 1 averages the replicas (§5),
+    /// the replica count applies the sum of their moves.
+    pub replica_step: f32,
+    /// Also average the replicas' optimizer memory at each synchronization
+    /// ([`Graph::average_replica_moments`]).
+    pub replica_moments: bool,
 }
 
 fn examples(src: &dyn Source, order: &[usize]) -> f64 {
@@ -72,7 +78,10 @@ pub fn train(
         let mut t = RunReport::default();
         for part in order.chunks(chunk) {
             let r = run(graph, train.clone(), part.to_vec(), &cfg)?;
-            graph.average_replicas();
+            graph.sync_replicas(s.replica_step);
+            if s.replica_moments {
+                graph.average_replica_moments();
+            }
             t.results.extend(r.results);
             t.max_active = t.max_active.max(r.max_active);
             t.elapsed += r.elapsed;
@@ -124,7 +133,14 @@ mod tests {
         va.iter().for_each(|e| counts[e.answer] += 1);
         let majority = *counts.iter().max().unwrap() as f64 / va.len() as f64;
         let mut g = list_graph(64, 2, Optimizer::adam(0.003), 1, 2, 1).unwrap();
-        let s = Schedule { epochs: 4, mak: 4, seed: 1, replica_syncs: 1 };
+        let s = Schedule {
+            epochs: 4,
+            mak: 4,
+            seed: 1,
+            replica_syncs: 1,
+            replica_step: 1.0,
+            replica_moments: false,
+        };
         let curve = train(
             &mut g,
             Arc::new(list_instances(&tr, 50, 64, 0)),
