@@ -396,6 +396,7 @@ pub(crate) fn communicate<T: Transport + ?Sized>(
         while let Ok((to, m)) = outgoing.try_recv() {
             transport.send(to, m)?;
         }
+        transport.flush()?;
         if let Some(first) = transport.recv_timeout(Duration::from_micros(100))? {
             // Handle what has already arrived under one lock (up to `MAX_DRAIN`): taking the
             // lock once per message let a busy training thread starve the node's inbox.

@@ -2,11 +2,15 @@
 //! communication thread per process which initializes MPI with `Threading::Funneled` and is the
 //! only thread that ever calls MPI; training threads use a [`NodeHandle`] exactly as in-process.
 //!
-//! Messages are point-to-point sends of the CBOR encoding (ciborium) of a [`Message`] (tag 0);
-//! MPI's non-overtaking rule gives the FIFO-per-pair order routing needs. `bytes_sent` counts
-//! the binary size [`Message::wire_bytes`], not the CBOR (JSON, used before, spent most of a
-//! 4-rank WordNet run formatting and parsing floats). Sends are blocking standard sends: rows are
-//! small (below OpenMPI's eager limit), so a send completes without the peer receiving.
+//! Messages travel as point-to-point MPI messages (tag 0), **one per destination and flush**:
+//! the CBOR encoding (ciborium) of every [`Message`] the node queued for that rank since the
+//! last flush, rows as byte strings ([`MpiTransport`], `message::row_bytes`). MPI's
+//! non-overtaking rule gives the FIFO-per-pair order routing needs. `bytes_sent` counts the
+//! binary size [`Message::wire_bytes`] of each message. With one blocking `MPI_Send` per message
+//! (before), 4 ranks on 2 cores spent ~80% of each communication thread inside `MPI_Send` and
+//! most messages were 0.1 s to over 1 s in flight, longer than the intent offset: that, not the
+//! protocol, was what kept adapm's remote share above 0.001 on MPI (BENCHMARKS.md, "AdaPM on 4
+//! MPI ranks: where the remote accesses went").
 //!
 //! Quiescence across processes ([`run_node`] after the training closure returns): a
 //! non-blocking barrier while still serving requests (so no rank blocks a peer that still
@@ -15,6 +19,8 @@
 //! message. Then every rank gathers the final table (owners contribute their main copies) and the
 //! number of owners per key, and the summed counters.
 
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -35,10 +41,88 @@ use crate::stats::PmStats;
 use crate::transport::Transport;
 
 /// This process's endpoint: the world communicator, on the communication thread only.
+///
+/// [`Transport::send`] only queues a message for its destination; [`Transport::flush`] sends
+/// each destination's queue as **one** MPI message (the CBOR of the `Vec<Message>`) with a
+/// non-blocking send, and until every such send has completed it keeps receiving what arrives
+/// (so two ranks flushing large batches to each other cannot deadlock on rendezvous sends).
+/// Received batches are queued whole and handed out one message at a time, in order, by
+/// [`Transport::recv_timeout`]. MPI's non-overtaking rule keeps a pair's batches in order, so
+/// the FIFO-per-pair contract holds message by message.
 pub struct MpiTransport {
     world: SimpleCommunicator,
-    sent: std::cell::Cell<u64>,
-    received: std::cell::Cell<u64>,
+    /// Per destination rank, the messages queued since the last flush.
+    outbox: RefCell<Vec<Vec<Message>>>,
+    /// Batches received and not yet decoded, with their source, in arrival order.
+    arrived: RefCell<VecDeque<(NodeId, Vec<u8>)>>,
+    /// Messages of decoded batches not yet handed out.
+    inbox: RefCell<VecDeque<(NodeId, Message)>>,
+    /// Messages flushed (counted one by one, not per MPI message).
+    sent: Cell<u64>,
+    /// Messages handed out by `recv_timeout`.
+    received: Cell<u64>,
+}
+
+impl MpiTransport {
+    fn new(world: SimpleCommunicator) -> Self {
+        let size = world.size() as usize;
+        MpiTransport {
+            world,
+            outbox: RefCell::new(vec![Vec::new(); size]),
+            arrived: Default::default(),
+            inbox: Default::default(),
+            sent: Default::default(),
+            received: Default::default(),
+        }
+    }
+
+    /// Receive every batch MPI has already delivered to this rank; whether there was one.
+    fn receive_arrived(&self) -> bool {
+        let mut any = false;
+        while let Some(probed) = self.world.any_process().immediate_matched_probe() {
+            let (bytes, status) = probed.matched_receive_vec::<u8>();
+            self.arrived.borrow_mut().push_back((status.source_rank() as NodeId, bytes));
+            any = true;
+        }
+        any
+    }
+
+    /// The element-wise sum of `local` over all ranks (`MPI_Iallreduce`), receiving what arrives
+    /// while it completes: a rank still in [`Transport::flush`] waits for this rank to take
+    /// its batch, so a blocking collective here could deadlock with it.
+    fn sum_over_ranks(&self, local: &[i64]) -> Vec<i64> {
+        let mut sum = vec![0i64; local.len()];
+        mpi::request::scope(|scope| {
+            let op = SystemOperation::sum();
+            let mut req = self.world.immediate_all_reduce_into(scope, local, &mut sum[..], op);
+            loop {
+                match req.test() {
+                    Ok(_) => break,
+                    Err(r) => req = r,
+                }
+                if !self.receive_arrived() {
+                    std::thread::yield_now();
+                }
+            }
+        });
+        sum
+    }
+
+    /// The next message of the received batches, decoding the next batch when needed.
+    fn next_received(&self) -> Result<Option<(NodeId, Message)>, PmError> {
+        loop {
+            if let Some(m) = self.inbox.borrow_mut().pop_front() {
+                self.received.set(self.received.get() + 1);
+                return Ok(Some(m));
+            }
+            let Some((from, bytes)) = self.arrived.borrow_mut().pop_front() else {
+                return Ok(None);
+            };
+            let batch: Vec<Message> =
+                ciborium::from_reader(&bytes[..]).map_err(|e| PmError::Transport(e.to_string()))?;
+            self.inbox.borrow_mut().extend(batch.into_iter().map(|m| (from, m)));
+        }
+    }
 }
 
 impl Transport for MpiTransport {
@@ -49,29 +133,60 @@ impl Transport for MpiTransport {
         self.world.size() as usize
     }
     fn send(&self, to: NodeId, msg: Message) -> Result<(), PmError> {
-        let mut bytes = Vec::new();
-        ciborium::into_writer(&msg, &mut bytes).map_err(|e| PmError::Transport(e.to_string()))?;
-        self.world.process_at_rank(to as i32).send(&bytes[..]);
-        self.sent.set(self.sent.get() + 1);
+        let mut outbox = self.outbox.borrow_mut();
+        let nodes = outbox.len();
+        outbox.get_mut(to).ok_or(PmError::NodeOutOfRange { node: to, nodes })?.push(msg);
+        Ok(())
+    }
+    fn flush(&self) -> Result<(), PmError> {
+        let mut batches = Vec::new();
+        for (to, queued) in self.outbox.borrow_mut().iter_mut().enumerate() {
+            if queued.is_empty() {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            ciborium::into_writer(&*queued, &mut bytes)
+                .map_err(|e| PmError::Transport(e.to_string()))?;
+            self.sent.set(self.sent.get() + queued.len() as u64);
+            queued.clear();
+            batches.push((to as i32, bytes));
+        }
+        mpi::request::scope(|scope| {
+            let mut sending: Vec<_> = batches
+                .iter()
+                .map(|(to, b)| self.world.process_at_rank(*to).immediate_send(scope, &b[..]))
+                .collect();
+            while !sending.is_empty() {
+                sending = sending.into_iter().filter_map(|r| r.test().err()).collect();
+                if !sending.is_empty() && !self.receive_arrived() {
+                    std::thread::yield_now();
+                }
+            }
+        });
         Ok(())
     }
     fn recv_timeout(&self, timeout: Duration) -> Result<Option<(NodeId, Message)>, PmError> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(probed) = self.world.any_process().immediate_matched_probe() {
-                let (bytes, status) = probed.matched_receive_vec::<u8>();
-                self.received.set(self.received.get() + 1);
-                let msg = ciborium::from_reader(&bytes[..])
-                    .map_err(|e| PmError::Transport(e.to_string()))?;
-                return Ok(Some((status.source_rank() as NodeId, msg)));
+            if let Some(m) = self.next_received()? {
+                return Ok(Some(m));
             }
-            if Instant::now() >= deadline {
+            if self.receive_arrived() {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return Ok(None);
             }
-            std::thread::yield_now();
+            // Sleep, not spin: with more ranks than cores a spinning communication thread takes
+            // the core its own training thread (and the peers) need.
+            std::thread::sleep(left.min(POLL));
         }
     }
 }
+
+/// How long `recv_timeout` sleeps between two looks for arrived batches.
+const POLL: Duration = Duration::from_micros(50);
 
 /// What every rank knows after [`run_node`].
 #[derive(Debug, Clone)]
@@ -119,11 +234,7 @@ pub fn run_node<T>(
             let _ = tx_shared.send(Err(e.clone()));
             return Err(e);
         }
-        let t = MpiTransport {
-            world: universe.world(),
-            sent: Default::default(),
-            received: Default::default(),
-        };
+        let t = MpiTransport::new(universe.world());
         let (rank, size) = (t.rank(), t.nodes());
         let node = Node::new(rank, size, keys, width, mode, init)?;
         let (out_tx, out_rx) = unbounded();
@@ -152,8 +263,7 @@ pub fn run_node<T>(
                         i64::from(!quiet),
                         t.sent.get() as i64,
                     ];
-                    let mut sum = [0i64; 3];
-                    t.world.all_reduce_into(&local[..], &mut sum[..], SystemOperation::sum());
+                    let sum = t.sum_over_ranks(&local);
                     let settled = sum[0] == 0 && sum[1] == 0 && sum[2] == last_sent;
                     let quiet_rounds = if settled { quiet_rounds + 1 } else { 0 };
                     if quiet_rounds >= 2 {

@@ -21,8 +21,13 @@ pub trait Transport {
     fn rank(&self) -> NodeId;
     /// Number of nodes.
     fn nodes(&self) -> usize;
-    /// Send `msg` to node `to`.
+    /// Send `msg` to node `to`, or queue it for the next [`Transport::flush`].
     fn send(&self, to: NodeId, msg: Message) -> Result<(), PmError>;
+    /// Send every queued message (the communication thread calls it after each burst of
+    /// `send`s). A transport that sends at once has nothing to do.
+    fn flush(&self) -> Result<(), PmError> {
+        Ok(())
+    }
     /// The next message for this node, waiting at most `timeout`; `None` on timeout.
     fn recv_timeout(&self, timeout: Duration) -> Result<Option<(NodeId, Message)>, PmError>;
 }

@@ -294,8 +294,13 @@ impl KgeOpts {
     }
 
     /// The `--pm` run these options ask for, if any; `Unsupported` for flags that do not go with
-    /// it (or PM flags without `--pm`).
-    fn pm_config(&self, subcommand: bool) -> Result<Option<PmConfig>, ConfigError> {
+    /// it (or PM flags without `--pm`). `launch` is the MPI job this process runs in
+    /// ([`mpi_launch`]), whose ranks are then the nodes.
+    fn pm_config(
+        &self,
+        subcommand: bool,
+        launch: Option<(usize, usize)>,
+    ) -> Result<Option<PmConfig>, ConfigError> {
         let Some(mode) = self.pm else {
             if self.pm_nodes.is_some()
                 || self.intent_offset.is_some()
@@ -320,7 +325,7 @@ impl KgeOpts {
         if let Some((_, what)) = engine_only.into_iter().find(|(given, _)| *given) {
             return Err(ConfigError::PmIncompatible(what));
         }
-        let nodes = match mpi_launch() {
+        let nodes = match launch {
             // Under mpirun the ranks are the nodes.
             Some(_) if !cfg!(feature = "mpi") => {
                 return Err(ConfigError::Unsupported(
@@ -414,11 +419,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         return Ok(());
     }
     // Bad flag combinations fail before the dataset is read.
-    let pm = o.pm_config(args.command.is_some())?;
+    let launch = mpi_launch();
+    let pm = o.pm_config(args.command.is_some(), launch)?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
     // Under mpirun only rank 0 of a --pm run prints (errors aside).
-    let silent = pm.is_some() && mpi_launch().is_some_and(|(rank, _)| rank != 0);
+    let silent = pm.is_some() && launch.is_some_and(|(rank, _)| rank != 0);
     let d = Dataset::load_with_progress(o.dataset(), !o.quiet && !silent)?;
     if !silent {
         eprintln!("{}", d.summary());
@@ -434,7 +440,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         return Ok(());
     }
     if let Some(pm) = pm {
-        return run_pm(&d, &cfg, pm, o.quiet);
+        let out = Output { quiet: o.quiet, silent };
+        return run_pm(&d, &cfg, pm, out, launch.is_some());
     }
     let modes: Vec<Mode> = match args.command {
         Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
@@ -558,17 +565,29 @@ fn train_with_progress(
     Ok(r?)
 }
 
-/// `--pm`: train over the in-process AdaPM cluster, or as this rank's node under mpirun; print
-/// (on rank 0 only) the `pm:` line and the test metrics.
-fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(), BoxError> {
-    let rank = mpi_launch().map(|(rank, _)| rank);
-    let quiet = quiet || rank.is_some_and(|r| r != 0);
-    if rank.is_none_or(|r| r == 0) {
+/// What a run prints: nothing at all when `silent` (an MPI rank other than 0), no progress bar
+/// when `quiet`.
+#[derive(Debug, Clone, Copy)]
+struct Output {
+    quiet: bool,
+    silent: bool,
+}
+
+/// `--pm`: train over the in-process AdaPM cluster, or (`on_mpi`) as this rank's node of the MPI
+/// job; print the `pm:` line and the test metrics unless `out.silent`.
+fn run_pm(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    pm: PmConfig,
+    out: Output,
+    on_mpi: bool,
+) -> Result<(), BoxError> {
+    if !out.silent {
         println!(
             "pm {} · {} nodes{} · intent offset {} · {} negatives · {:?} dim {} · batch {} · {} epochs · seed {}",
             pm.mode,
             pm.nodes,
-            if rank.is_some() { " (MPI ranks)" } else { "" },
+            if on_mpi { " (MPI ranks)" } else { "" },
             pm.intent_offset,
             pm.negatives.name(),
             cfg.score,
@@ -582,11 +601,16 @@ fn run_pm(d: &Dataset, cfg: &TrainConfig, pm: PmConfig, quiet: bool) -> Result<(
         ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} batches {elapsed}")
             .expect("valid template")
             .progress_chars("=> ");
-    let bar = if quiet { ProgressBar::hidden() } else { ProgressBar::new(0).with_style(style) };
+    let bar = if out.quiet || out.silent {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(0).with_style(style)
+    };
     bar.set_prefix(pm.mode.name());
-    let r = match rank {
-        Some(_) => train_pm_on_mpi(d, cfg, pm, &bar),
-        None => train_pm(d, cfg, pm, &bar).map(Some),
+    let r = if on_mpi {
+        train_pm_on_mpi(d, cfg, pm, &bar)
+    } else {
+        train_pm(d, cfg, pm, &bar).map(Some)
     };
     bar.finish_and_clear();
     if let Some(r) = r? {

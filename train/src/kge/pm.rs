@@ -377,7 +377,8 @@ impl<'a> Prepared<'a> {
         let rel = &dense[..layout.relation_rows * layout.rdim];
         let limit =
             if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
-        metrics(cfg, &rows, rel, &d.test[..limit], &Filter::of(d))
+        let queries = &d.test[..limit];
+        metrics(cfg, &rows, rel, queries, &Filter::for_queries(d, queries))
     }
 }
 
