@@ -29,6 +29,14 @@ use ordo_pm::PmMode;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// `--intent-offset` when nodes are threads of one process: intents 2 clocks ahead already keep
+/// all but 0.07% of accesses local (BENCHMARKS.md, AdaPM offset sweep).
+const INTENT_OFFSET_IN_PROCESS: u64 = 2;
+/// `--intent-offset` under mpirun: a relocation crosses processes in up to ~1 s on a loaded
+/// machine, so 2 clocks of lead leave ~2% of accesses remote, 8 leave 0.06% (BENCHMARKS.md,
+/// AdaPM on 4 MPI ranks). Past ~9 clocks the timing rule acts no earlier.
+const INTENT_OFFSET_MPI: u64 = 8;
+
 /// Arguments of `ordo-train kge`.
 #[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = false)]
@@ -171,7 +179,8 @@ struct KgeOpts {
     /// Nodes of --pm (one training thread each) [default: 2].
     #[arg(long, global = true)]
     pm_nodes: Option<usize>,
-    /// Batches (clocks) ahead that --pm nodes signal intent [default: 2].
+    /// Batches (clocks) ahead that --pm nodes signal intent [default: 2 in one process, 8 under
+    /// mpirun, where messages take longer than 2 clocks (BENCHMARKS.md, AdaPM on 4 MPI ranks)].
     #[arg(long, global = true)]
     intent_offset: Option<u64>,
     /// Where --pm nodes draw negatives: local (among the keys the node holds, paper 002) or
@@ -346,7 +355,11 @@ impl KgeOpts {
         Ok(Some(PmConfig {
             mode,
             nodes,
-            intent_offset: self.intent_offset.unwrap_or(2),
+            intent_offset: self.intent_offset.unwrap_or(if launch.is_some() {
+                INTENT_OFFSET_MPI
+            } else {
+                INTENT_OFFSET_IN_PROCESS
+            }),
             negatives: self.pm_negatives.unwrap_or_default(),
         }))
     }
@@ -664,5 +677,37 @@ fn print_epoch(s: &EpochStats) {
 fn print_comparison(results: &[RunResult], n_train: usize) {
     if let Some((target, rows)) = compare::compare(results, n_train) {
         print!("\n{}", compare::text(target, &rows));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        kge: KgeArgs,
+    }
+
+    fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {
+        let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
+        cli.kge.opts.resolve()?.pm_config(false, launch)
+    }
+
+    #[test]
+    fn the_intent_offset_defaults_by_transport_and_a_given_one_is_kept() {
+        let one = pm(&["--pm", "adapm", "--pm-nodes", "4"], None).unwrap().unwrap();
+        assert_eq!(one.intent_offset, INTENT_OFFSET_IN_PROCESS);
+        let given = pm(&["--pm", "adapm", "--intent-offset", "5"], None).unwrap().unwrap();
+        assert_eq!(given.intent_offset, 5);
+        let ranks = pm(&["--pm", "adapm"], Some((0, 4)));
+        if cfg!(feature = "mpi") {
+            let ranks = ranks.unwrap().unwrap();
+            assert_eq!((ranks.nodes, ranks.intent_offset), (4, INTENT_OFFSET_MPI));
+        } else {
+            assert!(matches!(ranks, Err(ConfigError::Unsupported(_))), "mpirun needs the feature");
+        }
     }
 }
