@@ -16,7 +16,8 @@
 //! phases θ (`r = e^{iθ}`, so the unit modulus holds by construction): see
 //! [`ScoreFn::relation_dim`].
 
-use ndarray::{Array2, ArrayView2};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use thiserror::Error;
 
 /// The scoring function.
@@ -303,15 +304,33 @@ impl Interaction {
     /// `s(qᵢ, cⱼ)` for every query row `i` and candidate row `j`, each exactly as
     /// [`score`](Self::score) computes it (training: the gradients are of these values).
     pub fn score_pairs(self, q: ArrayView2<'_, f32>, cands: ArrayView2<'_, f32>) -> Array2<f32> {
+        let mut out = Array2::zeros((q.nrows(), cands.nrows()));
+        self.score_pairs_into(q, cands, out.view_mut());
+        out
+    }
+
+    /// [`score_pairs`](Self::score_pairs) written into `out` (`queries × candidates`,
+    /// row-major), so a caller can reuse one matrix across calls. The product for
+    /// [`Interaction::Dot`] runs the same `sgemm` as `q.dot(&cands.t())` into a row-major
+    /// result (for any `q` whose rows are longer than one float), so the bits are the same.
+    pub fn score_pairs_into(
+        self,
+        q: ArrayView2<'_, f32>,
+        cands: ArrayView2<'_, f32>,
+        mut out: ArrayViewMut2<'_, f32>,
+    ) {
         match self {
-            Interaction::Dot => q.dot(&cands.t()),
-            _ => Array2::from_shape_fn((q.nrows(), cands.nrows()), |(i, j)| {
-                let (a, b) = (q.row(i), cands.row(j));
-                self.score(
-                    a.as_slice().expect("standard layout"),
-                    b.as_slice().expect("standard layout"),
-                )
-            }),
+            Interaction::Dot => general_mat_mul(1.0, &q, &cands.t(), 0.0, &mut out),
+            _ => {
+                for (i, mut row) in out.rows_mut().into_iter().enumerate() {
+                    let a = q.row(i);
+                    let a = a.as_slice().expect("standard layout");
+                    for (j, o) in row.iter_mut().enumerate() {
+                        let b = cands.row(j);
+                        *o = self.score(a, b.as_slice().expect("standard layout"));
+                    }
+                }
+            }
         }
     }
 

@@ -13,7 +13,8 @@
 use super::batch::KgeBatch;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
-use ndarray::{Array2, ArrayView2};
+use ndarray::linalg::general_mat_mul;
+use ndarray::{ArrayView2, ArrayViewMut2};
 use ordo::engine::{BatchRows, Model, StepError};
 use thiserror::Error;
 
@@ -109,6 +110,9 @@ pub struct KgeModel {
     /// Scratch: the batch's entity-row gradients (`rows × dim`), kept across batches so a step
     /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
     grad: Vec<f32>,
+    /// Scratch: the chunk matrices of [`gradients`](Self::gradients) (boxed: a dozen buffers
+    /// would make the model, moved by value, large).
+    scratch: Box<StepScratch>,
 }
 
 impl KgeModel {
@@ -128,6 +132,7 @@ impl KgeModel {
             rel_grad: vec![0.0; rows * rdim],
             rel_touched: vec![false; rows],
             grad: Vec::new(),
+            scratch: Box::default(),
         }
     }
 
@@ -190,31 +195,41 @@ impl KgeModel {
 
     /// One side of one chunk: `queries` (`c × dim`) scored against their own positives
     /// (`targets`, `c × dim`) and the chunk's shared negatives (`negs`, `n × dim`). Returns the
-    /// summed (unscaled) loss; writes `dq` (`c × dim`), `d_targets` (`c × dim`) and `d_negs`
-    /// (`n × dim`), gradients of `scale ×` the loss.
+    /// summed (unscaled) loss; writes `out`'s `dq` (`c × dim`), `d_targets` (`c × dim`) and
+    /// `d_negs` (`n × dim`), gradients of `scale ×` the loss.
     fn side(
         &self,
-        queries: &Array2<f32>,
-        targets: &Array2<f32>,
+        queries: ArrayView2<'_, f32>,
+        targets: ArrayView2<'_, f32>,
         negs: ArrayView2<'_, f32>,
         scale: f32,
-    ) -> (f32, Array2<f32>, Array2<f32>, Array2<f32>) {
-        let (c, n) = (queries.nrows(), negs.nrows());
+        tmp: &mut SideScratch,
+        out: &mut SideGrads,
+    ) -> f32 {
+        let (c, n, dim) = (queries.nrows(), negs.nrows(), queries.ncols());
         let inter = self.cfg.score.interaction();
-        let neg_scores = inter.score_pairs(queries.view(), negs);
-        let mut grads = Array2::<f32>::zeros((c, n));
-        let mut d_targets = Array2::<f32>::zeros(queries.raw_dim());
-        let mut dq = Array2::<f32>::zeros(queries.raw_dim());
+        let dot = inter == Interaction::Dot;
+        // Every entry of `neg_scores` and `grads`, and with `Dot` of `dq` and `d_negs`, is
+        // written below before it is read (the products overwrite their outputs: β = 0).
+        let mut neg_scores = tmp.neg_scores.shaped(c, n);
+        inter.score_pairs_into(queries, negs, neg_scores.view_mut());
+        let mut grads = tmp.grads.shaped(c, n);
+        let mut d_targets = out.d_targets.zeroed(c, dim);
+        let mut dq = if dot { out.dq.shaped(c, dim) } else { out.dq.zeroed(c, dim) };
         let mut loss = 0.0;
-        let mut scores = vec![0.0; n + 1];
-        let mut g = vec![0.0; n + 1];
-        let mut g0 = vec![0.0; c];
+        let (scores, g, g0) = (&mut tmp.scores, &mut tmp.g, &mut tmp.g0);
+        for v in [&mut *scores, &mut *g] {
+            v.clear();
+            v.resize(n + 1, 0.0);
+        }
+        g0.clear();
+        g0.resize(c, 0.0);
         for (i, g0i) in g0.iter_mut().enumerate() {
-            let q = r_of(queries.view(), i);
-            let target = r_of(targets.view(), i);
+            let q = r_of(queries, i);
+            let target = r_of(targets, i);
             scores[0] = inter.score(q, target);
             scores[1..].copy_from_slice(r_of(neg_scores.view(), i));
-            loss += self.cfg.loss.loss_and_grad(&scores, &mut g, self.cfg.margin);
+            loss += self.cfg.loss.loss_and_grad(scores, g, self.cfg.margin);
             if scale != 1.0 {
                 g.iter_mut().for_each(|x| *x *= scale);
             }
@@ -229,28 +244,29 @@ impl KgeModel {
             }
             grads.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&g[1..]);
         }
-        let d_negs = match inter {
+        let mut d_negs = if dot { out.d_negs.shaped(n, dim) } else { out.d_negs.zeroed(n, dim) };
+        match inter {
             Interaction::Dot => {
-                dq = grads.dot(&negs);
+                // The same products `grads.dot(&negs)` and `grads.t().dot(&queries)` computed
+                // into fresh row-major matrices: same kernel, same bits.
+                general_mat_mul(1.0, &grads, &negs, 0.0, &mut dq);
                 for (i, &gi) in g0.iter().enumerate() {
                     dq.row_mut(i).scaled_add(gi, &targets.row(i));
                 }
-                grads.t().dot(queries)
+                general_mat_mul(1.0, &grads.t(), &queries, 0.0, &mut d_negs);
             }
             _ => {
-                let mut d_negs = Array2::<f32>::zeros(negs.raw_dim());
                 for i in 0..c {
-                    let q = r_of(queries.view(), i);
+                    let q = r_of(queries, i);
                     let dqi = dq.row_mut(i).into_slice().expect("row-major");
                     for (j, &gij) in grads.row(i).iter().enumerate() {
                         let dn = d_negs.row_mut(j).into_slice().expect("row-major");
                         inter.backward(q, r_of(negs, j), gij, dqi, dn);
                     }
                 }
-                d_negs
             }
-        };
-        (loss, dq, d_targets, d_negs)
+        }
+        loss
     }
 
     /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
@@ -258,6 +274,20 @@ impl KgeModel {
     /// ones flagged in `self.rel_touched`).
     /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here.
     fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
+        let mut sc = std::mem::take(&mut self.scratch);
+        let loss = self.gradients_with(b, rows, grad, &mut sc);
+        self.scratch = sc;
+        loss
+    }
+
+    /// [`gradients`](Self::gradients) with the chunk matrices in `sc`.
+    fn gradients_with(
+        &mut self,
+        b: &KgeBatch,
+        rows: &BatchRows<'_>,
+        grad: &mut Vec<f32>,
+        sc: &mut StepScratch,
+    ) -> f32 {
         let dim = self.cfg.dim;
         let rdim = self.cfg.relation_dim();
         let score = self.cfg.score;
@@ -267,80 +297,70 @@ impl KgeModel {
         self.rel_touched.iter_mut().for_each(|t| *t = false);
         // Mean-reduced losses average over the batch's positives and both sides.
         let scale = if self.cfg.loss.mean_reduced() { 0.5 / b.pos.len() as f32 } else { 1.0 };
-        let inverse = |r: u32| r as usize + self.relations;
+        let relations = self.relations;
+        let inverse = |r: u32| r as usize + relations;
         let mut batch_loss = 0.0f32;
         let n = b.negatives;
+        let entity = |l: u32| &rows.row(l as usize)[..dim];
         for (ci, pos) in b.pos.chunks(b.chunk.max(1)).enumerate() {
             let c = pos.len();
-            let heads = gather(rows, pos.iter().map(|p| p.0), dim);
-            let tails = gather(rows, pos.iter().map(|p| p.2), dim);
-            let rels = gather_dense(&self.rel, pos.iter().map(|p| p.1 as usize), rdim);
-            let rels_inv = if self.cfg.reciprocal {
-                gather_dense(&self.rel, pos.iter().map(|p| inverse(p.1)), rdim)
-            } else {
-                Array2::zeros((0, rdim))
-            };
-            let mut tq = Array2::<f32>::zeros((c, dim));
-            let mut hq = Array2::<f32>::zeros((c, dim));
-            for (i, (q, p)) in rows_of_mut(&mut tq).zip(rows_of_mut(&mut hq)).enumerate() {
-                let (h, r, t) =
-                    (r_of(heads.view(), i), r_of(rels.view(), i), r_of(tails.view(), i));
+            let heads = sc.heads.gather(dim, pos.iter().map(|p| entity(p.0)));
+            let tails = sc.tails.gather(dim, pos.iter().map(|p| entity(p.2)));
+            let rel = |r: usize| &self.rel[r * rdim..(r + 1) * rdim];
+            let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)));
+            let inv = if self.cfg.reciprocal { pos } else { &[] };
+            let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))));
+            let mut tq = sc.tq.zeroed(c, dim);
+            let mut hq = sc.hq.zeroed(c, dim);
+            let (tq_rows, hq_rows) = (rows_of_mut(&mut tq, dim), rows_of_mut(&mut hq, dim));
+            for (i, (q, p)) in tq_rows.zip(hq_rows).enumerate() {
+                let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
                 score.tail_query(h, r, q);
                 if self.cfg.reciprocal {
-                    score.tail_query(t, r_of(rels_inv.view(), i), p);
+                    score.tail_query(t, r_of(rels_inv, i), p);
                 } else {
                     score.head_query(r, t, p);
                 }
             }
             let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
             let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
-            let neg_t = gather(rows, nt_idx.iter().copied(), dim);
-            let neg_h = gather(rows, nh_idx.iter().copied(), dim);
+            let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)));
+            let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)));
             // Tail side: candidates are tails; head side: candidates are heads.
-            let (lt, dtq, d_tails, d_negt) = self.side(&tq, &tails, neg_t.view(), scale);
-            let (lh, dhq, d_heads, d_negh) = self.side(&hq, &heads, neg_h.view(), scale);
+            let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail);
+            let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head);
             batch_loss += lt + lh;
-            let mut dh = d_heads;
-            let mut dt = d_tails;
-            let mut dr = Array2::<f32>::zeros((c, rdim));
-            let mut dr_inv = Array2::<f32>::zeros(rels_inv.raw_dim());
+            let (dtq, mut dt) = (sc.tail.dq.view(c, dim), sc.tail.d_targets.view_mut(c, dim));
+            let (dhq, mut dh) = (sc.head.dq.view(c, dim), sc.head.d_targets.view_mut(c, dim));
+            let mut dr = sc.dr.zeroed(c, rdim);
+            let mut dr_inv = sc.dr_inv.zeroed(rels_inv.nrows(), rdim);
             for i in 0..c {
-                let (h, r, t) =
-                    (r_of(heads.view(), i), r_of(rels.view(), i), r_of(tails.view(), i));
+                let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
                 let dhi = dh.row_mut(i).into_slice().expect("row-major");
                 let dri = dr.row_mut(i).into_slice().expect("row-major");
-                score.tail_query_backward(h, r, r_of(dtq.view(), i), dhi, dri);
+                score.tail_query_backward(h, r, r_of(dtq, i), dhi, dri);
                 let dti = dt.row_mut(i).into_slice().expect("row-major");
                 if self.cfg.reciprocal {
                     let dri = dr_inv.row_mut(i).into_slice().expect("row-major");
-                    score.tail_query_backward(
-                        t,
-                        r_of(rels_inv.view(), i),
-                        r_of(dhq.view(), i),
-                        dti,
-                        dri,
-                    );
+                    score.tail_query_backward(t, r_of(rels_inv, i), r_of(dhq, i), dti, dri);
                 } else {
-                    score.head_query_backward(r, t, r_of(dhq.view(), i), dri, dti);
+                    score.head_query_backward(r, t, r_of(dhq, i), dri, dti);
                 }
             }
             if self.cfg.reg > 0.0 {
                 let (reg, w) = (self.cfg.regularizer, self.cfg.reg);
-                for (x, dx) in [
-                    (&heads, &mut dh),
-                    (&tails, &mut dt),
-                    (&rels, &mut dr),
-                    (&rels_inv, &mut dr_inv),
-                ] {
+                for (x, dx) in
+                    [(heads, &mut dh), (tails, &mut dt), (rels, &mut dr), (rels_inv, &mut dr_inv)]
+                {
                     let (x, dx) =
-                        (x.as_slice().expect("standard"), dx.as_slice_mut().expect("standard"));
+                        (x.to_slice().expect("standard"), dx.as_slice_mut().expect("standard"));
                     batch_loss += reg.apply(w, scale, x, dx);
                 }
             }
-            scatter_add(grad, pos.iter().map(|p| p.0), &dh, dim);
-            scatter_add(grad, pos.iter().map(|p| p.2), &dt, dim);
-            scatter_add(grad, nt_idx.iter().copied(), &d_negt, dim);
-            scatter_add(grad, nh_idx.iter().copied(), &d_negh, dim);
+            scatter_add(grad, pos.iter().map(|p| p.0), dh.view(), dim);
+            scatter_add(grad, pos.iter().map(|p| p.2), dt.view(), dim);
+            scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
+            scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
             for (i, p) in pos.iter().enumerate() {
                 let mut add = |r: usize, d: &[f32]| {
                     self.rel_touched[r] = true;
@@ -358,6 +378,92 @@ impl KgeModel {
     }
 }
 
+/// A row-major matrix buffer reused across chunks and batches: its storage only grows, so
+/// shaping it for a chunk allocates nothing once the largest chunk has been seen (the step's
+/// matrices were fresh `Array2`s per chunk before, ≈ 8% of an `oac` run's CPU in copies and
+/// zeroing of new memory).
+#[derive(Debug, Clone, Default)]
+struct Mat(Vec<f32>);
+
+impl Mat {
+    /// Shaped `rows × cols`, every entry zero.
+    fn zeroed(&mut self, rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
+        self.0.clear();
+        self.0.resize(rows * cols, 0.0);
+        self.view_mut(rows, cols)
+    }
+
+    /// Shaped `rows × cols`, entries left over from earlier use: the caller writes every one
+    /// before reading it.
+    fn shaped(&mut self, rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
+        self.0.resize(rows * cols, 0.0);
+        self.view_mut(rows, cols)
+    }
+
+    /// Shaped `len × w`, row `i` a copy of the `i`-th slice of `src` (each `w` floats).
+    fn gather<'s>(
+        &mut self,
+        w: usize,
+        src: impl ExactSizeIterator<Item = &'s [f32]>,
+    ) -> ArrayView2<'_, f32> {
+        let len = src.len();
+        self.0.clear();
+        src.for_each(|r| self.0.extend_from_slice(r));
+        self.view(len, w)
+    }
+
+    /// The first `rows × cols` floats, as last shaped by [`zeroed`](Self::zeroed) or
+    /// [`gather`](Self::gather).
+    fn view(&self, rows: usize, cols: usize) -> ArrayView2<'_, f32> {
+        ArrayView2::from_shape((rows, cols), &self.0[..rows * cols]).expect("shaped before")
+    }
+
+    /// [`view`](Self::view), mutable.
+    fn view_mut(&mut self, rows: usize, cols: usize) -> ArrayViewMut2<'_, f32> {
+        ArrayViewMut2::from_shape((rows, cols), &mut self.0[..rows * cols]).expect("shaped before")
+    }
+}
+
+/// What one side of a chunk writes: the gradients w.r.t. its queries, own targets and shared
+/// negatives.
+#[derive(Debug, Clone, Default)]
+struct SideGrads {
+    dq: Mat,
+    d_targets: Mat,
+    d_negs: Mat,
+}
+
+/// Working memory of [`KgeModel::side`].
+#[derive(Debug, Clone, Default)]
+struct SideScratch {
+    neg_scores: Mat,
+    grads: Mat,
+    scores: Vec<f32>,
+    g: Vec<f32>,
+    g0: Vec<f32>,
+}
+
+/// The chunk matrices of [`KgeModel::gradients`], owned by the model (the device stage's step)
+/// and reused for every chunk of every batch. Each is fully rewritten (gathered or zeroed)
+/// (or, where the code says so, overwritten) before a chunk reads it, so nothing carries over
+/// from one chunk to the next.
+#[derive(Debug, Clone, Default)]
+struct StepScratch {
+    heads: Mat,
+    tails: Mat,
+    rels: Mat,
+    rels_inv: Mat,
+    tq: Mat,
+    hq: Mat,
+    neg_t: Mat,
+    neg_h: Mat,
+    dr: Mat,
+    dr_inv: Mat,
+    side: SideScratch,
+    tail: SideGrads,
+    head: SideGrads,
+}
+
 /// Row `i` of a standard-layout matrix as a slice.
 fn r_of<'a>(m: ArrayView2<'a, f32>, i: usize) -> &'a [f32] {
     m.index_axis_move(ndarray::Axis(0), i)
@@ -365,43 +471,22 @@ fn r_of<'a>(m: ArrayView2<'a, f32>, i: usize) -> &'a [f32] {
         .expect("rows of a standard-layout matrix are contiguous")
 }
 
-/// The rows of a standard-layout matrix as mutable slices.
-fn rows_of_mut(m: &mut Array2<f32>) -> std::slice::ChunksMut<'_, f32> {
-    let w = m.ncols().max(1);
-    m.as_slice_mut().expect("standard layout").chunks_mut(w)
-}
-
-/// Copy rows `idx` (local ids) of `rows`' embedding part into a `len × dim` matrix.
-fn gather(
-    rows: &BatchRows<'_>,
-    idx: impl ExactSizeIterator<Item = u32>,
-    dim: usize,
-) -> Array2<f32> {
-    let n = idx.len();
-    let mut m = Array2::<f32>::zeros((n, dim));
-    for (i, l) in idx.enumerate() {
-        m.row_mut(i)
-            .as_slice_mut()
-            .expect("row-major")
-            .copy_from_slice(&rows.row(l as usize)[..dim]);
-    }
-    m
-}
-
-/// Copy rows `idx` of a dense `? × w` table into a `len × w` matrix.
-fn gather_dense(table: &[f32], idx: impl ExactSizeIterator<Item = usize>, w: usize) -> Array2<f32> {
-    let mut m = Array2::<f32>::zeros((idx.len(), w));
-    for (i, r) in idx.enumerate() {
-        m.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&table[r * w..(r + 1) * w]);
-    }
-    m
+/// The rows (`w` floats each) of a standard-layout matrix as mutable slices.
+fn rows_of_mut<'a>(m: &'a mut ArrayViewMut2<'_, f32>, w: usize) -> std::slice::ChunksMut<'a, f32> {
+    m.as_slice_mut().expect("standard layout").chunks_mut(w.max(1))
 }
 
 /// Add each row of `d` to row `idx[i]` of `grad` (`rows × dim`), in order.
-fn scatter_add(grad: &mut [f32], idx: impl Iterator<Item = u32>, d: &Array2<f32>, dim: usize) {
-    for (i, l) in idx.enumerate() {
+fn scatter_add(
+    grad: &mut [f32],
+    idx: impl Iterator<Item = u32>,
+    d: ArrayView2<'_, f32>,
+    dim: usize,
+) {
+    let d = d.to_slice().expect("standard layout");
+    for (l, row) in idx.zip(d.chunks(dim.max(1))) {
         let dst = &mut grad[l as usize * dim..(l as usize + 1) * dim];
-        for (a, b) in dst.iter_mut().zip(d.row(i)) {
+        for (a, b) in dst.iter_mut().zip(row) {
             *a += b;
         }
     }
