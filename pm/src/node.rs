@@ -5,19 +5,19 @@
 //!
 //! **Exactly one owner per key** (invariant): a key's [`OwnerRecord`] exists in exactly one place
 //! — in one node's `owned` map or inside the one `Relocate` message carrying it; only
-//! [`Node::relocate`] takes it out of `owned`, and it puts it into that message.
+//! `Node::relocate` takes it out of `owned`, and it puts it into that message.
 //!
 //! **Conservation** (invariant): every push is added exactly once to the main copy — directly at
 //! the owner, or as part of a replica's delta that is flushed ([`ToOwner::Flush`]), handed over
 //! at expiry ([`ToOwner::IntentOff`]) or merged on relocation ([`Node::on_relocate`]); a request
-//! reaching a non-owner is forwarded, never dropped ([`Node::on_routed`]). So at quiescence every
+//! reaching a non-owner is forwarded, never dropped (`Node::on_routed`). So at quiescence every
 //! key equals its initial value plus the sum of all pushes to it, whatever moved where.
 //!
 //! **Versions never go backwards** (invariant): the main copy's version only increments and
 //! travels with the record; a replica takes a refresh only if it is newer
-//! ([`Node::on_refresh`]).
+//! (`Node::on_refresh`).
 //!
-//! **Relocation only with a single intent holder** (invariant, [`Node::decide`]): the owner
+//! **Relocation only with a single intent holder** (invariant, `Node::decide`): the owner
 //! relocates a key only when exactly one node — not itself — holds active intent for it.
 //!
 //! **No replica outlives its intents without flushing its delta** (invariant,

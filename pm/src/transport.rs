@@ -1,5 +1,5 @@
 //! How nodes' messages travel: one trait, implemented in-process by channels
-//! ([`InProcessTransport`], threads as nodes) and across processes by MPI ([`crate::mpi`], feature
+//! ([`InProcessTransport`], threads as nodes) and across processes by MPI (the `mpi` module, feature
 //! `mpi`). The deterministic [`crate::sim::Simulation`] drives nodes without threads and keeps its
 //! own FIFO channel per ordered pair of nodes, chosen by a seeded RNG.
 //!

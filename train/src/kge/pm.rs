@@ -1,5 +1,5 @@
 //! KGE training on AdaPM (paper 002): `ordo-train kge --pm MODE --pm-nodes N`, or under
-//! `mpirun -n N` with feature `mpi` ([`train_pm_mpi`], each rank one node).
+//! `mpirun -n N` with feature `mpi` (`train_pm_mpi`, each rank one node).
 //!
 //! The parameters live in an in-process [`Cluster`] of `N` nodes (threads as nodes, see
 //! `ordo_pm::cluster`), or in the `N` ranks of an MPI job (`ordo_pm::mpi`): one key per entity row (`[embedding | optimizer state]`, as in the

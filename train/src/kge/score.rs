@@ -363,7 +363,7 @@ impl Interaction {
 const DOT_LANES: usize = 8;
 
 /// `a · b` (over the shorter length) in a fixed order: element `j` of each full chunk of
-/// [`DOT_LANES`] goes to partial sum `j`, the partial sums are added left to right, then the
+/// `DOT_LANES` (8) goes to partial sum `j`, the partial sums are added left to right, then the
 /// remainder. Independent partial sums let the compiler vectorize the loop (a single running sum
 /// cannot be reordered), and the fixed order keeps the result deterministic.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
