@@ -29,13 +29,12 @@ use ordo_pm::PmMode;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// `--intent-offset` when nodes are threads of one process: intents 2 clocks ahead already keep
-/// all but 0.07% of accesses local (BENCHMARKS.md, AdaPM offset sweep).
-const INTENT_OFFSET_IN_PROCESS: u64 = 2;
-/// `--intent-offset` under mpirun: a relocation crosses processes in up to ~1 s on a loaded
-/// machine, so 2 clocks of lead leave ~2% of accesses remote, 8 leave 0.06% (BENCHMARKS.md,
-/// AdaPM on 4 MPI ranks). Past ~9 clocks the timing rule acts no earlier.
-const INTENT_OFFSET_MPI: u64 = 8;
+/// `--intent-offset`'s default: 2 clocks ahead keeps all but 0.07% of accesses local with
+/// in-process nodes (BENCHMARKS.md, AdaPM offset sweep). Not raised under mpirun, where 8 clocks
+/// are needed on WordNet: on UMLS (135 entities, every key replicated on every node) intents
+/// 8 clocks long kept replicas stale enough for a 4-rank run to miss 0.97x the single-process
+/// MRR (0.8819 vs 0.9160, tests/e2e_pm.rs, once in two CI runs).
+const INTENT_OFFSET: u64 = 2;
 
 /// Arguments of `ordo-train kge`.
 #[derive(Debug, clap::Args)]
@@ -179,8 +178,9 @@ struct KgeOpts {
     /// Nodes of --pm (one training thread each) [default: 2].
     #[arg(long, global = true)]
     pm_nodes: Option<usize>,
-    /// Batches (clocks) ahead that --pm nodes signal intent [default: 2 in one process, 8 under
-    /// mpirun, where messages take longer than 2 clocks (BENCHMARKS.md, AdaPM on 4 MPI ranks)].
+    /// Batches (clocks) ahead that --pm nodes signal intent [default: 2]. Under mpirun on a
+    /// large graph use 8: messages between processes take longer than 2 clocks (BENCHMARKS.md,
+    /// AdaPM on 4 MPI ranks).
     #[arg(long, global = true)]
     intent_offset: Option<u64>,
     /// Where --pm nodes draw negatives: local (among the keys the node holds, paper 002) or
@@ -355,11 +355,7 @@ impl KgeOpts {
         Ok(Some(PmConfig {
             mode,
             nodes,
-            intent_offset: self.intent_offset.unwrap_or(if launch.is_some() {
-                INTENT_OFFSET_MPI
-            } else {
-                INTENT_OFFSET_IN_PROCESS
-            }),
+            intent_offset: self.intent_offset.unwrap_or(INTENT_OFFSET),
             negatives: self.pm_negatives.unwrap_or_default(),
         }))
     }
@@ -697,15 +693,15 @@ mod tests {
     }
 
     #[test]
-    fn the_intent_offset_defaults_by_transport_and_a_given_one_is_kept() {
+    fn the_intent_offset_defaults_to_2_and_a_given_one_is_kept() {
         let one = pm(&["--pm", "adapm", "--pm-nodes", "4"], None).unwrap().unwrap();
-        assert_eq!(one.intent_offset, INTENT_OFFSET_IN_PROCESS);
+        assert_eq!(one.intent_offset, INTENT_OFFSET);
         let given = pm(&["--pm", "adapm", "--intent-offset", "5"], None).unwrap().unwrap();
         assert_eq!(given.intent_offset, 5);
         let ranks = pm(&["--pm", "adapm"], Some((0, 4)));
         if cfg!(feature = "mpi") {
             let ranks = ranks.unwrap().unwrap();
-            assert_eq!((ranks.nodes, ranks.intent_offset), (4, INTENT_OFFSET_MPI));
+            assert_eq!((ranks.nodes, ranks.intent_offset), (4, INTENT_OFFSET));
         } else {
             assert!(matches!(ranks, Err(ConfigError::Unsupported(_))), "mpirun needs the feature");
         }
