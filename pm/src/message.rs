@@ -225,64 +225,50 @@ impl Message {
 /// little-endian `f32`s, 4 bytes each, written and read in one pass, instead of an array of
 /// CBOR floats with a header each: the per-float headers were most of an MPI rank's
 /// encoding and decoding time. It is also the size [`Message::wire_bytes`] counts.
+///
+/// `serde_bytes` writes the byte string, a `bytemuck` cast gives the bytes: the floats' memory,
+/// so the wire order is the host's. The MPI transport is built for little-endian hosts only
+/// (every platform it targets); a big-endian build fails to compile below.
 #[cfg(feature = "mpi")]
 pub(crate) mod row_bytes {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de::Error};
+    use serde_bytes::{ByteBuf, Bytes};
+
+    #[cfg(not(target_endian = "little"))]
+    compile_error!("ordo-pm's MPI wire format sends f32 rows as little-endian bytes");
+
+    fn bytes(row: &[f32]) -> &Bytes {
+        Bytes::new(bytemuck::cast_slice(row))
+    }
+
+    /// The floats of a byte string; a length that is not a multiple of 4 is refused, not
+    /// truncated or padded.
+    fn floats<E: Error>(b: &[u8]) -> Result<Vec<f32>, E> {
+        if !b.len().is_multiple_of(4) {
+            return Err(E::invalid_length(b.len(), &"a byte string of little-endian f32s"));
+        }
+        Ok(bytemuck::pod_collect_to_vec(b))
+    }
 
     pub fn serialize<S: Serializer>(row: &[f32], s: S) -> Result<S::Ok, S::Error> {
-        let bytes: Vec<u8> = row.iter().flat_map(|x| x.to_le_bytes()).collect();
-        s.serialize_bytes(&bytes)
+        bytes(row).serialize(s)
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
-        d.deserialize_byte_buf(RowVisitor)
-    }
-
-    struct RowVisitor;
-
-    impl de::Visitor<'_> for RowVisitor {
-        type Value = Vec<f32>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a byte string of little-endian f32s")
-        }
-        fn visit_bytes<E: de::Error>(self, b: &[u8]) -> Result<Vec<f32>, E> {
-            if !b.len().is_multiple_of(4) {
-                return Err(E::invalid_length(b.len(), &self));
-            }
-            Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-        }
-        fn visit_byte_buf<E: de::Error>(self, b: Vec<u8>) -> Result<Vec<f32>, E> {
-            self.visit_bytes(&b)
-        }
-    }
-
-    struct RowOut<'a>(&'a [f32]);
-
-    impl Serialize for RowOut<'_> {
-        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            serialize(self.0, s)
-        }
-    }
-
-    struct RowIn(Vec<f32>);
-
-    impl<'de> Deserialize<'de> for RowIn {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            deserialize(d).map(RowIn)
-        }
+        floats(&ByteBuf::deserialize(d)?)
     }
 
     /// The same for an optional row.
     pub mod option {
-        use super::{RowIn, RowOut};
+        use super::{ByteBuf, bytes, floats};
         use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
         pub fn serialize<S: Serializer>(row: &Option<Vec<f32>>, s: S) -> Result<S::Ok, S::Error> {
-            row.as_deref().map(RowOut).serialize(s)
+            row.as_deref().map(bytes).serialize(s)
         }
 
         pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<f32>>, D::Error> {
-            Ok(Option::<RowIn>::deserialize(d)?.map(|r| r.0))
+            Option::<ByteBuf>::deserialize(d)?.map(|b| floats(&b)).transpose()
         }
     }
 }
