@@ -42,19 +42,30 @@ fn standard_normal(g: &mut SplitMix64) -> f32 {
     (-2.0 * u1.ln()).sqrt() * (2.0 * PI * u2).cos()
 }
 
+/// The initial embeddings of the entities, one `dim`-wide vector per entity in entity order,
+/// each drawn from one seeded stream: the one order both [`init_entities`] and
+/// [`entity_store`] lay out.
+fn entity_embeddings(
+    dim: usize,
+    (init, scale): (Init, f32),
+    seed: u64,
+) -> impl Iterator<Item = Vec<f32>> {
+    let mut g = SplitMix64::new(seed, 0xE7);
+    std::iter::repeat_with(move || init.sample(&mut g, dim, dim, scale))
+}
+
 /// Initial entity rows: the embedding (`dim`) from `init` and `seed`, the optimizer state
 /// (`row - dim` floats) zero.
 pub fn init_entities(
     entities: usize,
     dim: usize,
     row: usize,
-    (init, scale): (Init, f32),
+    init: (Init, f32),
     seed: u64,
 ) -> Vec<f32> {
-    let mut g = SplitMix64::new(seed, 0xE7);
     let mut rows = vec![0.0; entities * row];
-    for r in rows.chunks_mut(row) {
-        r[..dim].copy_from_slice(&init.sample(&mut g, dim, dim, scale));
+    for (r, e) in rows.chunks_mut(row).zip(entity_embeddings(dim, init, seed)) {
+        r[..dim].copy_from_slice(&e);
     }
     rows
 }
@@ -66,17 +77,17 @@ pub fn entity_store(
     entities: usize,
     dim: usize,
     row: usize,
-    (init, scale): (Init, f32),
+    init: (Init, f32),
     seed: u64,
 ) -> RowStore {
-    let mut g = SplitMix64::new(seed, 0xE7);
-    // The row sampled last; `from_fn` asks for rows in order, so each is sampled once, in the
-    // order `init_entities` samples them.
+    let mut embeddings = entity_embeddings(dim, init, seed);
+    // The row sampled last; `from_fn` asks for rows in order, so each is sampled once, in
+    // entity order.
     let mut current: Option<(usize, Vec<f32>)> = None;
     RowStore::from_fn(entities, row, |r, c| {
         if current.as_ref().is_none_or(|(cr, _)| *cr != r) {
             debug_assert!(current.as_ref().is_none_or(|(cr, _)| *cr + 1 == r), "rows in order");
-            current = Some((r, init.sample(&mut g, dim, dim, scale)));
+            current = Some((r, embeddings.next().expect("an endless stream")));
         }
         let values = &current.as_ref().expect("sampled above").1;
         if c < dim { values[c] } else { 0.0 }
