@@ -19,13 +19,20 @@
 //! directory renamed to its final name and fsynced, and only then `latest` is replaced (temporary
 //! name, fsync, rename). A crash at any point leaves `latest` naming the previous, complete
 //! checkpoint; older checkpoint directories are removed only after `latest` moved on.
+//!
+//! **Memory:** writing and reading stream the entity table one row at a time (rows read from the
+//! store or replay table into `.npy` writers; `.npy` readers into a new [`RowStore`]), and the
+//! checksums are computed over the files in 1 MiB pieces, so a checkpoint needs no copy of the
+//! table beside the store: a large graph's run stays at tables + optimizer state + batches.
 
 use super::data::Dataset;
 use super::train::{EpochStats, TrainConfig};
-use ndarray::Array2;
-use ndarray_npy::{read_npy, write_npy};
+use npyz::WriterBuilder;
+use ordo::store::RowStore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -112,15 +119,34 @@ struct Meta {
     crc32: BTreeMap<String, u32>,
 }
 
-/// The state of a run after `epoch` epochs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Checkpoint {
+/// The entity rows a checkpoint is written from, read one row at a time (so writing needs no
+/// copy of the table): the store itself, or a plain table (a replay's).
+pub trait EntityRows {
+    /// Rows.
+    fn count(&self) -> usize;
+    /// Row `r` (embedding, then optimizer state) into `out`, `out.len()` floats wide.
+    fn read_row(&self, r: usize, out: &mut [f32]);
+}
+
+impl EntityRows for RowStore {
+    fn count(&self) -> usize {
+        self.rows()
+    }
+    fn read_row(&self, r: usize, out: &mut [f32]) {
+        self.read(r as u64, out).expect("a row of the store, read at its own width");
+    }
+}
+
+/// The state of a run after `epoch` epochs, its entity rows in `E`: a [`RowStore`] when read
+/// back, any [`EntityRows`] when written.
+#[derive(Debug)]
+pub struct Checkpoint<E = RowStore> {
     /// What it belongs to.
     pub identity: Identity,
     /// Epochs done.
     pub epoch: usize,
     /// Entity rows, `entities × row_width` (embedding, then optimizer state).
-    pub entity_rows: Vec<f32>,
+    pub entities: E,
     /// The model's dense state (relation parameters, then their optimizer state).
     pub dense: Vec<f32>,
     /// Computation order of each epoch done.
@@ -139,26 +165,59 @@ fn fsync(path: &Path) -> Result<(), CheckpointError> {
     std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(io(path))
 }
 
-fn matrix(v: &[f32], cols: usize) -> Array2<f32> {
-    let cols = cols.max(1);
-    Array2::from_shape_vec((v.len() / cols, cols), v.to_vec()).expect("whole rows")
+/// The CRC-32 of a file, read in 1 MiB pieces.
+fn crc32_of(path: &Path) -> Result<u32, CheckpointError> {
+    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io(path))?);
+    let mut h = crc32fast::Hasher::new();
+    loop {
+        let piece = f.fill_buf().map_err(io(path))?;
+        if piece.is_empty() {
+            return Ok(h.finalize());
+        }
+        h.update(piece);
+        let n = piece.len();
+        f.consume(n);
+    }
 }
 
-/// Split `rows × width` into the first `left` columns and the rest.
-fn split_cols(v: &[f32], width: usize, left: usize) -> (Vec<f32>, Vec<f32>) {
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for r in v.chunks(width.max(1)) {
-        a.extend_from_slice(&r[..left]);
-        b.extend_from_slice(&r[left..]);
+/// A `rows × cols` f32 `.npy` file being written at `path`.
+type NpyOut = npyz::NpyWriter<f32, BufWriter<File>>;
+
+fn npy_out(path: &Path, rows: usize, cols: usize) -> Result<NpyOut, CheckpointError> {
+    let f = File::create(path).map_err(io(path))?;
+    npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[rows as u64, cols as u64])
+        .writer(BufWriter::with_capacity(1 << 20, f))
+        .begin_nd()
+        .map_err(io(path))
+}
+
+/// A `rows × cols` f32 `.npy` file at `path`, its values in order; the shape and dtype checked.
+fn npy_in(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+) -> Result<npyz::NpyReader<f32, BufReader<File>>, CheckpointError> {
+    let corrupt = |why: String| CheckpointError::Corrupt { path: path.to_path_buf(), why };
+    let f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io(path))?);
+    let npy = npyz::NpyFile::new(f).map_err(|e| corrupt(e.to_string()))?;
+    let want = [rows as u64, cols as u64];
+    if npy.shape() != want || npy.order() != npyz::Order::C {
+        return Err(corrupt(format!(
+            "shape {:?} ({:?} order), expected {want:?} (C order)",
+            npy.shape(),
+            npy.order()
+        )));
     }
-    (a, b)
+    npy.data::<f32>().map_err(|e| corrupt(e.to_string()))
 }
 
 fn tsv<S: AsRef<str>>(names: impl Iterator<Item = S>) -> String {
     names.enumerate().map(|(i, n)| format!("{i}\t{}\n", n.as_ref())).collect()
 }
 
-impl Checkpoint {
+impl<E: EntityRows> Checkpoint<E> {
     /// Write this checkpoint under `dir` atomically (see the module docs) and make it `latest`.
     pub fn write(&self, dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<(), CheckpointError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -170,25 +229,31 @@ impl Checkpoint {
         std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
         let sc = cfg.step_config();
         let (dim, rdim) = (cfg.dim, sc.relation_dim());
-        let (emb, state) = split_cols(&self.entity_rows, sc.row_width(), dim);
-        let n_rel = sc.relation_rows(d.relations.len()) * rdim;
-        let (rel, rel_state) = self.dense.split_at(n_rel.min(self.dense.len()));
-        let state_w = sc.optimizer.state_width(dim);
+        let (n, state_w) = (self.entities.count(), sc.optimizer.state_width(dim));
+        let n_rel = sc.relation_rows(d.relations.len());
+        let (rel, rel_state) = self.dense.split_at((n_rel * rdim).min(self.dense.len()));
         let rel_state_w = sc.optimizer.state_width(rdim);
-        let arrays = [
-            ("entities.npy", matrix(&emb, dim)),
-            ("entity_state.npy", matrix(&state, state_w)),
-            ("relations.npy", matrix(rel, rdim)),
-            ("relation_state.npy", matrix(rel_state, rel_state_w)),
-        ];
-        let mut crc32 = BTreeMap::new();
-        for (f, a) in &arrays {
-            let path = tmp.join(f);
-            write_npy(&path, a).map_err(|e| CheckpointError::Io {
-                path: path.clone(),
-                source: std::io::Error::other(e.to_string()),
-            })?;
+        // The entity table, one row at a time into its two files.
+        let (emb_path, state_path) = (tmp.join("entities.npy"), tmp.join("entity_state.npy"));
+        let mut emb = npy_out(&emb_path, n, dim)?;
+        let mut state = npy_out(&state_path, n, state_w)?;
+        let mut row = vec![0.0; dim + state_w];
+        for r in 0..n {
+            self.entities.read_row(r, &mut row);
+            emb.extend(row[..dim].iter().copied()).map_err(io(&emb_path))?;
+            state.extend(row[dim..].iter().copied()).map_err(io(&state_path))?;
         }
+        emb.finish().map_err(io(&emb_path))?;
+        state.finish().map_err(io(&state_path))?;
+        for (f, values, cols) in
+            [("relations.npy", rel, rdim), ("relation_state.npy", rel_state, rel_state_w)]
+        {
+            let path = tmp.join(f);
+            let mut out = npy_out(&path, values.len() / cols.max(1), cols)?;
+            out.extend(values.iter().copied()).map_err(io(&path))?;
+            out.finish().map_err(io(&path))?;
+        }
+        let mut crc32 = BTreeMap::new();
         let rel_names = super::npy::relation_names(d, sc.relation_rows(d.relations.len()));
         for (f, text) in
             [("entities.tsv", tsv(d.entities.iter())), ("relations.tsv", tsv(rel_names.iter()))]
@@ -202,8 +267,7 @@ impl Checkpoint {
         {
             let path = tmp.join(f);
             fsync(&path)?;
-            let bytes = std::fs::read(&path).map_err(io(&path))?;
-            crc32.insert(f.to_string(), crc32fast::hash(&bytes));
+            crc32.insert(f.to_string(), crc32_of(&path)?);
         }
         let meta = Meta {
             format: FORMAT,
@@ -240,7 +304,9 @@ impl Checkpoint {
         }
         Ok(())
     }
+}
 
+impl Checkpoint {
     /// Read the `latest` checkpoint under `dir`, checking every file's checksum and shape and
     /// that it belongs to a run of `cfg` on `d`.
     pub fn read(dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<Self, CheckpointError> {
@@ -275,47 +341,89 @@ impl Checkpoint {
         }
         for (f, want) in &meta.crc32 {
             let path = sub.join(f);
-            let bytes = std::fs::read(&path).map_err(io(&path))?;
-            let got = crc32fast::hash(&bytes);
+            let got = crc32_of(&path)?;
             if got != *want {
                 return Err(corrupt(&path, format!("CRC-32 {got:08x}, recorded {want:08x}")));
             }
         }
-        let read = |f: &str| {
-            let path = sub.join(f);
-            read_npy::<_, Array2<f32>>(&path).map_err(|e| corrupt(&path, e.to_string()))
-        };
         let sc = cfg.step_config();
-        let (emb, state) = (read("entities.npy")?, read("entity_state.npy")?);
-        let (rel, rel_state) = (read("relations.npy")?, read("relation_state.npy")?);
-        let n = d.entities.len();
-        let want = [
-            (&emb, n, cfg.dim, "entities.npy"),
-            (&state, n, sc.optimizer.state_width(cfg.dim), "entity_state.npy"),
-        ];
-        for (a, rows, cols, f) in want {
-            if a.dim() != (rows, cols) {
-                return Err(corrupt(
-                    &sub.join(f),
-                    format!("shape {:?}, expected ({rows}, {cols})", a.dim()),
-                ));
+        let (n, dim, state_w) = (d.entities.len(), cfg.dim, sc.optimizer.state_width(cfg.dim));
+        let (rdim, rel_rows) = (sc.relation_dim(), sc.relation_rows(d.relations.len()));
+        let rel_state_w = sc.optimizer.state_width(rdim);
+        // The entity table straight into the store, one row at a time: a row's embedding from
+        // one file, then its state from the other (`from_fn` asks in row order).
+        let (emb_path, state_path) = (sub.join("entities.npy"), sub.join("entity_state.npy"));
+        let mut emb = npy_in(&emb_path, n, dim)?;
+        let mut state = npy_in(&state_path, n, state_w)?;
+        let mut failed: Option<CheckpointError> = None;
+        let entities = RowStore::from_fn(n, dim + state_w, |_, c| {
+            let (values, path) =
+                if c < dim { (&mut emb, &emb_path) } else { (&mut state, &state_path) };
+            match values.next() {
+                Some(Ok(v)) => v,
+                Some(Err(e)) => {
+                    failed.get_or_insert_with(|| corrupt(path, e.to_string()));
+                    0.0
+                }
+                None => {
+                    failed
+                        .get_or_insert_with(|| corrupt(path, "fewer values than its shape".into()));
+                    0.0
+                }
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        let mut dense = Vec::new();
+        for (f, rows, cols) in
+            [("relations.npy", rel_rows, rdim), ("relation_state.npy", rel_rows, rel_state_w)]
+        {
+            let path = sub.join(f);
+            for v in npy_in(&path, rows, cols)? {
+                dense.push(v.map_err(|e| corrupt(&path, e.to_string()))?);
             }
         }
-        let entity_rows = emb
-            .rows()
-            .into_iter()
-            .zip(state.rows())
-            .flat_map(|(e, s)| e.iter().chain(s.iter()).copied().collect::<Vec<_>>())
-            .collect();
-        let dense = rel.iter().chain(rel_state.iter()).copied().collect();
         Ok(Checkpoint {
             identity: meta.identity,
             epoch: meta.epoch,
-            entity_rows,
+            entities,
             dense,
             orders: meta.orders,
             epochs: meta.epochs,
             rows_replaced: meta.rows_replaced,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.npy` file of the wrong shape, or one cut short, is a [`CheckpointError::Corrupt`]
+    /// naming it, whatever its checksum says (the streamed reader checks both).
+    #[test]
+    fn a_streamed_array_of_the_wrong_shape_or_length_is_refused() {
+        let dir = std::env::temp_dir().join(format!("ordo-ck-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("a.npy");
+        let mut out = npy_out(&path, 3, 2).unwrap();
+        out.extend((0..6).map(|i| i as f32)).unwrap();
+        out.finish().unwrap();
+        let back: Vec<f32> = npy_in(&path, 3, 2).unwrap().map(Result::unwrap).collect();
+        assert_eq!(back, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        let e = npy_in(&path, 2, 3).err().unwrap();
+        assert!(matches!(&e, CheckpointError::Corrupt { path: p, .. } if *p == path), "{e}");
+        assert!(e.to_string().contains("shape [3, 2]"), "{e}");
+        // Cut off the last float: the reader fails on it instead of inventing a value.
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..bytes.len() - 4]).unwrap();
+        let read: Vec<_> = npy_in(&path, 3, 2).unwrap().collect();
+        assert!(read[..5].iter().all(Result::is_ok) && read[5].is_err());
+        // Too few values for the declared shape is refused when writing, too.
+        let mut short = npy_out(&path, 3, 2).unwrap();
+        short.extend([1.0f32]).unwrap();
+        assert!(short.finish().is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,8 @@ use super::eval::{Filter, Metrics, evaluate};
 use super::score::ScoreFn;
 use super::train::RunResult;
 use ndarray::Array2;
-use ndarray_npy::{read_npy, write_npy};
+use npyz::WriterBuilder;
+use std::io::{BufReader, BufWriter};
 use std::path::Path;
 use thiserror::Error;
 
@@ -26,21 +27,13 @@ pub enum NpyError {
         /// The cause.
         source: std::io::Error,
     },
-    /// An `.npy` file could not be written.
-    #[error("{path}: {source}")]
-    Write {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: ndarray_npy::WriteNpyError,
-    },
-    /// An `.npy` file could not be read (missing, not f32, not 2-D…).
-    #[error("{path}: {source}")]
+    /// An `.npy` file could not be read (missing, not f32, not 2-D, cut short…).
+    #[error("{path}: {why}")]
     Read {
         /// The file.
         path: String,
-        /// The cause.
-        source: ndarray_npy::ReadNpyError,
+        /// What is wrong.
+        why: String,
     },
     /// The loaded arrays do not fit the dataset or each other.
     #[error("embeddings do not fit: {0}")]
@@ -53,9 +46,33 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
 
 fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
     let tmp = path.with_extension("npy.tmp");
-    write_npy(&tmp, a)
-        .map_err(|source| NpyError::Write { path: tmp.display().to_string(), source })?;
+    let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+    let mut out = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[a.nrows() as u64, a.ncols() as u64])
+        .writer(BufWriter::new(f))
+        .begin_nd()
+        .map_err(io(&tmp))?;
+    // `iter` walks the array in logical (row-major) order, which the header declares.
+    out.extend(a.iter().copied()).map_err(io(&tmp))?;
+    out.finish().map_err(io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(io(path))
+}
+
+/// A 2-D f32 `.npy` file (C order) as an array.
+fn read_array(path: &Path) -> Result<Array2<f32>, NpyError> {
+    let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
+    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
+    let npy = npyz::NpyFile::new(BufReader::new(f)).map_err(|e| bad(e.to_string()))?;
+    let shape = npy.shape().to_vec();
+    let [rows, cols] = shape[..] else {
+        return Err(bad(format!("shape {shape:?}, expected 2-D")));
+    };
+    if npy.order() != npyz::Order::C {
+        return Err(bad("Fortran order, expected C order".into()));
+    }
+    let values = npy.into_vec::<f32>().map_err(|e| bad(e.to_string()))?;
+    Array2::from_shape_vec((rows as usize, cols as usize), values).map_err(|e| bad(e.to_string()))
 }
 
 fn write_text<S: AsRef<str>>(path: &Path, lines: impl Iterator<Item = S>) -> Result<(), NpyError> {
@@ -95,12 +112,7 @@ pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
 
 /// Load `entities.npy` and `relations.npy` from `dir`.
 pub fn load(dir: &Path) -> Result<(Array2<f32>, Array2<f32>), NpyError> {
-    let read = |f: &str| {
-        let path = dir.join(f);
-        read_npy::<_, Array2<f32>>(&path)
-            .map_err(|source| NpyError::Read { path: path.display().to_string(), source })
-    };
-    let (e, r) = (read("entities.npy")?, read("relations.npy")?);
+    let (e, r) = (read_array(&dir.join("entities.npy"))?, read_array(&dir.join("relations.npy"))?);
     if e.ncols() != r.ncols() {
         return Err(NpyError::Shape(format!(
             "entities are {} wide, relations {}",
@@ -152,7 +164,7 @@ mod tests {
         assert_eq!(&bytes[..6], b"\x93NUMPY");
         let header = String::from_utf8_lossy(&bytes[10..80]);
         assert!(
-            header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8)"),
+            header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8"),
             "{header}"
         );
         let (e, rel) = load(&dir).unwrap();

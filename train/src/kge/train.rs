@@ -2,7 +2,7 @@
 //! evaluation after each epoch, test metrics at the end, and the recorded computation order.
 
 use super::batch::{KgeBatch, NegSampling, Sampling};
-use super::checkpoint::{Checkpoint, CheckpointError, Identity};
+use super::checkpoint::{Checkpoint, CheckpointError, EntityRows, Identity};
 use super::data::{Dataset, Triple};
 use super::eval::{Filter, Metrics, evaluate, evaluate_sampled};
 use super::gpu::{CudaKgeModel, Device, check_device, cuda_device, unsupported};
@@ -163,6 +163,19 @@ impl TrainConfig {
 
     /// A fresh model and entity store, initialized from the seed.
     pub fn init(&self, d: &Dataset) -> Result<(KgeModel, RowStore), TrainError> {
+        let model = self.init_model(d)?;
+        Ok((model, self.init_store(d)))
+    }
+
+    /// The entity store of [`init`](Self::init) alone.
+    pub fn init_store(&self, d: &Dataset) -> RowStore {
+        let init = (self.init, self.init_scale);
+        entity_store(d.entities.len(), self.dim, self.row_width(), init, self.seed)
+    }
+
+    /// The model of [`init`](Self::init) alone, after checking the configuration: a resumed
+    /// run takes its entity store from the checkpoint and never builds the initial one.
+    pub fn init_model(&self, d: &Dataset) -> Result<KgeModel, TrainError> {
         self.score.check_dim(self.dim)?;
         if self.batch_size == 0 || self.negatives == 0 || self.chunk == 0 {
             return Err(TrainError::Config(
@@ -178,9 +191,8 @@ impl TrainConfig {
                 "--init-scale and --reg-weight must be non-negative numbers, --margin a number",
             ));
         }
-        let (n, sc) = (d.entities.len(), self.step_config());
+        let sc = self.step_config();
         let init = (self.init, self.init_scale);
-        let store = entity_store(n, self.dim, sc.row_width(), init, self.seed);
         let rel = init_relations(
             sc.relation_rows(d.relations.len()),
             sc.relation_dim(),
@@ -188,7 +200,7 @@ impl TrainConfig {
             self.score == ScoreFn::RotatE,
             self.seed,
         );
-        Ok((KgeModel::with_relations(sc, d.relations.len(), rel), store))
+        Ok(KgeModel::with_relations(sc, d.relations.len(), rel))
     }
 }
 
@@ -466,7 +478,7 @@ pub fn train(
 }
 
 /// Checkpointing of a run: where and how often to write, and where to resume from.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Resumable {
     /// Write a checkpoint here every `every` epochs and after the last.
     pub checkpoint: Option<std::path::PathBuf>,
@@ -524,11 +536,12 @@ struct Epochs<'a> {
     wall: f64,
 }
 
-/// The entity rows an epoch ended with: the engine's store, or the replay's plain table.
+/// The entity rows an epoch ended with: the engine's store, or the replay's plain table (rows
+/// `width` floats wide).
 #[derive(Clone, Copy)]
 enum Rows<'a> {
     Store(&'a RowStore),
-    Table(&'a [f32]),
+    Table(&'a [f32], usize),
 }
 
 impl Rows<'_> {
@@ -536,15 +549,23 @@ impl Rows<'_> {
     fn embeddings(self, cfg: &TrainConfig) -> Vec<f32> {
         match self {
             Rows::Store(s) => store_embeddings(s, cfg.dim),
-            Rows::Table(t) => embedding_columns(t, cfg.row_width(), cfg.dim),
+            Rows::Table(t, width) => embedding_columns(t, width, cfg.dim),
         }
     }
+}
 
-    /// The full rows (with optimizer state), for a checkpoint.
-    fn to_vec(self) -> Vec<f32> {
+/// A checkpoint streams the full rows (with optimizer state) from the store or the table.
+impl EntityRows for Rows<'_> {
+    fn count(&self) -> usize {
         match self {
-            Rows::Store(s) => s.snapshot(),
-            Rows::Table(t) => t.to_vec(),
+            Rows::Store(s) => s.rows(),
+            Rows::Table(t, width) => t.len() / width,
+        }
+    }
+    fn read_row(&self, r: usize, out: &mut [f32]) {
+        match self {
+            Rows::Store(s) => s.read_row(r, out),
+            Rows::Table(t, width) => out.copy_from_slice(&t[r * width..(r + 1) * width]),
         }
     }
 }
@@ -590,8 +611,8 @@ impl Epochs<'_> {
             let ck = Checkpoint {
                 identity: Identity::of(self.d, cfg),
                 epoch: done,
-                // The full rows (with optimizer state), copied only when a checkpoint is written.
-                entity_rows: rows.to_vec(),
+                // Streamed row by row into the files: no copy of the table.
+                entities: rows,
                 dense: model.dense()?,
                 orders: self.orders.clone(),
                 epochs: self.epochs.clone(),
@@ -672,16 +693,21 @@ fn drive(
     {
         return Err(TrainError::Config(why));
     }
-    let (mut cpu_model, mut store) = cfg.init(d)?;
-    let resume = resumable.resume;
-    if let Some(ck) = &resume {
-        let n = d.entities.len();
-        let fits = ck.identity == Identity::of(d, cfg) && cpu_model.set_dense(&ck.dense);
-        store = match RowStore::from_values(n, cfg.row_width(), &ck.entity_rows) {
-            Ok(s) if fits => s,
-            _ => return Err(TrainError::Config("the checkpoint does not fit this run")),
-        };
-    }
+    let mut cpu_model = cfg.init_model(d)?;
+    // A resumed run's store is the checkpoint's (whose tables must match this run's); the
+    // initial one is built only for a fresh run, so the two never coexist.
+    let (mut store, resume) = match resumable.resume {
+        Some(ck) => {
+            let fits = ck.identity == Identity::of(d, cfg)
+                && cpu_model.set_dense(&ck.dense)
+                && (ck.entities.rows(), ck.entities.width()) == (d.entities.len(), cfg.row_width());
+            if !fits {
+                return Err(TrainError::Config("the checkpoint does not fit this run"));
+            }
+            (ck.entities, Some((ck.epochs, ck.orders, ck.epoch, ck.rows_replaced)))
+        }
+        None => (cfg.init_store(d), None),
+    };
     let (step, mut device) = match cfg.device {
         Device::Cpu => (Step::Cpu(cpu_model), None),
         Device::Cuda => {
@@ -705,10 +731,8 @@ fn drive(
     };
     let (valid, test) = (&d.valid[..limit(&d.valid)], &d.test[..limit(&d.test)]);
     let evaluated: Vec<Triple> = valid.iter().chain(test).copied().collect();
-    let (epochs, orders, start, rows_replaced) = match resume {
-        Some(ck) => (ck.epochs, ck.orders, ck.epoch, ck.rows_replaced),
-        None => (Vec::with_capacity(cfg.epochs), Vec::with_capacity(cfg.epochs), 0, 0),
-    };
+    let (epochs, orders, start, rows_replaced) = resume
+        .unwrap_or_else(|| (Vec::with_capacity(cfg.epochs), Vec::with_capacity(cfg.epochs), 0, 0));
     let mut run = Epochs {
         d,
         cfg,
@@ -738,7 +762,15 @@ fn drive(
                 engine::replay_ids(&mut model, &mut table, order, batch_of)
                     .map_err(engine_error)?;
                 let epoch_s = t.elapsed().as_secs_f64();
-                run.end(epoch, epoch_s, order.clone(), 0, &model, Rows::Table(&table), observe)?;
+                run.end(
+                    epoch,
+                    epoch_s,
+                    order.clone(),
+                    0,
+                    &model,
+                    Rows::Table(&table, cfg.row_width()),
+                    observe,
+                )?;
             }
             store = RowStore::from_values(d.entities.len(), cfg.row_width(), &table)
                 .expect("the table is entities × row_width");
