@@ -310,20 +310,7 @@ impl Graph {
     /// (`r` times fewer updates per epoch: the effective-minibatch slow-down B.2 reports).
     pub fn sync_replicas(&mut self, step: f32) {
         for (g, synced) in self.replicas.iter().zip(&mut self.synced) {
-            let k = g.len() as f32;
-            let mut mean: Vec<Payload> = self.nodes[g[0].0]
-                .params()
-                .into_iter()
-                .map(|p| Payload::zeros(p.raw_dim()))
-                .collect();
-            for n in g {
-                for (m, p) in mean.iter_mut().zip(self.nodes[n.0].params()) {
-                    *m += p;
-                }
-            }
-            for m in &mut mean {
-                m.mapv_inplace(|v| v / k);
-            }
+            let Some(mut mean) = group_mean(&mut self.nodes, g, params_of) else { continue };
             if step != 1.0 {
                 for (m, w0) in mean.iter_mut().zip(synced.iter()) {
                     m.zip_mut_with(w0, |m, &w0| *m = w0 + step * (*m - w0));
@@ -332,11 +319,7 @@ impl Graph {
             for (s, m) in synced.iter_mut().zip(&mean) {
                 s.assign(m);
             }
-            for n in g {
-                for (p, m) in self.nodes[n.0].params_mut().into_iter().zip(&mean) {
-                    p.assign(m);
-                }
-            }
+            assign_all(&mut self.nodes, g, params_of, &mean);
         }
     }
 
@@ -345,25 +328,52 @@ impl Graph {
     /// replica otherwise goes on along its own momentum, away from the other's.
     pub fn average_replica_moments(&mut self) {
         for g in &self.replicas {
-            let mut sum: Option<Vec<Payload>> = None;
-            for n in g {
-                if let Some(o) = self.nodes[n.0].opt_state_mut() {
-                    let ms = o.moments_mut();
-                    match &mut sum {
-                        None => sum = Some(ms.into_iter().map(|m| m.clone()).collect()),
-                        Some(acc) => acc.iter_mut().zip(ms).for_each(|(a, m)| *a += &*m),
-                    }
-                }
+            if let Some(mean) = group_mean(&mut self.nodes, g, moments_of) {
+                assign_all(&mut self.nodes, g, moments_of, &mean);
             }
-            let Some(sum) = sum else { continue };
-            let k = g.len() as f32;
-            for n in g {
-                if let Some(o) = self.nodes[n.0].opt_state_mut() {
-                    for (m, s) in o.moments_mut().into_iter().zip(&sum) {
-                        m.zip_mut_with(s, |m, &s| *m = s / k);
-                    }
-                }
-            }
+        }
+    }
+}
+
+/// Which arrays of a node a replica synchronization averages: [`params_of`] or [`moments_of`].
+type Arrays = for<'a> fn(&'a mut dyn Node) -> Option<Vec<&'a mut Payload>>;
+
+/// A node's parameters.
+fn params_of(n: &mut dyn Node) -> Option<Vec<&mut Payload>> {
+    Some(n.params_mut())
+}
+
+/// A node's optimizer memory (momentum, Adam moments), if it has an optimizer.
+fn moments_of(n: &mut dyn Node) -> Option<Vec<&mut Payload>> {
+    n.opt_state_mut().map(|o| o.moments_mut())
+}
+
+/// The arrays `get` gives of a node (its parameters, or its optimizer's moments), averaged
+/// element-wise over the replica group `group`: the sum from +0.0 in the group's order, divided
+/// by the group's size, so every replica gets the same bits. `None` if no node of the group
+/// has such arrays.
+fn group_mean(nodes: &mut [Box<dyn Node>], group: &[NodeId], get: Arrays) -> Option<Vec<Payload>> {
+    let mut sum: Option<Vec<Payload>> = None;
+    for n in group {
+        let Some(arrays) = get(nodes[n.0].as_mut()) else { continue };
+        let sum =
+            sum.get_or_insert_with(|| arrays.iter().map(|a| Payload::zeros(a.raw_dim())).collect());
+        for (s, a) in sum.iter_mut().zip(arrays) {
+            *s += &*a;
+        }
+    }
+    let k = group.len() as f32;
+    sum.map(|mut s| {
+        s.iter_mut().for_each(|m| m.mapv_inplace(|v| v / k));
+        s
+    })
+}
+
+/// Give every node of `group` the arrays `values` in place of those `get` gives.
+fn assign_all(nodes: &mut [Box<dyn Node>], group: &[NodeId], get: Arrays, values: &[Payload]) {
+    for n in group {
+        for (a, v) in get(nodes[n.0].as_mut()).into_iter().flatten().zip(values) {
+            a.assign(v);
         }
     }
 }
