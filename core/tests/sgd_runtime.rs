@@ -167,6 +167,19 @@ fn one_worker_is_exactly_sequential_sgd_with_momentum() {
     assert_eq!(report.params, want);
 }
 
+/// The update budget is exact even when every worker has a step in flight as the last update
+/// is taken: the steps that finish after it are dropped, not applied (they were, once, under
+/// load: 401 updates of 400).
+#[test]
+fn the_update_budget_is_exact_with_every_worker_in_flight() {
+    for _ in 0..20 {
+        let report = go(&AllIn::default(), 4, &cfg(200));
+        assert_eq!(report.updates, 200);
+        let accepted = report.steps.iter().filter(|s| s.tau.is_some()).count();
+        assert_eq!(accepted, 200);
+    }
+}
+
 #[test]
 fn sequential_dispatcher_gives_zero_staleness_and_the_sequential_result() {
     let c = cfg(400);

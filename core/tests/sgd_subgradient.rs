@@ -110,6 +110,22 @@ fn passm_restricts_backprop_and_still_trains() {
     assert!(mean < 1.5, "{:?}", r.run.params);
 }
 
+/// The update budget is exact under PASSM's lock-free writes too: a step that finishes after
+/// the last update was taken is dropped, and the telemetry counts only applied steps.
+#[test]
+fn the_update_budget_is_exact_without_a_lock() {
+    let model = Layers { sizes: vec![4, 4] };
+    for _ in 0..20 {
+        let s = BlockSchedule::passm(sgd(300), 50);
+        let r =
+            run_async_subgradient(&model, 2, &[0.0; 8], &s, &mut |_| Control::Continue).unwrap();
+        assert_eq!(r.run.updates, 300);
+        assert_eq!(r.run.steps.len(), 300);
+        assert_eq!(r.workers.iter().map(|w| w.steps).sum::<u64>(), 300);
+        assert_eq!(r.workers.iter().map(|w| w.passm_steps).sum::<u64>(), 300);
+    }
+}
+
 #[test]
 fn passm_plus_switches_methods_at_the_configured_epochs() {
     let model = Layers { sizes: vec![4, 4] };

@@ -92,6 +92,14 @@ impl BlockStore {
         self.version.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Take the next version number if fewer than `budget` have been taken (always with
+    /// `None`): the run's update budget, kept exactly even when several steps finish at once.
+    pub fn take_version_within(&self, budget: Option<u64>) -> Option<u64> {
+        // Relaxed: a ticket; uniqueness and the bound both come from the one RMW.
+        let below = |v: u64| budget.is_none_or(|b| v < b).then_some(v + 1);
+        self.version.fetch_update(Ordering::Relaxed, Ordering::Relaxed, below).ok()
+    }
+
     /// Rows of block `b` as (sequence word index, word range).
     fn rows(&self, b: usize) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> + '_ {
         let range = self.blocks.range(b);

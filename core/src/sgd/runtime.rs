@@ -233,6 +233,14 @@ fn worker<M: GradientModel, D: Dispatcher + ?Sized>(
         let loss = model.gradient(&local, i, &mut scratch, &mut grad);
         let version = {
             let _accept = shared.accept.lock().unwrap_or_else(|e| e.into_inner());
+            // **Invariant (update budget):** a run applies at most `max_updates` updates. A
+            // step that finishes after another worker's took the last one (it started before
+            // the stop was seen) is dropped unrecorded; versions are taken only under this
+            // lock, so the check and the take cannot interleave with another accept.
+            if cfg.stop.max_updates.is_some_and(|max| shared.params.version() >= max) {
+                shared.request_stop();
+                break;
+            }
             dispatcher.finish_step(w, i).then(|| shared.params.take_version())
         };
         let tau = version.map(|version| {

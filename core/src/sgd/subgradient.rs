@@ -153,15 +153,10 @@ fn worker<M: LayeredModel>(
             }
         };
         let t1 = Instant::now();
+        let lowest = blocks.lowest_layer(w);
         let loss = match method {
             Method::Assm => model.gradient(&x, i, &mut scratch, &mut g),
-            Method::Passm => {
-                let lowest = blocks.lowest_layer(w);
-                t.passm_steps += 1;
-                t.layers_skipped += lowest as u64;
-                t.params_skipped += blocks.offset(lowest) as u64;
-                model.restricted_gradient(&x, i, lowest, &mut scratch, &mut g)
-            }
+            Method::Passm => model.restricted_gradient(&x, i, lowest, &mut scratch, &mut g),
         };
         let t2 = Instant::now();
         // Algorithm 1, line 7, in private memory.
@@ -170,7 +165,18 @@ fn worker<M: LayeredModel>(
             let gj = if wd == 0.0 { g[j] } else { g[j] + wd * x[j] };
             u[j] = m * u[j] + gj;
         }
-        let version = store.take_version();
+        // The update budget (`max_updates`) is exact: a step that finishes after the last
+        // update was taken is dropped, unwritten and unrecorded.
+        let Some(version) = store.take_version_within(schedule.sgd.stop.max_updates) else {
+            run.gate.leave();
+            shared.request_stop();
+            break;
+        };
+        if method == Method::Passm {
+            t.passm_steps += 1;
+            t.layers_skipped += lowest as u64;
+            t.params_skipped += blocks.offset(lowest) as u64;
+        }
         let step = schedule.step(epoch);
         // Algorithm 1, line 8.
         match method {
