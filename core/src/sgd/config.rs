@@ -7,9 +7,9 @@ use thiserror::Error;
 /// [`Control`]). At least one limit must be set, so no run is endless by mistake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stop {
-    /// Stop after this many model updates (accepted gradients; for sync SGD, averaged steps).
-    /// Workers already computing may finish theirs, so a run can end with up to
-    /// `threads − 1` more updates than this.
+    /// Stop after exactly this many model updates (accepted gradients; for sync SGD, averaged
+    /// steps). A worker whose step finishes after the last update was taken drops it: it is
+    /// neither applied nor recorded.
     pub max_updates: Option<u64>,
     /// Stop once this much wall time has passed.
     pub max_time: Option<Duration>,
