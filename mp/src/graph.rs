@@ -294,6 +294,21 @@ impl Graph {
         }
     }
 
+    /// Set the learning rate of every parameterized node's optimizer (a schedule's step
+    /// between runs; the optimizers' memory is kept).
+    pub fn set_learning_rate(&mut self, lr: f32) {
+        self.nodes.iter_mut().filter_map(|n| n.opt_state_mut()).for_each(|o| o.set_lr(lr));
+    }
+
+    /// Clip every parameterized node's update to gradient norm `max_norm` ([`crate::clip`];
+    /// `None`: no clipping, the default).
+    pub fn set_clip_norm(&mut self, max_norm: Option<f32>) {
+        self.nodes
+            .iter_mut()
+            .filter_map(|n| n.opt_state_mut())
+            .for_each(|o| o.set_clip_norm(max_norm));
+    }
+
     /// Replace each replica group's parameters by their mean (the end-of-epoch
     /// synchronization of §5): [`Graph::sync_replicas`] with step 1.
     pub fn average_replicas(&mut self) {

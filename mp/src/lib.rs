@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod accumulate;
+pub mod clip;
 pub mod controller;
 pub mod device;
 pub mod error;

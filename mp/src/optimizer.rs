@@ -36,6 +36,26 @@ impl Optimizer {
     pub fn adam(lr: f32) -> Optimizer {
         Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8 }
     }
+
+    /// The learning rate.
+    pub fn lr(&self) -> f32 {
+        match *self {
+            Optimizer::Sgd { lr, .. } | Optimizer::Adam { lr, .. } => lr,
+        }
+    }
+
+    /// The same optimizer at learning rate `lr` (a schedule's step).
+    ///
+    /// ```
+    /// use ordo_mp::optimizer::Optimizer;
+    /// assert_eq!(Optimizer::adam(0.002).with_lr(0.001), Optimizer::adam(0.001));
+    /// ```
+    pub fn with_lr(mut self, new: f32) -> Optimizer {
+        match &mut self {
+            Optimizer::Sgd { lr, .. } | Optimizer::Adam { lr, .. } => *lr = new,
+        }
+        self
+    }
 }
 
 /// An optimizer's per-parameter memory (momentum, Adam moments, step count).
@@ -45,6 +65,8 @@ pub struct OptState {
     m: Vec<Payload>,
     v: Vec<Payload>,
     t: i32,
+    /// Clip each step's gradients to this global norm ([`crate::clip`]); `None`: never.
+    clip_norm: Option<f32>,
 }
 
 impl OptState {
@@ -56,7 +78,28 @@ impl OptState {
             m: params.iter().map(zeros).collect(),
             v: params.iter().map(zeros).collect(),
             t: 0,
+            clip_norm: None,
         }
+    }
+
+    /// The optimizer (its current learning rate included).
+    pub fn optimizer(&self) -> Optimizer {
+        self.opt
+    }
+
+    /// Set the learning rate of the following steps (a schedule); the memory is kept.
+    pub fn set_lr(&mut self, lr: f32) {
+        self.opt = self.opt.with_lr(lr);
+    }
+
+    /// Clip the following steps' gradients to global norm `max_norm` (`None`: do not clip).
+    pub fn set_clip_norm(&mut self, max_norm: Option<f32>) {
+        self.clip_norm = max_norm;
+    }
+
+    /// The clipping bound, if any.
+    pub fn clip_norm(&self) -> Option<f32> {
+        self.clip_norm
     }
 
     /// The moments (`m` then `v`, per parameter), mutably (replica synchronization).
@@ -64,7 +107,8 @@ impl OptState {
         self.m.iter_mut().chain(self.v.iter_mut()).collect()
     }
 
-    /// Apply one step with gradients `grads` (same order and shapes as the parameters).
+    /// Apply one step with gradients `grads` (same order and shapes as the parameters),
+    /// clipped first to the clipping bound if one is set and exceeded.
     ///
     /// ```
     /// use ordo_mp::optimizer::{OptState, Optimizer};
@@ -75,6 +119,16 @@ impl OptState {
     /// ```
     pub fn step(&mut self, params: &mut [&mut Payload], grads: &[Payload]) {
         self.t += 1;
+        let clipped: Vec<Payload>;
+        let grads = match self.clip_norm {
+            Some(c) if crate::clip::global_norm(grads) > c => {
+                let mut g = grads.to_vec();
+                crate::clip::clip_global_norm(&mut g, c);
+                clipped = g;
+                &clipped[..]
+            }
+            _ => grads,
+        };
         for (i, (w, g)) in params.iter_mut().zip(grads).enumerate() {
             match self.opt {
                 Optimizer::Sgd { lr, momentum: 0.0 } => w.scaled_add(-lr, g),
@@ -95,5 +149,38 @@ impl OptState {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A clipped step moves the weights as a step with the pre-scaled gradient does; an
+    /// unclipped one is the plain step.
+    #[test]
+    fn clipping_applies_to_the_step_only_above_the_bound() {
+        let g = ndarray::arr2(&[[3.0f32, 4.0]]);
+        let step = |clip: Option<f32>, g: &Payload| {
+            let mut w = ndarray::arr2(&[[1.0f32, 1.0]]);
+            let mut s = OptState::new(Optimizer::sgd(0.5), &[&w]);
+            s.set_clip_norm(clip);
+            s.step(&mut [&mut w], std::slice::from_ref(g));
+            w
+        };
+        assert_eq!(step(Some(1.0), &g), step(None, &(&g * 0.2f32)));
+        assert_eq!(step(Some(5.0), &g), step(None, &g));
+        assert_ne!(step(Some(1.0), &g), step(None, &g));
+    }
+
+    #[test]
+    fn set_lr_changes_the_next_steps_only() {
+        let mut w = ndarray::arr2(&[[0.0f32]]);
+        let mut s = OptState::new(Optimizer::sgd(1.0), &[&w]);
+        s.step(&mut [&mut w], &[ndarray::arr2(&[[1.0f32]])]);
+        s.set_lr(0.25);
+        s.step(&mut [&mut w], &[ndarray::arr2(&[[1.0f32]])]);
+        assert_eq!(w[[0, 0]], -1.25);
+        assert_eq!(s.optimizer().lr(), 0.25);
     }
 }

@@ -162,7 +162,9 @@ impl Node for Linear {
     fn update(&mut self, state: State, e: &mut Emit) -> Result<(), MpError> {
         let means = self.acc.take_mean("Linear", state)?;
         if self.emulate.is_some() {
-            self.charge((self.w.nrows() * self.w.ncols()) as f64, e);
+            // Clipping adds the norm's multiply-add per weight to the update's one flop.
+            let per_weight = if self.opt.clip_norm().is_some() { 3.0 } else { 1.0 };
+            self.charge(per_weight * (self.w.nrows() * self.w.ncols()) as f64, e);
         } else {
             self.opt.step(&mut [&mut self.w, &mut self.b], &means);
         }

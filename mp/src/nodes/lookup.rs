@@ -116,4 +116,7 @@ impl Node for Lookup {
     fn params_mut(&mut self) -> Vec<&mut Payload> {
         vec![&mut self.table]
     }
+    fn opt_state_mut(&mut self) -> Option<&mut OptState> {
+        Some(&mut self.opt)
+    }
 }

@@ -8,6 +8,7 @@ use ordo::engine::STALENESS_BUCKETS;
 use ordo_mp::optimizer::Optimizer;
 
 use super::list_reduction::generate;
+use super::lr_schedule::LrSchedule;
 use super::tasks::{
     list_graph, list_instances, load_fashion, mnist_graph, mnist_instances, text_graph,
 };
@@ -109,6 +110,20 @@ pub struct AmpArgs {
     /// momentum of its own (Mitliagkas et al., cited in §6), so high `--mak` may want less.
     #[arg(long)]
     pub momentum: Option<f32>,
+    /// Clip each parameterized node's update (its mean gradient, all its parameters together)
+    /// to this L2 norm before the optimizer step (Pascanu et al. 2013; the usual guard of a
+    /// vanilla RNN). Default: no clipping.
+    #[arg(long)]
+    pub clip_norm: Option<f32>,
+    /// Learning-rate schedule over the epochs, set at each epoch's start: `constant`,
+    /// `cosine` (one half-cosine over `--epochs`) or `step:N:F` (times F every N epochs).
+    #[arg(long, default_value = "constant")]
+    pub lr_schedule: LrSchedule,
+    /// Validations per epoch (after the replica synchronization at that point, if any): the
+    /// time to target at 1/K-epoch resolution; every validation's time counts in `wall_s`.
+    /// Replicas are synchronized `--replica-syncs` times per epoch whatever K is.
+    #[arg(long, default_value_t = 1)]
+    pub evals_per_epoch: usize,
     /// Target validation accuracy for the time-to-target figure.
     #[arg(long)]
     pub target: Option<f64>,
@@ -131,6 +146,10 @@ pub struct AmpArgs {
 
 /// Run `ordo-train amp`.
 pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
+    let base_lr = a.lr.unwrap_or(match a.task {
+        Task::Mnist => 0.1,
+        Task::ListReduction => 0.002,
+    });
     let (mut graph, train_src, val_src, target): (
         _,
         Arc<dyn ordo_mp::Source>,
@@ -142,7 +161,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let train_set =
                 mnist_instances(&d.train, a.train_examples.unwrap_or(60_000), a.batch, 0);
             let val_set = mnist_instances(&d.test, a.val_examples.unwrap_or(10_000), a.batch, 0);
-            let opt = optimizer(a.optimizer, Opt::Sgd, a.lr.unwrap_or(0.1), a.momentum);
+            let opt = optimizer(a.optimizer, Opt::Sgd, base_lr, a.momentum);
             let g = match &a.graph {
                 Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
                 None => mnist_graph(a.hidden.unwrap_or(784), opt, a.mui, a.workers, a.seed)?,
@@ -153,7 +172,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             let hidden = a.hidden.unwrap_or(128);
             let tr = generate(a.train_examples.unwrap_or(100_000), a.seed, 1);
             let va = generate(a.val_examples.unwrap_or(10_000), a.seed, 2);
-            let opt = optimizer(a.optimizer, Opt::Adam, a.lr.unwrap_or(0.002), a.momentum);
+            let opt = optimizer(a.optimizer, Opt::Adam, base_lr, a.momentum);
             let g = match &a.graph {
                 Some(file) => text_graph(file, opt, a.mui, a.workers, a.seed)?,
                 None => list_graph(hidden, a.replicas, opt, a.mui, a.workers, a.seed)?,
@@ -167,9 +186,10 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     graph.emulate(a.emulate_flops);
-    let bar = indicatif::ProgressBar::new(a.epochs as u64);
+    graph.set_clip_norm(a.clip_norm);
+    let bar = indicatif::ProgressBar::new((a.epochs * a.evals_per_epoch.max(1)) as u64);
     let style = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:40}] epoch {pos}/{len} {msg}",
+        "{elapsed_precise} [{bar:40}] validation {pos}/{len} {msg}",
     )
     .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
@@ -181,6 +201,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
         replica_syncs: a.replica_syncs,
         replica_step: a.replica_step,
         replica_moments: a.replica_moments,
+        lr: (base_lr, a.lr_schedule),
+        evals_per_epoch: a.evals_per_epoch,
     };
     let curve = train(&mut graph, train_src, val_src, &schedule, |p| {
         bar.set_message(format!("val acc {:.4}, {:.0} train ex/s", p.val_acc, p.train_per_s));
@@ -194,7 +216,7 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
     let mean_rate = curve.iter().map(|p| p.train_per_s).sum::<f64>() / curve.len().max(1) as f64;
     match time_to_target(&curve, target) {
         Some((e, t)) => println!(
-            "summary: {label}: target {target} reached at epoch {e}, {t:.2}s; {mean_rate:.0} train ex/s"
+            "summary: {label}: target {target} reached after {e} epochs, {t:.2}s; {mean_rate:.0} train ex/s"
         ),
         None => println!(
             "summary: {label}: target {target} not reached in {} epochs; {mean_rate:.0} train ex/s",
@@ -222,6 +244,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
 fn columns(p: &EpochPoint) -> Vec<(String, String)> {
     let mut c: Vec<(String, String)> = vec![
         ("epoch".into(), p.epoch.to_string()),
+        ("at".into(), format!("{:.4}", p.at)),
+        ("lr".into(), format!("{}", p.lr)),
         ("wall_s".into(), format!("{:.4}", p.wall_s)),
         ("val_acc".into(), format!("{:.6}", p.val_acc)),
         ("train_loss".into(), format!("{:.6}", p.train_loss)),
@@ -262,6 +286,6 @@ fn write_outputs(
         log2_x: false,
     };
     line_chart(&dir.join("accuracy_time.png"), &chart("wall time (s)"), &series(|p| p.wall_s))?;
-    line_chart(&dir.join("accuracy_epochs.png"), &chart("epoch"), &series(|p| p.epoch as f64))?;
+    line_chart(&dir.join("accuracy_epochs.png"), &chart("epoch"), &series(|p| p.at))?;
     Ok(())
 }

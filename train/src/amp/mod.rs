@@ -4,5 +4,6 @@
 
 pub mod cli;
 pub mod list_reduction;
+pub mod lr_schedule;
 pub mod tasks;
 pub mod train;

@@ -6,26 +6,33 @@ use std::time::Duration;
 use ordo_mp::staleness::StalenessHistogram;
 use ordo_mp::{Graph, MpError, RunConfig, RunReport, Source, run};
 
+use super::lr_schedule::LrSchedule;
 use crate::rng::SplitMix64;
 
-/// One epoch's measurements.
+/// One evaluation's measurements (one per epoch, or `evals_per_epoch` per epoch).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EpochPoint {
-    /// Epoch, from 1.
+    /// Epoch, from 1 (the epoch this evaluation falls in).
     pub epoch: usize,
-    /// Wall time since the start, training and validation (s).
+    /// Epochs of training done at this evaluation (`epoch` at an epoch's end; `2.25` after a
+    /// quarter of the third).
+    pub at: f64,
+    /// Wall time since the start, training and every validation so far (s).
     pub wall_s: f64,
-    /// Training examples per second this epoch.
+    /// Training examples per second since the previous evaluation.
     pub train_per_s: f64,
-    /// Validation examples per second this epoch.
+    /// Validation examples per second of this evaluation.
     pub val_per_s: f64,
-    /// Mean training loss.
+    /// Mean training loss since the previous evaluation.
     pub train_loss: f64,
     /// Validation accuracy.
     pub val_acc: f64,
-    /// Most instances in flight during training.
+    /// Learning rate of this epoch ([`LrSchedule`]).
+    pub lr: f32,
+    /// Most instances in flight during training since the previous evaluation.
     pub max_active: usize,
-    /// Staleness of the gradients applied this epoch, over all parameterized nodes.
+    /// Staleness of the gradients applied since the previous evaluation, over all
+    /// parameterized nodes.
     pub staleness: StalenessHistogram,
 }
 
@@ -47,14 +54,27 @@ pub struct Schedule {
     /// Also average the replicas' optimizer memory at each synchronization
     /// ([`Graph::average_replica_moments`]).
     pub replica_moments: bool,
+    /// Base learning rate, and how it changes over the epochs.
+    pub lr: (f32, LrSchedule),
+    /// Validations per epoch (1: at each epoch's end).
+    pub evals_per_epoch: usize,
 }
 
 fn examples(src: &dyn Source, order: &[usize]) -> f64 {
     order.iter().map(|&i| src.instance(i).1.last().map_or(0, |y| y.nrows())).sum::<usize>() as f64
 }
 
-/// Train `graph` on `train` for `s.epochs` epochs, validating on `val` after each; `tick` is
-/// called after each epoch.
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// Train `graph` on `train` for `s.epochs` epochs, validating on `val` `s.evals_per_epoch`
+/// times per epoch; `tick` is called after each validation.
+///
+/// Each epoch's order is cut into `lcm(replica_syncs, evals_per_epoch)` runs; the replicas
+/// are synchronized after every `1/replica_syncs` of the epoch and validated after every
+/// `1/evals_per_epoch`, after that point's synchronization (if any), so what is validated is
+/// the averaged model. The learning rate is set once per epoch.
 pub fn train(
     graph: &mut Graph,
     train: Arc<dyn Source>,
@@ -65,42 +85,58 @@ pub fn train(
     let mut g = SplitMix64::new(s.seed, 7);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let val_order: Vec<usize> = (0..val.len()).collect();
-    let (n_train, n_val) = (examples(&*train, &order), examples(&*val, &val_order));
+    let n_val = examples(&*val, &val_order);
+    let (syncs, evals) = (s.replica_syncs.max(1), s.evals_per_epoch.max(1));
+    let parts = syncs / gcd(syncs, evals) * evals;
     let mut wall = Duration::ZERO;
     let mut curve = Vec::new();
     for epoch in 1..=s.epochs {
         for i in (1..order.len()).rev() {
             order.swap(i, g.below(i as u32 + 1) as usize);
         }
+        let lr = s.lr.1.lr(s.lr.0, epoch, s.epochs);
+        graph.set_learning_rate(lr);
         let cfg = RunConfig { max_active_keys: s.mak, ..RunConfig::default() };
-        let before = total_staleness(graph);
-        let chunk = order.len().div_ceil(s.replica_syncs.max(1)).max(1);
-        let mut t = RunReport::default();
-        for part in order.chunks(chunk) {
+        let mut before = total_staleness(graph);
+        let chunk = order.len().div_ceil(parts).max(1);
+        let n_chunks = order.len().div_ceil(chunk);
+        let (mut t, mut trained) = (RunReport::default(), 0.0);
+        for (i, part) in order.chunks(chunk).enumerate() {
             let r = run(graph, train.clone(), part.to_vec(), &cfg)?;
-            graph.sync_replicas(s.replica_step);
-            if s.replica_moments {
-                graph.average_replica_moments();
+            let last = i + 1 == n_chunks;
+            if (i + 1) % (parts / syncs) == 0 || last {
+                graph.sync_replicas(s.replica_step);
+                if s.replica_moments {
+                    graph.average_replica_moments();
+                }
             }
+            trained += examples(&*train, part);
             t.results.extend(r.results);
             t.max_active = t.max_active.max(r.max_active);
             t.elapsed += r.elapsed;
+            if (i + 1) % (parts / evals) != 0 && !last {
+                continue;
+            }
+            let staleness = total_staleness(graph).since(&before);
+            before = total_staleness(graph);
+            let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
+            wall += t.elapsed + v.elapsed;
+            let p = EpochPoint {
+                epoch,
+                at: (epoch - 1) as f64 + (i + 1) as f64 / n_chunks as f64,
+                wall_s: wall.as_secs_f64(),
+                train_per_s: trained / t.elapsed.as_secs_f64(),
+                val_per_s: n_val / v.elapsed.as_secs_f64(),
+                train_loss: t.mean_loss(),
+                val_acc: v.accuracy(),
+                lr,
+                max_active: t.max_active,
+                staleness,
+            };
+            tick(&p);
+            curve.push(p);
+            (t, trained) = (RunReport::default(), 0.0);
         }
-        let staleness = total_staleness(graph).since(&before);
-        let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
-        wall += t.elapsed + v.elapsed;
-        let p = EpochPoint {
-            epoch,
-            wall_s: wall.as_secs_f64(),
-            train_per_s: n_train / t.elapsed.as_secs_f64(),
-            val_per_s: n_val / v.elapsed.as_secs_f64(),
-            train_loss: t.mean_loss(),
-            val_acc: v.accuracy(),
-            max_active: t.max_active,
-            staleness,
-        };
-        tick(&p);
-        curve.push(p);
     }
     Ok(curve)
 }
@@ -112,9 +148,9 @@ fn total_staleness(graph: &Graph) -> StalenessHistogram {
     all
 }
 
-/// The first epoch reaching `target` validation accuracy: (epochs, wall seconds).
-pub fn time_to_target(curve: &[EpochPoint], target: f64) -> Option<(usize, f64)> {
-    curve.iter().find(|p| p.val_acc >= target).map(|p| (p.epoch, p.wall_s))
+/// The first evaluation reaching `target` validation accuracy: (epochs trained, wall seconds).
+pub fn time_to_target(curve: &[EpochPoint], target: f64) -> Option<(f64, f64)> {
+    curve.iter().find(|p| p.val_acc >= target).map(|p| (p.at, p.wall_s))
 }
 
 #[cfg(test)]
@@ -140,6 +176,8 @@ mod tests {
             replica_syncs: 1,
             replica_step: 1.0,
             replica_moments: false,
+            lr: (0.003, LrSchedule::Constant),
+            evals_per_epoch: 1,
         };
         let curve = train(
             &mut g,
@@ -154,5 +192,59 @@ mod tests {
         // With several instances in flight some gradients are applied after other updates.
         assert!(last.staleness.count() > 0 && last.staleness.max() > 0);
         assert!(last.val_acc > majority + 0.1, "val acc {} vs majority {majority}", last.val_acc);
+    }
+
+    /// One replica at mak 1 (deterministic): a run with `clip`, `schedule` and `evals` per
+    /// epoch; its curve and final parameters.
+    fn small_run(
+        clip: Option<f32>,
+        schedule: LrSchedule,
+        evals: usize,
+    ) -> (Vec<EpochPoint>, Vec<Vec<ordo_mp::Payload>>) {
+        let (tr, va) = (generate(600, 3, 1), generate(200, 3, 2));
+        let mut g = list_graph(16, 1, Optimizer::adam(0.004), 1, 2, 1).unwrap();
+        g.set_clip_norm(clip);
+        let s = Schedule {
+            epochs: 3,
+            mak: 1,
+            seed: 1,
+            replica_syncs: 1,
+            replica_step: 1.0,
+            replica_moments: false,
+            lr: (0.004, schedule),
+            evals_per_epoch: evals,
+        };
+        let (tr, va) = (list_instances(&tr, 50, 16, 0), list_instances(&va, 50, 16, 0));
+        let curve = train(&mut g, Arc::new(tr), Arc::new(va), &s, |_| {}).unwrap();
+        (curve, g.params())
+    }
+
+    /// Validating mid-epoch changes nothing the end-of-epoch validation sees: at mak 1 the
+    /// extra cuts drain nothing and validation does not train, so the epochs' accuracies and
+    /// final weights are those of one validation per epoch.
+    #[test]
+    fn evaluations_within_an_epoch_leave_training_unchanged() {
+        let (once, w1) = small_run(None, LrSchedule::Constant, 1);
+        let (thrice, w3) = small_run(None, LrSchedule::Constant, 3);
+        assert_eq!(w1, w3);
+        assert_eq!(thrice.len(), 3 * once.len());
+        let ats: Vec<f64> = thrice.iter().map(|p| p.at).collect();
+        assert!(ats.windows(2).all(|w| w[1] > w[0]) && ats[2] == 1.0 && ats[8] == 3.0, "{ats:?}");
+        let ends: Vec<f64> =
+            thrice.iter().filter(|p| p.at.fract() == 0.0).map(|p| p.val_acc).collect();
+        assert_eq!(ends, once.iter().map(|p| p.val_acc).collect::<Vec<_>>());
+    }
+
+    /// Each epoch trains at the schedule's rate; a bound no gradient reaches leaves training
+    /// bit-identical, a tight one changes it.
+    #[test]
+    fn schedule_and_clipping_reach_every_parameterized_node() {
+        let step = "step:1:0.5".parse().unwrap();
+        let (curve, w_step) = small_run(None, step, 1);
+        assert_eq!(curve.iter().map(|p| p.lr).collect::<Vec<_>>(), [0.004, 0.002, 0.001]);
+        let (_, w) = small_run(None, LrSchedule::Constant, 1);
+        assert_ne!(w, w_step);
+        assert_eq!(small_run(Some(f32::MAX), LrSchedule::Constant, 1).1, w);
+        assert_ne!(small_run(Some(1e-4), LrSchedule::Constant, 1).1, w);
     }
 }
