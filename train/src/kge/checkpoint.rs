@@ -26,13 +26,13 @@
 //! table beside the store: a large graph's run stays at tables + optimizer state + batches.
 
 use super::data::Dataset;
+use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
 use super::train::{EpochStats, TrainConfig};
-use npyz::WriterBuilder;
 use ordo::store::RowStore;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -181,36 +181,19 @@ fn crc32_of(path: &Path) -> Result<u32, CheckpointError> {
 }
 
 /// A `rows × cols` f32 `.npy` file being written at `path`.
-type NpyOut = npyz::NpyWriter<f32, BufWriter<File>>;
-
 fn npy_out(path: &Path, rows: usize, cols: usize) -> Result<NpyOut, CheckpointError> {
-    let f = File::create(path).map_err(io(path))?;
-    npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&[rows as u64, cols as u64])
-        .writer(BufWriter::with_capacity(1 << 20, f))
-        .begin_nd()
-        .map_err(io(path))
+    npy_writer(File::create(path).map_err(io(path))?, rows, cols).map_err(io(path))
 }
 
 /// A `rows × cols` f32 `.npy` file at `path`, its values in order; the shape and dtype checked.
-fn npy_in(
-    path: &Path,
-    rows: usize,
-    cols: usize,
-) -> Result<npyz::NpyReader<f32, BufReader<File>>, CheckpointError> {
+fn npy_in(path: &Path, rows: usize, cols: usize) -> Result<NpyIn, CheckpointError> {
     let corrupt = |why: String| CheckpointError::Corrupt { path: path.to_path_buf(), why };
-    let f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io(path))?);
-    let npy = npyz::NpyFile::new(f).map_err(|e| corrupt(e.to_string()))?;
+    let (shape, values) = npy_reader(File::open(path).map_err(io(path))?).map_err(corrupt)?;
     let want = [rows as u64, cols as u64];
-    if npy.shape() != want || npy.order() != npyz::Order::C {
-        return Err(corrupt(format!(
-            "shape {:?} ({:?} order), expected {want:?} (C order)",
-            npy.shape(),
-            npy.order()
-        )));
+    if shape != want {
+        return Err(corrupt(format!("shape {shape:?}, expected {want:?}")));
     }
-    npy.data::<f32>().map_err(|e| corrupt(e.to_string()))
+    Ok(values)
 }
 
 fn tsv<S: AsRef<str>>(names: impl Iterator<Item = S>) -> String {

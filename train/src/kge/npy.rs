@@ -12,6 +12,7 @@ use super::score::ScoreFn;
 use super::train::RunResult;
 use ndarray::Array2;
 use npyz::WriterBuilder;
+use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
 use thiserror::Error;
@@ -44,15 +45,41 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
     move |source| NpyError::Io { path: path.display().to_string(), source }
 }
 
+/// A `rows × cols` f32 `.npy` file (C order) being written to `file`, one value at a time (the
+/// writer refuses to finish with fewer or more values than the shape). Shared with
+/// [`super::checkpoint`], which streams a table through it row by row.
+pub(crate) type NpyOut = npyz::NpyWriter<f32, BufWriter<File>>;
+
+/// Start an [`NpyOut`] of `rows × cols` on `file`.
+pub(crate) fn npy_writer(file: File, rows: usize, cols: usize) -> std::io::Result<NpyOut> {
+    npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[rows as u64, cols as u64])
+        .writer(BufWriter::with_capacity(1 << 20, file))
+        .begin_nd()
+}
+
+/// The values of an f32 `.npy` file, in order, read as they are consumed.
+pub(crate) type NpyIn = npyz::NpyReader<f32, BufReader<File>>;
+
+/// The shape of a 2-D f32 `.npy` file (C order) and its values; why not, as text.
+pub(crate) fn npy_reader(file: File) -> Result<([u64; 2], NpyIn), String> {
+    let npy =
+        npyz::NpyFile::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| e.to_string())?;
+    let shape = npy.shape().to_vec();
+    let [rows, cols] = shape[..] else {
+        return Err(format!("shape {shape:?}, expected 2-D"));
+    };
+    if npy.order() != npyz::Order::C {
+        return Err("Fortran order, expected C order".into());
+    }
+    Ok(([rows, cols], npy.data::<f32>().map_err(|e| e.to_string())?))
+}
+
 fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
     let tmp = path.with_extension("npy.tmp");
-    let f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    let mut out = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&[a.nrows() as u64, a.ncols() as u64])
-        .writer(BufWriter::new(f))
-        .begin_nd()
-        .map_err(io(&tmp))?;
+    let f = File::create(&tmp).map_err(io(&tmp))?;
+    let mut out = npy_writer(f, a.nrows(), a.ncols()).map_err(io(&tmp))?;
     // `iter` walks the array in logical (row-major) order, which the header declares.
     out.extend(a.iter().copied()).map_err(io(&tmp))?;
     out.finish().map_err(io(&tmp))?;
@@ -62,16 +89,9 @@ fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
 /// A 2-D f32 `.npy` file (C order) as an array.
 fn read_array(path: &Path) -> Result<Array2<f32>, NpyError> {
     let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
-    let f = std::fs::File::open(path).map_err(|e| bad(e.to_string()))?;
-    let npy = npyz::NpyFile::new(BufReader::new(f)).map_err(|e| bad(e.to_string()))?;
-    let shape = npy.shape().to_vec();
-    let [rows, cols] = shape[..] else {
-        return Err(bad(format!("shape {shape:?}, expected 2-D")));
-    };
-    if npy.order() != npyz::Order::C {
-        return Err(bad("Fortran order, expected C order".into()));
-    }
-    let values = npy.into_vec::<f32>().map_err(|e| bad(e.to_string()))?;
+    let f = File::open(path).map_err(|e| bad(e.to_string()))?;
+    let ([rows, cols], values) = npy_reader(f).map_err(bad)?;
+    let values = values.collect::<std::io::Result<Vec<f32>>>().map_err(|e| bad(e.to_string()))?;
     Array2::from_shape_vec((rows as usize, cols as usize), values).map_err(|e| bad(e.to_string()))
 }
 
