@@ -16,6 +16,20 @@ pub fn global_norm(grads: &[Payload]) -> f32 {
     sq.sqrt() as f32
 }
 
+/// The factor that clips `grads` to global norm `max_norm`: `Some(max_norm / norm)` when their
+/// norm exceeds the bound (and is finite), `None` when they are left as they are. One pass
+/// over the gradients, for a caller that scales a copy ([`crate::optimizer::OptState::step`]).
+///
+/// ```
+/// let g = [ndarray::arr2(&[[3.0f32, 4.0]])];
+/// assert_eq!(ordo_mp::clip::clip_factor(&g, 1.0), Some(0.2));
+/// assert_eq!(ordo_mp::clip::clip_factor(&g, 5.0), None);
+/// ```
+pub fn clip_factor(grads: &[Payload], max_norm: f32) -> Option<f32> {
+    let norm = global_norm(grads);
+    (norm > max_norm && norm.is_finite()).then(|| max_norm / norm)
+}
+
 /// Clip `grads` to global norm at most `max_norm`.
 ///
 /// Invariant (*clipping*): gradients whose global norm is at most `max_norm` are left
@@ -28,11 +42,7 @@ pub fn global_norm(grads: &[Payload]) -> f32 {
 /// assert!((ordo_mp::clip::global_norm(&g) - 1.0).abs() < 1e-6);
 /// ```
 pub fn clip_global_norm(grads: &mut [Payload], max_norm: f32) -> f32 {
-    let norm = global_norm(grads);
-    if norm <= max_norm || !norm.is_finite() {
-        return 1.0;
-    }
-    let factor = max_norm / norm;
+    let Some(factor) = clip_factor(grads, max_norm) else { return 1.0 };
     grads.iter_mut().for_each(|g| g.mapv_inplace(|x| x * factor));
     factor
 }

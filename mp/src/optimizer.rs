@@ -120,14 +120,12 @@ impl OptState {
     pub fn step(&mut self, params: &mut [&mut Payload], grads: &[Payload]) {
         self.t += 1;
         let clipped: Vec<Payload>;
-        let grads = match self.clip_norm {
-            Some(c) if crate::clip::global_norm(grads) > c => {
-                let mut g = grads.to_vec();
-                crate::clip::clip_global_norm(&mut g, c);
-                clipped = g;
+        let grads = match self.clip_norm.and_then(|c| crate::clip::clip_factor(grads, c)) {
+            Some(f) => {
+                clipped = grads.iter().map(|g| g.mapv(|x| x * f)).collect();
                 &clipped[..]
             }
-            _ => grads,
+            None => grads,
         };
         for (i, (w, g)) in params.iter_mut().zip(grads).enumerate() {
             match self.opt {
