@@ -4,6 +4,7 @@ use crate::controller::Controller;
 use crate::error::MpError;
 use crate::message::{Direction, Message, Payload};
 use crate::node::{Node, Out};
+use crate::optimizer::OptState;
 
 /// A node's index in its graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -297,16 +298,18 @@ impl Graph {
     /// Set the learning rate of every parameterized node's optimizer (a schedule's step
     /// between runs; the optimizers' memory is kept).
     pub fn set_learning_rate(&mut self, lr: f32) {
-        self.nodes.iter_mut().filter_map(|n| n.opt_state_mut()).for_each(|o| o.set_lr(lr));
+        self.optimizers().for_each(|o| o.set_lr(lr));
     }
 
     /// Clip every parameterized node's update to gradient norm `max_norm` ([`crate::clip`];
     /// `None`: no clipping, the default).
     pub fn set_clip_norm(&mut self, max_norm: Option<f32>) {
-        self.nodes
-            .iter_mut()
-            .filter_map(|n| n.opt_state_mut())
-            .for_each(|o| o.set_clip_norm(max_norm));
+        self.optimizers().for_each(|o| o.set_clip_norm(max_norm));
+    }
+
+    /// The optimizer of every parameterized node.
+    fn optimizers(&mut self) -> impl Iterator<Item = &mut OptState> {
+        self.nodes.iter_mut().filter_map(|n| n.opt_state_mut())
     }
 
     /// Replace each replica group's parameters by their mean (the end-of-epoch
