@@ -117,8 +117,9 @@ pub fn train(
             if (i + 1) % (parts / evals) != 0 && !last {
                 continue;
             }
-            let staleness = total_staleness(graph).since(&before);
-            before = total_staleness(graph);
+            let now = total_staleness(graph);
+            let staleness = now.since(&before);
+            before = now;
             let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
             wall += t.elapsed + v.elapsed;
             let p = EpochPoint {
