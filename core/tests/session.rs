@@ -5,9 +5,10 @@
 
 use ordo::engine::testing::MixModel;
 use ordo::engine::{
-    Batch, BatchRows, CpuDevice, DeviceError, DeviceStage, Engine, EngineConfig, EngineError,
-    HookAction, HookPoint, Mode, Model, RowBlock, Stage, StageError, StageHook, Staleness,
-    StepError, StopCause, TrySubmitError, replay_ids,
+    Batch, BatchRows, CpuDevice, DeferredCpuDevice, DeviceError, DeviceQueue, DeviceStage, Engine,
+    EngineConfig, EngineError, HookAction, HookPoint, Mode, Model, RowBlock, Stage, StageError,
+    StageHook, Staleness, StepError, StopCause, Submission, SubmitError, TrySubmitError, replay,
+    replay_ids,
 };
 use ordo::store::RowStore;
 use proptest::prelude::*;
@@ -253,4 +254,85 @@ fn a_failed_cache_insert_stops_after_its_batch_is_written_with_a_typed_source() 
     assert_eq!(&applied, order, "every stamped batch, the failing one included, is written");
     let total: f32 = store.snapshot().iter().sum();
     assert_eq!(total, order.len() as f32);
+}
+
+/// A device with batches in flight ([`DeferredCpuDevice`], stepped ahead of the writers as a
+/// GPU queue does), streamed through a session for three epochs: each epoch equals the replay
+/// of its recorded order.
+#[test]
+fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
+    let store = RowStore::from_fn(12, 2, |r, c| (r * 2 + c) as f32 * 0.125);
+    let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(3, 2).depths(4, 4)).unwrap();
+    let mut model = MixModel::new(2);
+    let mut device = DeferredCpuDevice::new(4);
+    let (mut table, mut fresh) = (store.snapshot(), MixModel::new(2));
+    engine
+        .session_queued(&mut device, &mut model, &store, |s| {
+            for e in 0..3 {
+                let work = epoch_batches(e, 150, 12, 7 + e);
+                s.submit_all(work.clone()).unwrap();
+                let report = s.finish().unwrap();
+                replay(&mut fresh, &mut table, &work, &report.positions()).unwrap();
+                assert_eq!(store.snapshot(), table, "epoch {e}");
+                assert_eq!(s.model().dense(), fresh.dense(), "epoch {e}");
+                assert!(report.rows_replaced > 0, "epoch {e}: validation had stale rows to repair");
+            }
+        })
+        .unwrap();
+}
+
+/// [`DeferredCpuDevice`], except that collecting the batch stamped `nth` fails.
+struct FailingCollect {
+    inner: DeferredCpuDevice,
+    next: u64,
+    nth: u64,
+}
+
+impl<M: Model> DeviceQueue<M> for FailingCollect {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        DeviceQueue::<M>::reset(&mut self.inner)
+    }
+    fn depth(&self) -> usize {
+        DeviceQueue::<M>::depth(&self.inner)
+    }
+    fn submit(
+        &mut self,
+        model: &mut M,
+        job: Submission<'_, M::Data>,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), SubmitError> {
+        self.inner.submit(model, job, rows)
+    }
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        self.next += 1;
+        if self.next - 1 == self.nth {
+            return Err(Box::new(OutOfMemory));
+        }
+        DeviceQueue::<M>::collect(&mut self.inner, rows)
+    }
+    fn cache_len(&self) -> usize {
+        DeviceQueue::<M>::cache_len(&self.inner)
+    }
+}
+
+#[test]
+fn a_failed_collect_stops_and_names_every_batch_it_left_unwritten() {
+    let store = RowStore::zeros(4, 1);
+    let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(4, 4)).unwrap();
+    let mut device = FailingCollect { inner: DeferredCpuDevice::new(3), next: 0, nth: 6 };
+    let work = (0..40).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
+    let err = engine.run_queued(&mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
+    let applied = err.applied().expect("a stop");
+    let EngineError::Stopped { cause, order, unwritten, stamped } = &err else { panic!("{err}") };
+    let StopCause::StageFailed { stage: Stage::Device, batch_id, source } = cause else {
+        panic!("{cause}")
+    };
+    assert_eq!(*batch_id, order[6], "the batch stamped 6 failed to come back");
+    assert!(std::error::Error::source(source).unwrap().downcast_ref::<OutOfMemory>().is_some());
+    assert_eq!(unwritten.first().map(|u| u.0), Some(6), "{unwritten:?}");
+    assert_eq!(order.len() as u64, *stamped, "every stamped batch is in the order");
+    assert_eq!(applied.len() + unwritten.len(), order.len());
+    // The store holds the applied batches' increments and nothing of the others.
+    let total: f32 = store.snapshot().iter().sum();
+    assert_eq!(total, applied.len() as f32);
 }

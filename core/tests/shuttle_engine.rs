@@ -14,7 +14,9 @@
 #![cfg(ordo_shuttle)]
 
 use ordo::engine::testing::MixModel;
-use ordo::engine::{Batch, EngineConfig, Mode, Model, model_harness, replay_ids};
+use ordo::engine::{
+    Batch, DeferredCpuDevice, EngineConfig, Mode, Model, model_harness, replay_ids,
+};
 use ordo::store::RowStore;
 
 const ROWS: usize = 6;
@@ -35,6 +37,13 @@ fn batches(n: u64) -> Vec<Batch<f32>> {
 /// One execution: `readers` reader threads (batch positions dealt round-robin), `writers`
 /// writer threads, `n` batches; panics unless the run equals its replay.
 fn run_pipeline(readers: usize, writers: usize, n: u64) {
+    run_pipeline_on(readers, writers, n, 1);
+}
+
+/// [`run_pipeline`] on a device holding up to `depth` batches in flight (depth 1: the CPU
+/// device one batch at a time; more: `DeferredCpuDevice`, stepped ahead of the writers as a GPU
+/// queue does).
+fn run_pipeline_on(readers: usize, writers: usize, n: u64, depth: usize) {
     let store: &'static RowStore =
         Box::leak(Box::new(RowStore::from_fn(ROWS, 2, |r, c| r as f32 * 0.25 + c as f32 + 0.5)));
     let initial = store.snapshot();
@@ -43,8 +52,20 @@ fn run_pipeline(readers: usize, writers: usize, n: u64) {
     let work = batches(n);
     let deal: Vec<Vec<usize>> =
         (0..readers).map(|r| (r..work.len()).step_by(readers).collect()).collect();
-    let (model, report) =
-        model_harness::run(&config, MixModel::new(2), store, work.clone(), &deal, writers);
+    let (model, report) = if depth == 1 {
+        model_harness::run(&config, MixModel::new(2), store, work.clone(), &deal, writers)
+    } else {
+        let device = DeferredCpuDevice::new(depth);
+        model_harness::run_on(
+            &config,
+            device,
+            MixModel::new(2),
+            store,
+            work.clone(),
+            &deal,
+            writers,
+        )
+    };
     assert_eq!(report.order.len(), work.len(), "every batch stamped once");
     let mut table = initial;
     let mut fresh = MixModel::new(2);
@@ -64,4 +85,11 @@ fn seven_threads_equal_the_replay_random() {
 #[test]
 fn nine_threads_equal_the_replay_pct() {
     shuttle::check_pct(|| run_pipeline(5, 3, 200), 60, 3);
+}
+
+/// Randomized scheduler with 3 batches in flight on the device (4 readers, 2 writers, 200
+/// batches): the MFT window (4 slots) is mostly held by batches the device has not collected.
+#[test]
+fn batches_in_flight_on_the_device_equal_the_replay_random() {
+    shuttle::check_random(|| run_pipeline_on(4, 2, 200, 3), 40);
 }

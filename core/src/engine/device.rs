@@ -1,10 +1,13 @@
 //! The device stage: takes batches one at a time, and so fixes the computation order.
 //!
-//! [`DeviceStage`] is what a device supplies (the CPU one here, a CUDA one in `ordo-gpu`): the
-//! validation cache and the step. The engine's sequencer calls it in the order that keeps OAC's
-//! invariants: admission → evict below STE → validate → step → stamp ts → cache insert.
+//! [`DeviceStage`] is what a synchronous device supplies (the CPU one here, a CUDA one in
+//! `ordo-gpu`): the validation cache and the step. The engine runs it as a
+//! [`DeviceQueue`] of depth 1 ([`OneInFlight`](super::OneInFlight)), and its sequencer keeps
+//! OAC's order for every queue: admission → evict below STE → validate → step → stamp ts →
+//! cache insert (on the device, or in [`DeviceQueue::collected`]) → writers.
 
 use super::context::{RunCtx, at};
+use super::device_queue::{DeviceQueue, Submission, SubmitError};
 use super::error::Stage;
 use super::reader::Staged;
 use super::validation_cache::ValidationCache;
@@ -15,7 +18,7 @@ use super::{
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
 use crate::storage::RowStorage;
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A device: where the validation cache lives and the model step runs.
@@ -63,6 +66,37 @@ pub trait DeviceStage<M: Model> {
 
     /// Rows in the cache now.
     fn cache_len(&self) -> usize;
+}
+
+/// A device borrowed for a run.
+impl<M: Model, D: DeviceStage<M> + ?Sized> DeviceStage<M> for &mut D {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        (**self).reset()
+    }
+    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
+        (**self).evict_before(ste)
+    }
+    fn validate(
+        &mut self,
+        read: &[Option<u64>],
+        rows: &mut BatchRows<'_>,
+    ) -> Result<Staleness, DeviceError> {
+        (**self).validate(read, rows)
+    }
+    fn step(
+        &mut self,
+        model: &mut M,
+        data: &M::Data,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), StepError> {
+        (**self).step(model, data, rows)
+    }
+    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
+        (**self).insert(ts, rows)
+    }
+    fn cache_len(&self) -> usize {
+        (**self).cache_len()
+    }
 }
 
 /// The CPU device: a [`ValidationCache`] in host memory; the step runs on the calling thread
@@ -117,7 +151,37 @@ pub(crate) struct Stamped {
     pub registration: Option<Registration>,
 }
 
-/// The device's bookkeeping: the next stamp and the record of the computation order.
+/// A stamped batch submitted to the device and not yet collected: its rows as read (the
+/// device leaves the stepped values in them when it is collected) and what its record needs.
+struct InFlight {
+    ts: u64,
+    id: u64,
+    ids: Vec<u64>,
+    values: Vec<f32>,
+    original: Option<Vec<f32>>,
+    registration: Option<Registration>,
+    validated: bool,
+    insert: bool,
+    record: Record,
+}
+
+/// What the computation order records of a batch before the device has collected it.
+struct Record {
+    batch_id: u64,
+    position: usize,
+    read_prefix: u64,
+    ste: u64,
+}
+
+impl Record {
+    fn stamp(self, staleness: Staleness, cache_rows: usize) -> Stamp {
+        let Record { batch_id, position, read_prefix, ste } = self;
+        Stamp { batch_id, position, read_prefix, staleness, ste, cache_rows }
+    }
+}
+
+/// The device's bookkeeping: the next stamp, the batches in flight on the device, and the
+/// record of the computation order.
 #[derive(Default)]
 pub(crate) struct Sequencer {
     pub next_ts: u64,
@@ -125,6 +189,8 @@ pub(crate) struct Sequencer {
     pub cache_peak: usize,
     pub rows_validated: u64,
     pub rows_replaced: u64,
+    /// Submitted and not collected, oldest first (stamp order).
+    in_flight: VecDeque<InFlight>,
 }
 
 impl Sequencer {
@@ -133,16 +199,32 @@ impl Sequencer {
         !cx.mode.timestamped() || cx.mft.admits(self.next_ts)
     }
 
-    /// Process one admitted batch. On `Err` the batch is not stamped. A failed cache insert
-    /// comes back beside the stamped batch: it must still be written, then the run stops.
-    pub fn process<M: Model, D: DeviceStage<M> + ?Sized, St: RowStorage + ?Sized>(
+    /// Batches submitted to the device and not yet collected.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// The `(ts, id)` of the oldest batch in flight.
+    pub fn oldest(&self) -> Option<(u64, u64)> {
+        self.in_flight.front().map(|f| (f.ts, f.id))
+    }
+
+    /// Whether the device must collect before it takes another batch: `depth` are in flight,
+    /// or the next stamp does not fit the MFT window (the batches holding it may be the ones in
+    /// flight, which no writer can finish before they are collected).
+    pub fn must_collect<St: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, St>, depth: usize) -> bool {
+        !self.in_flight.is_empty() && (self.in_flight.len() >= depth || !self.admits(cx))
+    }
+
+    /// Stamp one admitted batch and submit it to the device. On `Err` the batch is not stamped.
+    pub fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
         cx: &RunCtx<'_, St>,
-        stage: &mut D,
+        queue: &mut Q,
         model: &mut M,
         job: Staged<M::Data>,
         hook: Option<&StageHook>,
-    ) -> Result<(Stamped, Option<StopCause>), StopCause> {
+    ) -> Result<(), StopCause> {
         at(hook, HookPoint::Device, job.id)?;
         let Staged {
             position,
@@ -155,44 +237,78 @@ impl Sequencer {
             read_prefix,
             original,
         } = job;
-        let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
-        let mut staleness = Staleness::default();
-        let mut ste = 0;
-        if cx.mode == Mode::Oac {
-            // Eviction below the STE computed now: every batch that is registered, or registers
-            // later, has read the store after its writes below the STE were visible.
-            ste = cx.outstanding.ste(&cx.mft);
-            stage.evict_before(ste).map_err(|e| device_failed(id, e))?;
-            if !mutation::active(Mutant::ValidationSkipped) {
-                staleness = stage.validate(&read, &mut rows).map_err(|e| device_failed(id, e))?;
-                self.rows_validated += ids.len() as u64;
-                self.rows_replaced += u64::from(staleness.replaced);
-            }
-        }
-        match catch_unwind(AssertUnwindSafe(|| stage.step(model, &data, &mut rows))) {
-            Ok(Ok(())) => {}
-            Ok(Err(source)) => return Err(StopCause::StepFailed { batch_id: id, source }),
-            Err(payload) => {
-                return Err(StopCause::StepPanicked {
-                    batch_id: id,
-                    message: panic_message(&*payload),
-                });
-            }
-        }
-        drop(data);
+        let oac = cx.mode == Mode::Oac;
+        // Eviction below the STE computed now: every batch that is registered, or registers
+        // later, has read the store after its writes below the STE were visible.
+        let ste = if oac { cx.outstanding.ste(&cx.mft) } else { 0 };
+        let validate = oac && !mutation::active(Mutant::ValidationSkipped);
+        let insert = oac && !mutation::active(Mutant::CacheInsertSkipped);
         let ts = self.next_ts;
+        let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
+        let sub = Submission { ts, batch_id: id, ste, validate, insert, read: &read, data: &data };
+        queue.submit(model, sub, &mut rows).map_err(|e| match e {
+            SubmitError::Device(e) => device_failed(id, e),
+            SubmitError::Step(source) => StopCause::StepFailed { batch_id: id, source },
+            SubmitError::StepPanicked(message) => StopCause::StepPanicked { batch_id: id, message },
+        })?;
         self.next_ts += 1;
+        self.in_flight.push_back(InFlight {
+            ts,
+            id,
+            ids,
+            values,
+            original,
+            registration,
+            validated: validate,
+            insert,
+            record: Record { batch_id: id, position, read_prefix, ste },
+        });
+        Ok(())
+    }
+
+    /// Collect the oldest batch in flight: the stamped batch for the writers, with a failed
+    /// cache insert to report once it is written. On `Err` that batch is stamped and will not
+    /// be written ([`abandon`](Sequencer::abandon) the rest in flight). Call only with a batch
+    /// in flight.
+    pub fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
+        &mut self,
+        cx: &RunCtx<'_, St>,
+        queue: &mut Q,
+    ) -> Result<(Stamped, Option<StopCause>), StopCause> {
+        let InFlight { ts, id, ids, mut values, original, registration, validated, insert, record } =
+            self.in_flight.pop_front().expect("a batch in flight");
+        let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("sized");
+        let collected = queue.collect(&mut rows);
+        let cache_rows = queue.cache_len();
+        let staleness = collected.as_ref().copied().unwrap_or_default();
+        self.cache_peak = self.cache_peak.max(cache_rows);
+        self.order.push(record.stamp(staleness, cache_rows));
+        collected.map_err(|e| device_failed(id, e))?;
+        if validated {
+            self.rows_validated += ids.len() as u64;
+            self.rows_replaced += u64::from(staleness.replaced);
+        }
         let block = RowBlock::new(ids, cx.width, values).expect("sized");
         let block = Arc::new(block.with_original(original).recycled_into(&cx.buffers));
-        let inserted = if cx.mode == Mode::Oac && !mutation::active(Mutant::CacheInsertSkipped) {
-            stage.insert(ts, &block).map_err(|e| device_failed(id, e))
+        let inserted = if insert {
+            queue.collected(ts, &block).map_err(|e| device_failed(id, e)).err()
         } else {
-            Ok(())
+            None
         };
-        let cache_rows = stage.cache_len();
-        self.cache_peak = self.cache_peak.max(cache_rows);
-        self.order.push(Stamp { batch_id: id, position, read_prefix, staleness, ste, cache_rows });
-        Ok((Stamped { ts, id, block, registration }, inserted.err()))
+        Ok((Stamped { ts, id, block, registration }, inserted))
+    }
+
+    /// Give up on every batch still in flight (after a failed collect): they are stamped and
+    /// will not be written. Returns their `(ts, id)`.
+    pub fn abandon(&mut self) -> Vec<(u64, u64)> {
+        let gone: Vec<InFlight> = self.in_flight.drain(..).collect();
+        gone.into_iter()
+            .map(|f| {
+                let (ts, id) = (f.ts, f.id);
+                self.order.push(f.record.stamp(Staleness::default(), 0));
+                (ts, id)
+            })
+            .collect()
     }
 }
 

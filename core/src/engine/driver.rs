@@ -21,11 +21,12 @@
 
 use super::context::{Progress, RunCtx, at};
 use super::device::{Sequencer, Stamped, panic_message};
+use super::device_queue::DeviceQueue;
 use super::error::Stage;
 use super::pipeline::StopState;
 use super::reader::{ReadTask, Staged};
 use super::writer::WriteTask;
-use super::{Batch, DeviceStage, HookPoint, Model, StageError, StageHook, StopCause};
+use super::{Batch, HookPoint, Model, StageError, StageHook, StopCause};
 use crate::storage::RowStorage;
 use crossbeam_utils::Backoff;
 use std::future::{Future, ready};
@@ -131,19 +132,45 @@ pub(crate) async fn admit<W: Waiter, S: RowStorage + ?Sized>(
     true
 }
 
-/// Run the device on one admitted batch ([`Sequencer::process`]): the stamped batch, with a
-/// failed cache insert to report once it is written; or why it was not stamped (a panic in the
-/// device stage included).
-pub(crate) fn stamp<M: Model, D: DeviceStage<M> + ?Sized, S: RowStorage + ?Sized>(
+/// Stamp one admitted batch and submit it to the device ([`Sequencer::submit`]); why not, if
+/// it was not stamped (a panic in the device stage included).
+pub(crate) fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Sized>(
     seq: &mut Sequencer,
     cx: &RunCtx<'_, S>,
-    device: &mut D,
+    queue: &mut Q,
     model: &mut M,
     job: Staged<M::Data>,
     hook: Option<&StageHook>,
-) -> Result<(Stamped, Option<StopCause>), StopCause> {
+) -> Result<(), StopCause> {
     let id = job.id;
-    guarded(Stage::Device, id, || seq.process(cx, device, model, job, hook))
+    guarded(Stage::Device, id, || seq.submit(cx, queue, model, job, hook))
+}
+
+/// Stamped batches `(ts, id)` a failed collect left unwritten.
+pub(crate) type Lost = Vec<(u64, u64)>;
+
+/// Collect the oldest batch in flight ([`Sequencer::collect`]): the stamped batch for the
+/// writers, and a failed cache insert to report once it is written. If the device fails (or
+/// panics), that batch and every later one in flight are stamped and will never be written:
+/// the run stops, and their `(ts, id)` are returned so the caller can account for them.
+pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Sized>(
+    seq: &mut Sequencer,
+    cx: &RunCtx<'_, S>,
+    queue: &mut Q,
+    stop: &StopState,
+) -> Result<(Stamped, Option<StopCause>), Lost> {
+    let oldest = seq.oldest().expect("a batch in flight");
+    guarded(Stage::Device, oldest.1, || seq.collect(cx, queue)).map_err(|cause| {
+        let mut lost = seq.abandon();
+        if !lost.contains(&oldest) {
+            lost.insert(0, oldest);
+        }
+        for &(ts, id) in &lost {
+            stop.unwritten(ts, id);
+        }
+        stop.fail(cause);
+        lost
+    })
 }
 
 /// Write one stamped batch to completion; on failure record it as unwritten and stop the run.

@@ -54,9 +54,11 @@
 //! ```
 
 mod block;
+mod cache_index;
 mod config;
 mod context;
 mod device;
+mod device_queue;
 mod driver;
 mod error;
 pub mod model;
@@ -90,6 +92,9 @@ pub use config::{HookAction, StageHook};
 #[cfg(not(feature = "testing"))]
 pub(crate) use config::{HookAction, StageHook};
 pub use device::{CpuDevice, DeviceStage};
+#[cfg(feature = "testing")]
+pub use device_queue::DeferredCpuDevice;
+pub use device_queue::{DeviceQueue, OneInFlight, Submission, SubmitError};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};

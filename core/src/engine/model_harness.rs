@@ -7,10 +7,10 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::driver::{ModelThreads, admit, block_on, read_batch, stamp, write_batch};
+use super::driver::{ModelThreads, admit, block_on, collect, read_batch, submit, write_batch};
 use super::pipeline::StopState;
 use super::reader::Staged;
-use super::{Batch, CpuDevice, EngineConfig, Model, RunReport};
+use super::{Batch, CpuDevice, DeviceQueue, EngineConfig, Model, OneInFlight, RunReport};
 use crate::storage::RowStorage;
 use crate::sync::{Arc, Condvar, Mutex, thread};
 use std::collections::VecDeque;
@@ -57,6 +57,20 @@ impl<T> Queue<T> {
 /// Panics on any stage error (a loom model treats that as a failure).
 pub fn run<M: Model, S: RowStorage + ?Sized>(
     config: &EngineConfig,
+    model: M,
+    store: &'static S,
+    batches: Vec<Batch<M::Data>>,
+    readers: &[Vec<usize>],
+    writers: usize,
+) -> (M, RunReport) {
+    let device = OneInFlight::new(CpuDevice::new());
+    run_on(config, device, model, store, batches, readers, writers)
+}
+
+/// [`run`] on `device` (e.g. a `DeferredCpuDevice` holding batches in flight).
+pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
+    config: &EngineConfig,
+    mut device: Q,
     mut model: M,
     store: &'static S,
     batches: Vec<Batch<M::Data>>,
@@ -96,14 +110,23 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
         }));
     }
     let mut seq = Sequencer::default();
-    let mut device = CpuDevice::new();
-    for _ in 0..n {
-        let job = input.pop().expect("a reader pushes every batch");
-        assert!(block_on(admit(&seq, &cx, &stop, &ModelThreads)), "stopped");
-        let (stamped, failed) =
-            stamp(&mut seq, &cx, &mut device, &mut model, job, None).expect("device");
+    device.reset().expect("device reset");
+    let depth = device.depth();
+    let collect_one = |seq: &mut Sequencer, device: &mut Q| {
+        let (stamped, failed) = collect(seq, &cx, device, &stop).expect("device collect");
         assert!(failed.is_none(), "the CPU cache insert cannot fail");
         output.push(stamped);
+    };
+    for _ in 0..n {
+        let job = input.pop().expect("a reader pushes every batch");
+        while seq.must_collect(&cx, depth) {
+            collect_one(&mut seq, &mut device);
+        }
+        assert!(block_on(admit(&seq, &cx, &stop, &ModelThreads)), "stopped");
+        submit(&mut seq, &cx, &mut device, &mut model, job, None).expect("device");
+    }
+    while seq.in_flight() > 0 {
+        collect_one(&mut seq, &mut device);
     }
     output.close();
     for h in handles {

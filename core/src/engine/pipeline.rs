@@ -7,8 +7,8 @@ use super::driver::{OsThreads, block_on, read_batch, write_batch};
 use super::reader::Staged;
 use super::session::{Completion, Lanes, Session};
 use super::{
-    Batch, CpuDevice, DeviceStage, EngineConfig, EngineError, Mode, Model, RunReport, StopCause,
-    prepare,
+    Batch, CpuDevice, DeviceQueue, DeviceStage, EngineConfig, EngineError, Mode, Model,
+    OneInFlight, RunReport, StopCause, prepare,
 };
 use crate::storage::RowStorage;
 use crate::sync::Ordering;
@@ -122,8 +122,36 @@ impl Engine {
         store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<RunReport, EngineError> {
+        self.run_queued(&mut OneInFlight::new(device), model, store, batches)
+    }
+
+    /// [`run`](Engine::run) on a device that keeps batches in flight ([`DeviceQueue`], e.g.
+    /// `ordo-gpu`'s CUDA pipeline): the same driver, the same claim at any depth.
+    ///
+    /// ```
+    /// use ordo::engine::{Batch, DeferredCpuDevice, Engine, EngineConfig, Mode, replay, testing::MixModel};
+    /// use ordo::store::RowStore;
+    /// let batches: Vec<Batch<f32>> =
+    ///     (0..40).map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 3], data: 0.5 }).collect();
+    /// let store = RowStore::zeros(8, 1);
+    /// let mut model = MixModel::new(1);
+    /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+    /// // Up to 4 batches stepped ahead of the writers, validated against each other's inserts.
+    /// let report = engine.run_queued(&mut DeferredCpuDevice::new(4), &mut model, &store, batches.clone())?;
+    /// let (mut table, mut fresh) = (vec![0.0; 8], MixModel::new(1));
+    /// replay(&mut fresh, &mut table, &batches, &report.positions())?;
+    /// assert_eq!(store.snapshot(), table);
+    /// # Ok::<(), ordo::engine::EngineError>(())
+    /// ```
+    pub fn run_queued<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
+        &self,
+        queue: &mut Q,
+        model: &mut M,
+        store: &S,
+        batches: impl IntoIterator<Item = Batch<M::Data>>,
+    ) -> Result<RunReport, EngineError> {
         let batches = prepare(model, store, batches)?;
-        self.session(device, model, store, |session| {
+        self.session_queued(queue, model, store, |session| {
             // Every batch was checked above, so a submit fails only once the pipeline stopped,
             // and `finish` then returns why.
             let _ = session.submit_all(batches);
@@ -171,6 +199,25 @@ impl Engine {
         S: RowStorage + ?Sized,
         D: DeviceStage<M>,
     {
+        self.session_queued(&mut OneInFlight::new(device), model, store, f)
+    }
+
+    /// [`session`](Engine::session) on a device that keeps batches in flight ([`DeviceQueue`]).
+    pub fn session_queued<M, S, Q, R>(
+        &self,
+        device: &mut Q,
+        model: &mut M,
+        store: &S,
+        f: impl FnOnce(&mut Session<'_, M, S>) -> R,
+    ) -> Result<R, EngineError>
+    where
+        M: Model,
+        S: RowStorage + ?Sized,
+        Q: DeviceQueue<M>,
+    {
+        if device.depth() == 0 {
+            return Err(EngineError::Config("a device queue holds at least one batch"));
+        }
         if model.row_width() != store.width() {
             return Err(EngineError::WidthMismatch {
                 model: model.row_width(),

@@ -13,12 +13,13 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::driver::{OsThreads, admit, block_on, read_batch, stamp, write_batch};
+use super::device_queue::DeviceQueue;
+use super::driver::{OsThreads, admit, block_on, collect, read_batch, submit, write_batch};
 use super::error::Stage;
 use super::pipeline::{POLL, StopState};
 use super::reader::Staged;
 use super::{
-    Batch, DeviceStage, EngineError, Model, Observer, RunReport, StageError, StageHook, StopCause,
+    Batch, EngineError, Model, Observer, RunReport, StageError, StageHook, StopCause,
     validate_batch,
 };
 use crate::storage::RowStorage;
@@ -96,7 +97,7 @@ pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
     stop: &'a StopState,
     hook: Option<&'a StageHook>,
     observer: Option<&'a dyn Observer>,
-    device: &'a mut dyn DeviceStage<M>,
+    device: &'a mut dyn DeviceQueue<M>,
     model: &'a mut M,
     seq: Sequencer,
     /// `None` in `Sync` mode: every stage runs inline in `submit`.
@@ -119,7 +120,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         stop: &'a StopState,
         hook: Option<&'a StageHook>,
         observer: Option<&'a dyn Observer>,
-        device: &'a mut dyn DeviceStage<M>,
+        device: &'a mut dyn DeviceQueue<M>,
         model: &'a mut M,
         lanes: Option<Lanes<M::Data>>,
     ) -> Self {
@@ -230,6 +231,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
             self.device_step(true);
         }
+        self.drain_device();
         let stamped = self.seq.next_ts - self.epoch_ts;
         while self.lanes.is_some() && self.acknowledged < stamped {
             let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
@@ -270,6 +272,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
     pub(crate) fn close(mut self) {
         self.stop.close();
+        self.drain_device();
         self.lanes = None;
     }
 
@@ -287,7 +290,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         validate_batch(self.submitted, batch, self.cx.store.rows())
     }
 
-    /// Tell the observer of the batch just stamped.
+    /// Tell the observer of the batch just collected.
     fn observe_stamp(&self) {
         if let (Some(o), Some(stamp)) = (self.observer, self.seq.order.last()) {
             o.stamped(stamp);
@@ -307,41 +310,80 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
     }
 
-    /// Run the device on the next read batch (waiting up to `POLL` for one if `wait`).
-    /// Returns whether it took one.
+    /// Do one piece of device work: collect the oldest batch in flight if the device must
+    /// before it takes another, else submit the next read batch (waiting up to `POLL` for one if
+    /// `wait`), else collect if the readers have nothing ready. Returns whether it did any.
     fn device_step(&mut self, wait: bool) -> bool {
         if self.stop.is_stopped() {
             return false;
         }
+        if self.seq.must_collect(self.cx, self.device.depth()) {
+            self.collect_one();
+            return true;
+        }
         let lanes = self.lanes.as_ref().expect("threaded session");
-        let job =
-            if wait { lanes.staged.recv_timeout(POLL).ok() } else { lanes.staged.try_recv().ok() };
+        let job = match lanes.staged.try_recv() {
+            Ok(job) => Some(job),
+            Err(_) if self.seq.in_flight() > 0 => {
+                self.collect_one();
+                return true;
+            }
+            Err(_) if wait => lanes.staged.recv_timeout(POLL).ok(),
+            Err(_) => None,
+        };
         let Some(job) = job else { return false };
         if !block_on(admit(&self.seq, self.cx, self.stop, &OsThreads::default())) {
             return false;
         }
         self.processed += 1;
-        let (id, cx, hook) = (job.id, self.cx, self.hook);
-        match stamp(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook) {
+        let (cx, hook) = (self.cx, self.hook);
+        match submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook) {
+            Ok(()) if self.seq.must_collect(cx, self.device.depth()) => self.collect_one(),
+            Ok(()) => {}
+            Err(cause) => self.stop.fail(cause),
+        }
+        true
+    }
+
+    /// Collect the oldest batch in flight and hand it to the writers. Batches lost to a device
+    /// failure are acknowledged as unwritten (no writer will see them).
+    fn collect_one(&mut self) {
+        let stamped = match collect(&mut self.seq, self.cx, &mut *self.device, self.stop) {
             Ok((stamped, failed)) => {
                 self.observe_stamp();
                 // A failed cache insert: the batch is stamped, so it is written, then we stop.
                 if let Some(cause) = failed {
                     self.stop.fail(cause);
                 }
-                if self.lanes().stamped.send(stamped).is_err() {
-                    // Writers leave only when the sender drops: unreachable short of a writer
-                    // thread dying.
-                    self.stop.fail(StopCause::StageFailed {
-                        stage: Stage::Device,
-                        batch_id: id,
-                        source: StageError::NoWriter,
-                    });
-                }
+                stamped
             }
-            Err(cause) => self.stop.fail(cause),
+            Err(lost) => return self.acknowledge_lost(lost),
+        };
+        let id = stamped.id;
+        if self.lanes().stamped.send(stamped).is_err() {
+            // Writers leave only when the sender drops: unreachable short of a writer thread
+            // dying.
+            self.stop.fail(StopCause::StageFailed {
+                stage: Stage::Device,
+                batch_id: id,
+                source: StageError::NoWriter,
+            });
         }
-        true
+    }
+
+    /// Batches `(ts, id)` a device failure lost: no writer will see them, so they are
+    /// acknowledged here as unwritten.
+    fn acknowledge_lost(&mut self, lost: Vec<(u64, u64)>) {
+        for (ts, batch_id) in lost {
+            self.acknowledge(Completion { batch_id, version: self.cx.base + ts, written: false });
+        }
+    }
+
+    /// Collect every batch still in flight, stop or not: stamped batches are written.
+    fn drain_device(&mut self) {
+        while self.lanes.is_some() && self.seq.in_flight() > 0 {
+            self.collect_one();
+        }
     }
 
     /// `Sync`: read, step and write one batch on this thread, through the same stage code.
@@ -354,11 +396,15 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             Err(cause) => return stop.fail(cause),
         };
         self.processed += 1;
-        let (stamped, failed) =
-            match stamp(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook) {
-                Ok(s) => s,
-                Err(cause) => return stop.fail(cause),
-            };
+        if let Err(cause) =
+            submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook)
+        {
+            return stop.fail(cause);
+        }
+        let (stamped, failed) = match collect(&mut self.seq, cx, &mut *self.device, stop) {
+            Ok(s) => s,
+            Err(lost) => return self.acknowledge_lost(lost),
+        };
         self.observe_stamp();
         let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
         let written = block_on(write_batch(cx, stamped, hook, stop, &waiter));

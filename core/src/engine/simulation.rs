@@ -16,13 +16,14 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::driver::{Waiter, admit, read_batch, stamp, write_batch};
+use super::device_queue::DeviceQueue;
+use super::driver::{Waiter, admit, collect, read_batch, submit, write_batch};
 use super::error::Stage;
 use super::pipeline::StopState;
 use super::reader::Staged;
 use super::{
-    Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StageError, StopCause,
-    prepare, replay,
+    Batch, CpuDevice, DeferredCpuDevice, EngineConfig, EngineError, Mode, Model, OneInFlight,
+    RunReport, StageError, StopCause, prepare, replay,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
@@ -41,8 +42,10 @@ pub enum Action {
     StartRead(usize),
     /// Reader `r` does one step.
     Read(usize),
-    /// The device processes the next queued batch.
+    /// The device stamps the next queued batch and submits it.
     Device,
+    /// The device collects its oldest batch in flight and queues it for the writers.
+    Collect,
     /// Writer `w` takes the next stamped batch.
     StartWrite(usize),
     /// Writer `w` does one step.
@@ -109,7 +112,7 @@ pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
     shared: Rc<Shared<'s, S>>,
     config: EngineConfig,
     model: M,
-    device: CpuDevice,
+    device: Box<dyn DeviceQueue<M> + 's>,
     seq: Sequencer,
     feed: VecDeque<(usize, Batch<M::Data>)>,
     readers: Vec<Reader<'s, M::Data>>,
@@ -124,13 +127,35 @@ pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
 
 impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     /// A simulation of `config`'s pipeline (its thread counts, depths and mode; the hook is not
-    /// used) training `model` on `batches` against `store`.
+    /// used) training `model` on `batches` against `store`, on the CPU device.
     pub fn new(
         config: EngineConfig,
         model: M,
         store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<Self, EngineError> {
+        Self::with_device(
+            config,
+            Box::new(OneInFlight::new(CpuDevice::new())),
+            model,
+            store,
+            batches,
+        )
+    }
+
+    /// [`new`](Simulation::new) on `device` (e.g. a [`DeferredCpuDevice`] with batches in
+    /// flight).
+    pub fn with_device(
+        config: EngineConfig,
+        mut device: Box<dyn DeviceQueue<M> + 's>,
+        model: M,
+        store: &'s S,
+        batches: impl IntoIterator<Item = Batch<M::Data>>,
+    ) -> Result<Self, EngineError> {
+        if device.depth() == 0 {
+            return Err(EngineError::Config("a device queue holds at least one batch"));
+        }
+        device.reset().map_err(EngineError::DeviceReset)?;
         config.validate()?;
         let batches = prepare(&model, store, batches)?;
         let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
@@ -141,7 +166,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
             writers: (0..config.writers).map(|_| None).collect(),
             config,
             model,
-            device: CpuDevice::new(),
+            device,
             seq: Sequencer::default(),
             feed: batches.into_iter().enumerate().collect(),
             input: VecDeque::new(),
@@ -155,6 +180,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     pub fn is_done(&self) -> bool {
         self.feed.is_empty()
             && self.input.is_empty()
+            && self.seq.in_flight() == 0
             && self.output.is_empty()
             && self.readers.iter().all(|r| matches!(r, Reader::Idle))
             && self.writers.iter().all(Option::is_none)
@@ -170,8 +196,11 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 _ => a.push(Action::Read(r)),
             }
         }
-        if !self.input.is_empty() && self.output.len() < self.config.output_depth {
+        if !self.input.is_empty() && !self.seq.must_collect(&self.shared.cx, self.device.depth()) {
             a.push(Action::Device);
+        }
+        if self.seq.in_flight() > 0 && self.output.len() < self.config.output_depth {
+            a.push(Action::Collect);
         }
         for (w, t) in self.writers.iter().enumerate() {
             match t {
@@ -238,7 +267,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 }
             },
             Action::Device => {
-                if self.input.is_empty() || self.output.len() >= self.config.output_depth {
+                if self.input.is_empty() || self.seq.must_collect(&sh.cx, self.device.depth()) {
                     return Ok(false);
                 }
                 match poll_once(pin!(admit(&self.seq, &sh.cx, &sh.stop, &sh.waiter))) {
@@ -247,15 +276,27 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                     Poll::Ready(true) => {}
                 }
                 let job = self.input.pop_front().expect("checked");
-                let (stamped, failed) =
-                    stamp(&mut self.seq, &sh.cx, &mut self.device, &mut self.model, job, None)
-                        .map_err(|c| self.stopped(c))?;
-                if let Some(cause) = failed {
-                    return Err(self.stopped(cause));
-                }
-                self.stamped_rows.push(stamped.block.ids().to_vec());
-                self.output.push_back(stamped);
+                let ids = job.ids.clone();
+                submit(&mut self.seq, &sh.cx, &mut *self.device, &mut self.model, job, None)
+                    .map_err(|c| self.stopped(c))?;
+                self.stamped_rows.push(ids);
                 Ok(true)
+            }
+            Action::Collect => {
+                if self.seq.in_flight() == 0 || self.output.len() >= self.config.output_depth {
+                    return Ok(false);
+                }
+                match collect(&mut self.seq, &sh.cx, &mut *self.device, &sh.stop) {
+                    Ok((_, Some(cause))) => Err(self.stopped(cause)),
+                    Ok((stamped, None)) => {
+                        self.output.push_back(stamped);
+                        Ok(true)
+                    }
+                    Err(_) => {
+                        let (cause, unwritten) = sh.stop.take().expect("a failed collect stops");
+                        Err(self.stopped_with(cause, unwritten))
+                    }
+                }
             }
             Action::StartWrite(w) => {
                 if self.writers[w].is_some() {
@@ -434,6 +475,20 @@ impl FuzzCase {
         c
     }
 
+    /// Batches the device holds in flight (1..=3): 1 runs the [`CpuDevice`] one batch at a
+    /// time, more a [`DeferredCpuDevice`] (stepped ahead of the writers, as a GPU queue does).
+    pub fn device_depth(&self) -> usize {
+        1 + usize::from(self.mode / 4 % 3)
+    }
+
+    /// The device [`device_depth`](FuzzCase::device_depth) names.
+    fn device<M: Model>(&self) -> Box<dyn DeviceQueue<M>> {
+        match self.device_depth() {
+            1 => Box::new(OneInFlight::new(CpuDevice::new())),
+            depth => Box::new(DeferredCpuDevice::new(depth)),
+        }
+    }
+
     /// Rows in the store (1..=6).
     pub fn rows(&self) -> usize {
         1 + usize::from(self.rows % 6)
@@ -463,8 +518,10 @@ impl FuzzCase {
         let store = RowStore::from_fn(rows, width, |r, c| (r * 3 + c) as f32 * 0.25);
         let initial = store.snapshot();
         let model = super::testing::MixModel::new(width);
-        let sim = Simulation::new(self.config(), model.clone(), &store, batches.clone())
-            .map_err(|e| e.to_string())?;
+        let device = self.device();
+        let sim =
+            Simulation::with_device(self.config(), device, model.clone(), &store, batches.clone())
+                .map_err(|e| e.to_string())?;
         let (model_after, report) = sim.run(&self.schedule).map_err(|e| e.to_string())?;
         if report.order.len() != batches.len() {
             return Err(format!("{} of {} batches stamped", report.order.len(), batches.len()));

@@ -6,30 +6,20 @@
 //! read from the store carries the run-local ts of the write it saw, or `None` for a value older
 //! than the run (see [`crate::engine`]).
 
+pub use super::cache_index::{CacheIndex, CachedRows};
 use super::{BatchRows, RowBlock, Staleness};
 use crate::mutation::{self, Mutant};
-use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// Where the newest cached update of a row lives: the block stamped `ts`, row `index` in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    ts: u64,
-    index: u32,
-}
-
-/// No update of this row in the current run.
-const ABSENT: Entry = Entry { ts: u64::MAX, index: 0 };
 
 /// Row id → newest device update, with eviction by the safe-to-evict stamp.
 ///
 /// **Invariant (bounded size):** after [`evict_before(ste)`](ValidationCache::evict_before)
-/// the cache holds only the blocks stamped `ts ≥ ste`, and a row's entry counts only if its
-/// block is held (`ts ≥ ste`). `ste` is the minimum finished prefix announced by the batches in
-/// flight ([`crate::outstanding`]), so the cache holds at most the rows of the batches that ran
-/// while the oldest in-flight batch was between its read and its validation. (This is "the rows
-/// of in-flight batches" of ARCHITECTURE.md made precise: a reader that stalls pins `ste`, and
-/// batches that already finished may still be needed by it, so they are kept.)
+/// the cache holds only the blocks stamped `ts ≥ ste`. `ste` is the minimum finished prefix
+/// announced by the batches in flight ([`crate::outstanding`]), so the cache holds at most the
+/// rows of the batches that ran while the oldest in-flight batch was between its read and its
+/// validation. (This is "the rows of in-flight batches" of ARCHITECTURE.md made precise: a
+/// reader that stalls pins `ste`, and batches that already finished may still be needed by it,
+/// so they are kept.)
 ///
 /// **Invariant (validation):** [`validate`](ValidationCache::validate) replaces a row exactly
 /// when the cache holds a newer update than the version the batch read (`cache ts > read ts`);
@@ -37,17 +27,12 @@ const ABSENT: Entry = Entry { ts: u64::MAX, index: 0 };
 ///
 /// Layout (CPU device): values are never copied on insert; an entry points into the shared
 /// [`RowBlock`] that the writers also hold, and a block is freed when it is evicted and its
-/// writes are done. The row → entry map is a dense array indexed by row id (16 bytes per row
-/// of the store, grown on demand), so a lookup is one array access; eviction is lazy: it drops
-/// whole blocks, and an entry whose `ts` is below the current STE reads as absent.
+/// writes are done. Which row points where is the [`CacheIndex`] (shared with `ordo-gpu`'s
+/// device cache).
 #[derive(Default)]
 pub struct ValidationCache {
-    index: Vec<Entry>,
-    /// Held blocks in increasing ts order (the device inserts in computation order).
-    blocks: VecDeque<(u64, Arc<RowBlock>)>,
-    /// Rows in the held blocks.
-    rows: usize,
-    /// The STE of the last eviction: entries below it are evicted.
+    index: CacheIndex<Arc<RowBlock>>,
+    /// The STE of the last eviction.
     ste: u64,
     peak: usize,
 }
@@ -60,12 +45,12 @@ impl ValidationCache {
 
     /// Rows held (in the held blocks): the cache's size, an upper bound on distinct rows.
     pub fn len(&self) -> usize {
-        self.rows
+        self.index.held()
     }
 
     /// Whether nothing is held.
     pub fn is_empty(&self) -> bool {
-        self.rows == 0
+        self.len() == 0
     }
 
     /// The largest [`len`](Self::len) since creation (or [`clear`](Self::clear)).
@@ -75,25 +60,19 @@ impl ValidationCache {
 
     /// Smallest ts still held, if any.
     pub fn oldest_ts(&self) -> Option<u64> {
-        self.blocks.front().map(|(ts, _)| *ts)
+        self.index.oldest_ts()
     }
 
     /// Evict every entry with `ts < ste` (the safe-to-evict finished prefix, see
     /// [`crate::outstanding::Outstanding::ste`]). The STE never decreases.
     pub fn evict_before(&mut self, ste: u64) {
         self.ste = self.ste.max(ste);
-        while let Some((ts, _)) = self.blocks.front() {
-            if !self.evicted(*ts) {
-                break;
-            }
-            let (_, block) = self.blocks.pop_front().expect("front exists");
-            self.rows -= block.len();
-        }
-    }
-
-    /// Whether an entry stamped `ts` is evicted.
-    fn evicted(&self, ts: u64) -> bool {
-        if mutation::active(Mutant::EvictStePlusOne) { ts <= self.ste } else { ts < self.ste }
+        let bound = if mutation::active(Mutant::EvictStePlusOne) {
+            self.ste.saturating_add(1)
+        } else {
+            self.ste
+        };
+        self.index.evict_before(bound);
     }
 
     /// Replace every row of `rows` whose cached ts is newer than the ts it was read at
@@ -101,21 +80,17 @@ impl ValidationCache {
     pub fn validate(&self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
         let mut st = Staleness::default();
         for (i, r) in read.iter().enumerate().take(rows.len()) {
-            let id = rows.ids()[i] as usize;
-            let Some(&e) = self.index.get(id) else { continue };
-            if e == ABSENT || self.evicted(e.ts) {
-                continue;
-            }
+            let Some((ts, block, index)) = self.index.lookup(rows.ids()[i]) else { continue };
             let newer = match *r {
                 None => true,
-                Some(r) if mutation::active(Mutant::ValidateGe) => e.ts >= r,
-                Some(r) => e.ts > r,
+                Some(r) if mutation::active(Mutant::ValidateGe) => ts >= r,
+                Some(r) => ts > r,
             };
             if newer {
-                rows.row_mut(i).copy_from_slice(self.block(e.ts).row(e.index as usize));
+                rows.row_mut(i).copy_from_slice(block.row(index));
                 st.replaced += 1;
                 // Gap in versions: how many stamps newer the cached update is (initial = -1).
-                st.max_gap = st.max_gap.max(e.ts + 1 - r.map_or(0, |r| r + 1));
+                st.max_gap = st.max_gap.max(ts + 1 - r.map_or(0, |r| r + 1));
             }
         }
         st
@@ -124,47 +99,23 @@ impl ValidationCache {
     /// Record `block` as the newest update (stamp `ts`) of each of its rows. Stamps must be
     /// inserted in increasing order.
     pub fn insert(&mut self, ts: u64, block: &Arc<RowBlock>) {
-        debug_assert!(self.blocks.back().is_none_or(|(t, _)| *t < ts), "inserts in ts order");
-        if let Some(&max) = block.ids().last()
-            && max as usize >= self.index.len()
-        {
-            self.index.resize(max as usize + 1, ABSENT);
-        }
-        for (i, &id) in block.ids().iter().enumerate() {
-            self.index[id as usize] = Entry { ts, index: i as u32 };
-        }
-        self.blocks.push_back((ts, block.clone()));
-        self.rows += block.len();
-        self.peak = self.peak.max(self.rows);
+        self.index.insert(ts, block.clone());
+        self.peak = self.peak.max(self.len());
     }
 
     /// Drop everything (between runs: every cached update is in the store by then).
     pub fn clear(&mut self) {
-        self.index.fill(ABSENT);
-        self.blocks.clear();
-        self.rows = 0;
+        self.index.clear();
         self.ste = 0;
         self.peak = 0;
-    }
-
-    fn block(&self, ts: u64) -> &RowBlock {
-        let front = self.blocks.front().expect("an entry's block is held").0;
-        // Stamps are usually contiguous (one block per ts); fall back to a search otherwise.
-        match self.blocks.get((ts - front) as usize) {
-            Some((t, b)) if *t == ts => b,
-            _ => {
-                let i = self.blocks.binary_search_by_key(&ts, |(t, _)| *t).expect("held block");
-                &self.blocks[i].1
-            }
-        }
     }
 }
 
 impl std::fmt::Debug for ValidationCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ValidationCache")
-            .field("rows", &self.rows)
-            .field("blocks", &self.blocks.len())
+            .field("rows", &self.index.held())
+            .field("live", &self.index.live())
             .field("ste", &self.ste)
             .field("peak", &self.peak)
             .finish()
