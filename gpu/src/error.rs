@@ -43,4 +43,7 @@ pub enum GpuError {
     /// A pipeline call out of order (e.g. collecting a batch that was never submitted).
     #[error("pipeline misuse: {0}")]
     Pipeline(&'static str),
+    /// The engine driving a queue stopped or refused the run ([`crate::queue::run_over`]).
+    #[error("engine run over the queue failed")]
+    Engine(#[source] Box<ordo::engine::EngineError>),
 }

@@ -538,6 +538,14 @@ impl<S: DeviceStep> BatchQueue for Pipeline<S> {
         Pipeline::in_flight(self)
     }
 
+    fn next_ts(&self) -> u64 {
+        self.next_ts
+    }
+
+    fn validates(&self) -> bool {
+        self.cache.is_some()
+    }
+
     fn submit(
         &mut self,
         rows: &[u64],

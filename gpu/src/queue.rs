@@ -1,12 +1,20 @@
-//! Batches in flight over a host table: the driver that runs a device stage with `depth`
-//! batches in flight against a table standing in for the store ([`run_over`]), the interface
-//! it drives ([`BatchQueue`], implemented by the CUDA [`Pipeline`](crate::pipeline::Pipeline)),
-//! and [`SimQueue`], the same queue on the host (host step, host port of the cache) so the
-//! driver and the "Oac at any depth equals Sync" claim are tested without a GPU.
+//! Batches in flight on a device queue: the interface a queue offers ([`BatchQueue`],
+//! implemented by the CUDA [`Pipeline`](crate::pipeline::Pipeline)), its adapter to the engine's
+//! [`DeviceQueue`] ([`QueueDevice`]), [`run_over`], which runs batches through a queue with the
+//! engine's own reader → device → writer driver, and [`SimQueue`], the same queue on the host
+//! (host step, host port of the cache) so the driver and the "Oac at any depth equals Sync"
+//! claim are tested without a GPU.
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache, check_len, check_rows};
 use crate::error::GpuError;
+use crate::sim_device::version_words;
+use ordo::engine::{
+    Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model,
+    Staleness, StepError, Submission, SubmitError,
+};
+use ordo::storage::RowStorage;
 use std::collections::VecDeque;
+use std::marker::PhantomData;
 
 /// A finished batch handed back by [`BatchQueue::collect`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +41,10 @@ pub trait BatchQueue {
     fn width(&self) -> usize;
     /// Batches submitted and not yet collected.
     fn in_flight(&self) -> usize;
+    /// The ts the next submission gets.
+    fn next_ts(&self) -> u64;
+    /// Whether it has a validation cache (evicts, validates and inserts: `Oac`).
+    fn validates(&self) -> bool;
     /// Queue a batch (rows strictly increasing, the versions it read, its values, the STE to
     /// evict with before it validates); returns its ts. Fails when `depth` are in flight.
     fn submit(
@@ -47,6 +59,104 @@ pub trait BatchQueue {
     fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError>;
 }
 
+/// A [`BatchQueue`] as the engine's [`DeviceQueue`]: the engine stamps, reads, admits and
+/// writes; the queue evicts, validates, steps and inserts on the device, in submission order.
+///
+/// The queue's stamps must be the engine's: a fresh queue per session (both count from 0), or
+/// one whose [`next_ts`](BatchQueue::next_ts) is the session's. A mismatch is refused before
+/// the batch is queued, and so is a mode that disagrees with the queue's cache (`Oac` needs
+/// one; the other modes must not validate).
+#[derive(Debug)]
+pub struct QueueDevice<'q, Q> {
+    queue: &'q mut Q,
+}
+
+impl<'q, Q: BatchQueue> QueueDevice<'q, Q> {
+    /// The engine's view of `queue`.
+    pub fn new(queue: &'q mut Q) -> Self {
+        QueueDevice { queue }
+    }
+}
+
+impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_, Q> {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        if self.queue.in_flight() != 0 {
+            return Err(GpuError::Pipeline("a session needs an idle queue").into());
+        }
+        Ok(())
+    }
+
+    fn depth(&self) -> usize {
+        self.queue.depth()
+    }
+
+    fn submit(
+        &mut self,
+        _model: &mut M,
+        job: Submission<'_, M::Data>,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), SubmitError> {
+        let refuse = |why| Err(SubmitError::Device(GpuError::Pipeline(why).into()));
+        if job.ts != self.queue.next_ts() {
+            return refuse("the queue's stamps are not the engine's: use a fresh queue");
+        }
+        if job.validate != self.queue.validates() || job.insert != self.queue.validates() {
+            return refuse(
+                "Oac needs a queue with a validation cache, the other modes one without",
+            );
+        }
+        let read: Vec<u64> = version_words(job.read).collect();
+        let dev = |e: GpuError| SubmitError::Device(e.into());
+        self.queue.submit(rows.ids(), &read, rows.values(), job.ste, job.data).map_err(dev)?;
+        Ok(())
+    }
+
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        let c = self
+            .queue
+            .collect(rows.values_mut())?
+            .ok_or(GpuError::Pipeline("nothing in flight"))?;
+        // The queue counts replaced rows; the version gap of each is not copied back.
+        Ok(Staleness {
+            replaced: u32::try_from(c.replaced).unwrap_or(u32::MAX),
+            ..Staleness::default()
+        })
+    }
+
+    fn cache_len(&self) -> usize {
+        0
+    }
+}
+
+/// The engine's model for a step that runs inside the queue: it names the row width and the
+/// batch payload; the host never steps (a call is an error), and it has no dense parameters on
+/// the host (a device step keeps its own, e.g. [`KgeDeviceStep`](crate::pipeline::KgeDeviceStep)'s
+/// relations).
+pub struct OnDevice<D> {
+    width: usize,
+    data: PhantomData<fn(&D)>,
+}
+
+impl<D> OnDevice<D> {
+    /// Rows of `width` floats.
+    pub fn new(width: usize) -> Self {
+        OnDevice { width, data: PhantomData }
+    }
+}
+
+impl<D: Send + Sync + 'static> Model for OnDevice<D> {
+    type Data = D;
+    fn row_width(&self) -> usize {
+        self.width
+    }
+    fn step(&mut self, _: &D, _: &mut BatchRows<'_>) -> Result<(), StepError> {
+        Err("the step runs on the device queue, not on the host".into())
+    }
+    fn dense(&self) -> Vec<f32> {
+        Vec::new()
+    }
+}
+
 /// What [`run_over`] measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RunStats {
@@ -56,109 +166,45 @@ pub struct RunStats {
     pub replaced: usize,
 }
 
-/// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` against a host table
-/// standing in for the store: `table` (`rows × width`, e.g. pinned memory) and `versions` (one
-/// version word per row).
-///
-/// Like the engine's readers, the driver reads batches ahead: batch `k + read_ahead` is read
-/// (gathered from the table with its versions) before batch `k` is submitted, so a batch waits
-/// between its read and its validation while later-read and earlier-submitted batches change
-/// the rows. A collected batch is written back stamped `ts + 1` (in order, so always the newest).
-/// Every read batch records its read prefix (batches written back when it read); the STE handed
-/// with a submission is the minimum prefix over every batch read and not yet collected — what
-/// `ordo::outstanding::Outstanding::ste` computes.
-///
-/// With `depth = 1, read_ahead = 0` this is the sequential run; with a validation cache
-/// (`Oac`) any depth and read-ahead give the same table bit for bit (for a deterministic step);
-/// without one (`Async`) overlapping batches lose updates.
-pub fn run_over<Q: BatchQueue>(
+/// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` against `store`, with
+/// the engine's driver ([`Engine::run_queued`]) in `mode`: one reader gathers rows and versions
+/// ahead of the device in the given order (`read_ahead` batches queued between them, at least
+/// 1), so the computation order is the order of `batches`; the queue keeps up to its depth in
+/// flight; two writers write collected batches back. `Mode::Oac` needs a queue
+/// with a validation cache; then any depth and read-ahead give the store of `Mode::Sync` bit for
+/// bit (for a deterministic step); `Async` promises nothing.
+pub fn run_over<Q, S>(
     q: &mut Q,
-    table: &mut [f32],
-    versions: &mut [u64],
+    mode: Mode,
+    store: &S,
     batches: &[(Vec<u64>, Q::Data)],
     read_ahead: usize,
-) -> Result<RunStats, GpuError> {
-    let w = q.width();
-    check_len("table", versions.len() * w, table.len())?;
-    if q.in_flight() != 0 {
-        return Err(GpuError::Pipeline("run_over needs an idle queue"));
+) -> Result<RunStats, GpuError>
+where
+    Q: BatchQueue,
+    Q::Data: Clone + Send + Sync + 'static,
+    S: RowStorage + ?Sized,
+{
+    check_len("store width", q.width(), store.width())?;
+    if let Some((rows, _)) = batches.iter().find(|(rows, _)| rows.len() > q.max_rows()) {
+        return Err(GpuError::TooLarge { what: "batch rows (above max_rows)", elems: rows.len() });
     }
-    let (depth, max_rows) = (q.depth(), q.max_rows());
-    for (rows, _) in batches {
-        if rows.len() > max_rows {
-            return Err(GpuError::TooLarge {
-                what: "batch rows (above max_rows)",
-                elems: rows.len(),
-            });
-        }
-        if rows.iter().any(|&r| r as usize >= versions.len()) {
-            return Err(GpuError::Pipeline("batch row outside the table"));
-        }
-    }
-    let mut stats = RunStats::default();
-    // Read and not yet submitted: (values, read versions, read prefix), in batch order.
-    let mut pending: VecDeque<(Vec<f32>, Vec<u64>, u64)> = VecDeque::new();
-    // Read prefixes of the submitted, not yet collected batches, oldest first.
-    let mut submitted: VecDeque<u64> = VecDeque::with_capacity(depth);
-    let mut spare: Vec<(Vec<f32>, Vec<u64>)> = Vec::new();
-    let mut written = 0u64;
-    let mut out = vec![0.0; max_rows * w];
-    let mut first_ts = None;
-    let mut next_read = 0;
-    for k in 0..batches.len() {
-        if q.in_flight() == depth {
-            collect_and_write_back(q, table, versions, batches, first_ts, &mut out, &mut stats)?;
-            submitted.pop_front();
-            written += 1;
-        }
-        while next_read < batches.len() && next_read <= k + read_ahead {
-            let rows = &batches[next_read].0;
-            let (mut values, mut read) = spare.pop().unwrap_or_default();
-            values.clear();
-            read.clear();
-            for &r in rows {
-                let r = r as usize;
-                values.extend_from_slice(&table[r * w..(r + 1) * w]);
-                read.push(versions[r]);
-            }
-            pending.push_back((values, read, written));
-            next_read += 1;
-        }
-        let (values, read, prefix) =
-            pending.pop_front().ok_or(GpuError::Pipeline("batch not read"))?;
-        submitted.push_back(prefix);
-        let ste = submitted.iter().chain(pending.iter().map(|p| &p.2)).copied().min();
-        let ts = q.submit(&batches[k].0, &read, &values, ste.unwrap_or(prefix), &batches[k].1)?;
-        first_ts.get_or_insert(ts);
-        spare.push((values, read));
-    }
-    while q.in_flight() > 0 {
-        collect_and_write_back(q, table, versions, batches, first_ts, &mut out, &mut stats)?;
-    }
-    Ok(stats)
+    let config = EngineConfig::new(mode).threads(1, 2).depths(read_ahead.max(1), q.depth());
+    let engine = Engine::new(config)?;
+    let work = batches.iter().enumerate().map(|(i, (rows, data))| Batch {
+        id: i as u64,
+        rows: rows.clone(),
+        data: data.clone(),
+    });
+    let mut model = OnDevice::new(q.width());
+    let report = engine.run_queued(&mut QueueDevice::new(q), &mut model, store, work)?;
+    Ok(RunStats { batches: report.order.len(), replaced: report.rows_replaced as usize })
 }
 
-/// Collect the oldest batch in flight and write its rows back, stamped `ts + 1`.
-fn collect_and_write_back<Q: BatchQueue>(
-    q: &mut Q,
-    table: &mut [f32],
-    versions: &mut [u64],
-    batches: &[(Vec<u64>, Q::Data)],
-    first_ts: Option<u64>,
-    out: &mut [f32],
-    stats: &mut RunStats,
-) -> Result<(), GpuError> {
-    let w = q.width();
-    let c = q.collect(out)?.ok_or(GpuError::Pipeline("nothing in flight"))?;
-    let rows = &batches[(c.ts - first_ts.unwrap_or(0)) as usize].0;
-    for (i, &r) in rows.iter().enumerate() {
-        let r = r as usize;
-        table[r * w..(r + 1) * w].copy_from_slice(&out[i * w..(i + 1) * w]);
-        versions[r] = c.ts + 1;
+impl From<EngineError> for GpuError {
+    fn from(e: EngineError) -> Self {
+        GpuError::Engine(Box::new(e))
     }
-    stats.batches += 1;
-    stats.replaced += c.replaced;
-    Ok(())
 }
 
 /// A step on host rows (`rows × width` floats, in place), for [`SimQueue`].
@@ -211,6 +257,14 @@ impl<D> BatchQueue for SimQueue<'_, D> {
 
     fn in_flight(&self) -> usize {
         self.done.len()
+    }
+
+    fn next_ts(&self) -> u64 {
+        self.next_ts
+    }
+
+    fn validates(&self) -> bool {
+        self.cache.is_some()
     }
 
     fn submit(
@@ -270,29 +324,55 @@ impl<D> BatchQueue for SimQueue<'_, D> {
 mod tests {
     use super::*;
     use crate::workload::Rng;
+    use ordo::engine::AsyncWrite;
+    use ordo::engine::simulation::Simulation;
+    use ordo::store::RowStore;
 
     const ROWS: usize = 60;
     const WIDTH: usize = 3;
 
     /// Runs `batches` with the "pull" step (a dense bias updated in order, like a relation
-    /// parameter) at `depth`, with or without the cache; returns the table and the bias.
-    fn run(batches: &[(Vec<u64>, f32)], depth: usize, ahead: usize, oac: bool) -> (Vec<f32>, f32) {
+    /// parameter) at `depth`, with or without the cache, through the engine's driver in the
+    /// deterministic simulation: `ahead` batches may wait read between the readers and the
+    /// device, and `schedule` picks the stages' actions. Returns the table and the bias.
+    fn run(
+        batches: &[(Vec<u64>, f32)],
+        depth: usize,
+        ahead: usize,
+        mode: Mode,
+        schedule: &[u8],
+    ) -> (Vec<f32>, f32) {
         let mut bias = 0.0f32;
         let live = 2 * depth + ahead + 2;
-        let cache = oac.then(|| CacheConfig::for_in_flight(live, 16, WIDTH).unwrap());
+        let cache =
+            (mode == Mode::Oac).then(|| CacheConfig::for_in_flight(live, 16, WIDTH).unwrap());
         let step = Box::new(|target: &f32, v: &mut [f32]| {
             v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + bias);
             bias += 0.01;
         });
         let mut q = SimQueue::new(depth, 16, WIDTH, cache, step).unwrap();
-        let mut table: Vec<f32> = (0..ROWS * WIDTH).map(|i| i as f32 * 0.1).collect();
-        let mut versions = vec![0; ROWS];
-        let stats = run_over(&mut q, &mut table, &mut versions, batches, ahead).unwrap();
-        assert_eq!(stats.batches, batches.len());
-        let stale = depth > 1 || ahead > 0;
-        assert_eq!(stats.replaced > 0, oac && stale, "validation replaces stale rows");
+        let store = RowStore::from_fn(ROWS, WIDTH, |r, c| (r * WIDTH + c) as f32 * 0.1);
+        let work = batches.iter().enumerate().map(|(i, (rows, data))| Batch {
+            id: i as u64,
+            rows: rows.clone(),
+            data: *data,
+        });
+        // One reader: the computation order is the order of `batches`, as in Sync.
+        let config = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
+        let device = Box::new(QueueDevice::new(&mut q));
+        let sim =
+            Simulation::with_device(config, device, OnDevice::new(WIDTH), &store, work).unwrap();
+        let (_, report) = sim.run(schedule).unwrap();
+        assert_eq!(report.order.len(), batches.len());
         drop(q);
-        (table, bias)
+        (store.snapshot(), bias)
+    }
+
+    /// Readers first: every reader action before any other, so batches are read long before
+    /// the device takes them (the stalest schedule).
+    fn readers_first(seed: u64) -> Vec<u8> {
+        let mut rng = Rng::new(seed);
+        (0..4000).map(|i| if i % 7 == 0 { rng.below(256) as u8 } else { 0 }).collect()
     }
 
     fn batches(seed: u64) -> Vec<(Vec<u64>, f32)> {
@@ -305,21 +385,61 @@ mod tests {
             .collect()
     }
 
-    /// The claim the CUDA pipeline test checks on the GPU, checked here with the same driver
-    /// and the host port of the cache: Oac at any depth and read-ahead equals Sync bit for bit;
-    /// Async does not.
+    /// The claim the CUDA pipeline test checks on the GPU, checked here with the engine's
+    /// driver and the host port of the cache: Oac at any depth and read-ahead equals Sync bit
+    /// for bit; Async does not.
     #[test]
     fn oac_at_any_depth_equals_sync_and_async_does_not() {
         for seed in [1, 2, 3] {
             let b = batches(seed);
-            let (sync, sync_bias) = run(&b, 1, 0, false);
+            let schedule = readers_first(seed);
+            let (sync, sync_bias) = run(&b, 1, 0, Mode::Sync, &schedule);
             for (depth, ahead) in [(1, 3), (2, 0), (3, 2), (4, 4), (8, 1)] {
-                let (t, bias) = run(&b, depth, ahead, true);
+                let (t, bias) = run(&b, depth, ahead, Mode::Oac, &schedule);
                 assert_eq!(t, sync, "seed {seed} depth {depth} read-ahead {ahead}");
                 assert_eq!(bias.to_bits(), sync_bias.to_bits());
             }
-            assert_ne!(run(&b, 4, 4, false).0, sync, "Async must lose updates (seed {seed})");
+            let asy = run(&b, 4, 4, Mode::Async(AsyncWrite::Overwrite), &schedule).0;
+            assert_ne!(asy, sync, "Async must lose updates (seed {seed})");
         }
+    }
+
+    /// The threaded engine over the queue ([`run_over`]) gives the same store as Sync.
+    #[test]
+    fn run_over_on_threads_equals_sync() {
+        let b = batches(4);
+        let (sync, _) = run(&b, 1, 0, Mode::Sync, &[]);
+        let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
+        let mut bias = 0.0f32;
+        let step = Box::new(|target: &f32, v: &mut [f32]| {
+            v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + bias);
+            bias += 0.01;
+        });
+        let mut q = SimQueue::new(4, 16, WIDTH, cache, step).unwrap();
+        let store = RowStore::from_fn(ROWS, WIDTH, |r, c| (r * WIDTH + c) as f32 * 0.1);
+        let stats = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap();
+        assert_eq!(stats.batches, b.len());
+        assert_eq!(store.snapshot(), sync);
+    }
+
+    /// A mode that disagrees with the queue's cache, or a queue whose stamps are not the
+    /// engine's, is refused before anything is queued.
+    #[test]
+    fn a_queue_that_cannot_keep_the_claim_is_refused() {
+        let store = RowStore::zeros(ROWS, WIDTH);
+        let b = batches(5);
+        let no_cache = |_: &f32, _: &mut [f32]| {};
+        let mut q = SimQueue::new(2, 16, WIDTH, None, Box::new(no_cache)).unwrap();
+        let err = run_over(&mut q, Mode::Oac, &store, &b, 1).unwrap_err();
+        assert!(matches!(err, GpuError::Engine(_)), "{err}");
+        assert_eq!(q.in_flight(), 0);
+        assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
+        // A used queue counts from 1: its stamps would not be the engine's.
+        q.submit(&[1], &[0], &[0.0; WIDTH], 0, &0.0).unwrap();
+        q.collect(&mut [0.0; WIDTH]).unwrap();
+        let err = run_over(&mut q, Mode::Async(AsyncWrite::Overwrite), &store, &b, 1).unwrap_err();
+        assert!(matches!(err, GpuError::Engine(_)), "{err}");
+        assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
     }
 
     #[test]

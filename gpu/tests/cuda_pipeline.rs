@@ -1,14 +1,18 @@
 //! OAC on the GPU pipeline equals the sequential run of the same batches (bit for bit: same
 //! kernels, same order), and Async without validation does not (so the check has teeth).
-//! Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device.
+//! Both run with the engine's own driver over the pipeline as a device queue
+//! (`ordo_gpu::queue::QueueDevice`). Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device.
 
 #![cfg(not(ordo_loom))]
 
+use ordo::engine::simulation::Simulation;
+use ordo::engine::{AsyncWrite, Batch, EngineConfig, Mode};
+use ordo::store::RowStore;
 use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;
 use ordo_gpu::kge::{KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
 use ordo_gpu::pipeline::{KgeDeviceStep, Pipeline, PipelineConfig};
-use ordo_gpu::queue::run_over;
+use ordo_gpu::queue::{OnDevice, QueueDevice};
 use ordo_gpu::workload::{Rng, random_kge_batch};
 
 const ENTITIES: usize = 120;
@@ -38,8 +42,11 @@ fn work(seed: u64, n: usize) -> Work {
     Work { rows, batches, table, relations }
 }
 
-/// Run every batch through a pipeline of `depth` slots over a host table
-/// ([`run_over`]). Returns the final table and relations.
+/// Run every batch through a pipeline of `depth` slots with the engine's driver, scheduled by
+/// the deterministic simulation with every reader action first (the stalest schedule: up to
+/// `ahead` batches wait read before the device takes them). `Mode::Sync` when `depth` is 1 and
+/// nothing is read ahead, else `Oac` with the cache or `Async` without. Returns the final table
+/// and relations.
 fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>, Vec<f32>) {
     // Live entries have ts ≥ STE = the oldest read prefix among batches read and not collected,
     // at most 2·depth + read-ahead + 1 stamps behind the newest.
@@ -51,16 +58,28 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>,
         Ok(KgeDeviceStep::new(KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper))
     })
     .unwrap();
-    let mut table = w.table.clone();
-    let mut versions = vec![0u64; ENTITIES];
-    let batches: Vec<(Vec<u64>, KgeBatch)> =
-        w.rows.iter().cloned().zip(w.batches.iter().cloned()).collect();
-    let stats = run_over(&mut p, &mut table, &mut versions, &batches, ahead).unwrap();
-    assert_eq!(stats.batches, batches.len());
-    assert_eq!(oac, stats.replaced > 0, "only Oac validates, and these batches overlap");
+    let mode = match (oac, depth, ahead) {
+        (true, _, _) => Mode::Oac,
+        (false, 1, 0) => Mode::Sync,
+        _ => Mode::Async(AsyncWrite::Overwrite),
+    };
+    let store = RowStore::from_values(ENTITIES, WIDTH, &w.table).unwrap();
+    let batches = w.rows.iter().zip(&w.batches).enumerate().map(|(i, (rows, b))| Batch {
+        id: i as u64,
+        rows: rows.clone(),
+        data: b.clone(),
+    });
+    // One reader: the computation order is the order of the batches, as in Sync.
+    let engine = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
+    let device = Box::new(QueueDevice::new(&mut p));
+    let sim =
+        Simulation::with_device(engine, device, OnDevice::new(WIDTH), &store, batches).unwrap();
+    let (_, report) = sim.run(&[0; 4096]).unwrap();
+    assert_eq!(report.order.len(), w.rows.len());
+    assert_eq!(oac, report.rows_replaced > 0, "only Oac validates, and these batches overlap");
     assert!(p.compute_busy_ms() > 0.0, "timing events were recorded");
     let relations = p.step_ref().kernels.relations().unwrap();
-    (table, relations)
+    (store.snapshot(), relations)
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

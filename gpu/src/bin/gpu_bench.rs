@@ -20,6 +20,8 @@
 
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use ordo::engine::{AsyncWrite, Mode};
+use ordo::store::RowStore;
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
 use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig, Streams};
@@ -303,33 +305,38 @@ fn print_modes(title: &str, rows: &[ModeRow]) {
     );
 }
 
-/// Run `batches` in the three modes over a copy of `init` (rows of `width` floats).
+/// Run `batches` in the three modes over a store filled by `init` (rows of `width` floats),
+/// each through the engine's driver ([`run_over`]).
 fn modes<S: DeviceStep>(
     gpu: &Gpu,
     args: &Args,
     width: usize,
-    init: &dyn Fn(&mut [f32]),
+    init: &dyn Fn(usize, usize) -> f32,
     batches: &[(Vec<u64>, S::Data)],
     make_step: &dyn Fn(&Arc<CudaStream>) -> Result<S, GpuError>,
-) -> Result<Vec<ModeRow>, GpuError> {
+) -> Result<Vec<ModeRow>, GpuError>
+where
+    S::Data: Clone + Send + Sync + 'static,
+{
     let table_rows = args.table_rows;
     let max_rows = batches.iter().map(|b| b.0.len()).max().unwrap_or(1);
-    // SAFETY: filled by `init` before any read.
-    let mut table = unsafe { gpu.context().alloc_pinned_with_flags::<f32>(table_rows * width, 0) }?;
     let mut out = Vec::new();
     let k = args.depth;
-    // (mode, batches in flight on the device, batches read ahead by the host, validation)
-    let modes = [("Sync", 1, 0, false), ("Async", k, k, false), ("Oac", k, k, true)];
-    for (name, depth, ahead, oac) in modes {
-        init(table.as_mut_slice()?);
-        let mut versions = vec![0u64; table_rows];
-        let cache = oac
+    // (mode, batches in flight on the device, batches read ahead by the host)
+    let modes = [
+        ("Sync", Mode::Sync, 1, 1),
+        ("Async", Mode::Async(AsyncWrite::Overwrite), k, k),
+        ("Oac", Mode::Oac, k, k),
+    ];
+    for (name, mode, depth, ahead) in modes {
+        let store = RowStore::from_fn(table_rows, width, init);
+        let cache = (mode == Mode::Oac)
             .then(|| CacheConfig::for_in_flight(2 * depth + ahead + 2, max_rows, width))
             .transpose()?;
         let config = PipelineConfig { depth, max_rows, width, cache, timing: true };
         let mut p = Pipeline::new(gpu, config, make_step)?;
         let start = Instant::now();
-        let stats = run_over(&mut p, table.as_mut_slice()?, &mut versions, batches, ahead)?;
+        let stats = run_over(&mut p, mode, &store, batches, ahead)?;
         let wall = start.elapsed().as_secs_f64();
         out.push(ModeRow {
             name,
@@ -351,9 +358,8 @@ fn run(args: &Args) -> Result<(), GpuError> {
         .map(|_| (rng.distinct_rows(args.batch_rows, args.table_rows as u64), ()))
         .collect();
     let f = kernels::load(&gpu, "bench.cu", kernels::BENCH_SRC, &kernels::BENCH_KERNELS)?;
-    let rows = modes(&gpu, args, args.width, &|t: &mut [f32]| t.fill(0.5), &batches, &|_| {
-        Ok(AddStep { f: f[1].clone() })
-    })?;
+    let rows =
+        modes(&gpu, args, args.width, &|_, _| 0.5, &batches, &|_| Ok(AddStep { f: f[1].clone() }))?;
     let title = format!(
         "synthetic table {} rows × {} floats in pinned memory, {} batches of {} rows, depth {}",
         args.table_rows, args.width, args.batches, args.batch_rows, args.depth
@@ -369,8 +375,8 @@ fn run(args: &Args) -> Result<(), GpuError> {
                 KgeShape { model: KgeModel::ComplEx, dim: args.dim, relations: kg.relations };
             let rel = Rng::new(5).params(kg.relations, args.dim);
             let wargs = Args { table_rows: kg.entities, ..args.clone() };
-            let init =
-                |t: &mut [f32]| t.copy_from_slice(&Rng::new(6).params(kg.entities, args.dim));
+            let params = Rng::new(6).params(kg.entities, args.dim);
+            let init = |r: usize, c: usize| params[r * 2 * args.dim + c];
             let hyper = KgeHyper::new(0.1);
             let rows = modes(&gpu, &wargs, 2 * args.dim, &init, &batches, &|s| {
                 Ok(KgeDeviceStep::new(KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper))
