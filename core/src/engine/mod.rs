@@ -10,6 +10,13 @@
 //! writers (parallel):  write_if_newer each row → Mft::finish(ts) → deregister
 //! ```
 //!
+//! **Devices with batches in flight.** A device that overlaps transfers with compute (a GPU)
+//! implements [`DeviceQueue`]: the device stage stamps and submits batches in order and
+//! collects them later, up to [`DeviceQueue::depth`] at a time, and the queue validates and
+//! inserts in submission order ([`Engine::run_queued`], [`Engine::session_queued`]). A
+//! synchronous [`DeviceStage`] such as [`CpuDevice`] is a queue of depth 1 ([`OneInFlight`]).
+//! The claim below holds at every depth.
+//!
 //! **The claim:** in `Oac` (and `Sync`, `Bounded(1)`) the final store and dense parameters equal,
 //! bit for bit, [`replay`] of the recorded computation order ([`RunReport::positions`]) on the
 //! initial state, for a deterministic model step. `Async` and `Bounded(k > 1)` promise nothing.
