@@ -68,7 +68,8 @@ impl<B: CachedRows> CacheIndex<B> {
     /// ix.insert(0, vec![1, 2]);
     /// ix.insert(1, vec![2, 3]);
     /// assert_eq!((ix.live(), ix.held()), (3, 4));
-    /// assert_eq!(ix.lookup(2).map(|(ts, _, i)| (ts, i)), Some((1, 0)));
+    /// assert_eq!(ix.lookup(2), Some((1, 0)), "row 2: block 1, its first row");
+    /// assert_eq!(ix.block(1), &vec![2, 3]);
     /// assert_eq!(ix.incoming(&[1, 4]), 1, "row 4 would be new");
     /// assert_eq!(ix.evict_before(1), 1, "row 1 goes; row 2's entry is block 1's");
     /// assert_eq!(ix.lookup(1), None);
@@ -103,10 +104,26 @@ impl<B: CachedRows> CacheIndex<B> {
         ids.iter().filter(|&&id| self.entry(id).is_none()).count()
     }
 
-    /// `row`'s newest live update: its ts, its block, and its row index in the block.
-    pub fn lookup(&self, row: u64) -> Option<(u64, &B, usize)> {
-        let e = self.entry(row)?;
-        Some((e.ts, self.block(e.ts), e.index as usize))
+    /// `row`'s newest live update: its ts and its row index in the block of that ts
+    /// ([`block`](Self::block)).
+    #[inline]
+    pub fn lookup(&self, row: u64) -> Option<(u64, usize)> {
+        self.entry(row).map(|e| (e.ts, e.index as usize))
+    }
+
+    /// The held block stamped `ts`. Panics if none is held (a ts from [`lookup`](Self::lookup)
+    /// always is).
+    #[inline]
+    pub fn block(&self, ts: u64) -> &B {
+        let front = self.blocks.front().expect("an entry's block is held").0;
+        // Stamps are usually contiguous (one block per ts); fall back to a search otherwise.
+        match self.blocks.get((ts - front) as usize) {
+            Some((t, b)) if *t == ts => b,
+            _ => {
+                let i = self.blocks.binary_search_by_key(&ts, |(t, _)| *t).expect("held block");
+                &self.blocks[i].1
+            }
+        }
     }
 
     /// Record `block` (stamped `ts`, newer than every held block) as the newest update of each
@@ -154,19 +171,8 @@ impl<B: CachedRows> CacheIndex<B> {
         (self.live, self.held) = (0, 0);
     }
 
+    #[inline]
     fn entry(&self, row: u64) -> Option<Entry> {
         self.index.get(row as usize).copied().filter(|e| *e != ABSENT)
-    }
-
-    fn block(&self, ts: u64) -> &B {
-        let front = self.blocks.front().expect("an entry's block is held").0;
-        // Stamps are usually contiguous (one block per ts); fall back to a search otherwise.
-        match self.blocks.get((ts - front) as usize) {
-            Some((t, b)) if *t == ts => b,
-            _ => {
-                let i = self.blocks.binary_search_by_key(&ts, |(t, _)| *t).expect("held block");
-                &self.blocks[i].1
-            }
-        }
     }
 }

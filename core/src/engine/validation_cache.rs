@@ -80,14 +80,14 @@ impl ValidationCache {
     pub fn validate(&self, read: &[Option<u64>], rows: &mut BatchRows<'_>) -> Staleness {
         let mut st = Staleness::default();
         for (i, r) in read.iter().enumerate().take(rows.len()) {
-            let Some((ts, block, index)) = self.index.lookup(rows.ids()[i]) else { continue };
+            let Some((ts, index)) = self.index.lookup(rows.ids()[i]) else { continue };
             let newer = match *r {
                 None => true,
                 Some(r) if mutation::active(Mutant::ValidateGe) => ts >= r,
                 Some(r) => ts > r,
             };
             if newer {
-                rows.row_mut(i).copy_from_slice(block.row(index));
+                rows.row_mut(i).copy_from_slice(self.index.block(ts).row(index));
                 st.replaced += 1;
                 // Gap in versions: how many stamps newer the cached update is (initial = -1).
                 st.max_gap = st.max_gap.max(ts + 1 - r.map_or(0, |r| r + 1));
