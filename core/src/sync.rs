@@ -69,14 +69,17 @@ pub fn spin_wait() {
     std::hint::spin_loop();
 }
 
-/// Load `word` and drop the value: brings its cache line towards this core ahead of a later
-/// access (a software prefetch in safe Rust; `core::arch` prefetch needs `unsafe`).
+/// Bring `word`'s cache line towards this core ahead of a later access: on x86_64 the
+/// `prefetcht0` instruction through `safe_arch` (`core::arch`'s prefetch needs `unsafe`, which
+/// this crate forbids), elsewhere a load whose value is dropped.
 ///
 /// It changes no value and orders nothing, so under loom and shuttle it does nothing: an extra
 /// load there would only widen the explored state space without checking anything.
 #[inline]
 pub fn touch(word: &AtomicU64) {
-    #[cfg(not(any(ordo_loom, ordo_shuttle)))]
+    #[cfg(all(target_arch = "x86_64", not(any(ordo_loom, ordo_shuttle))))]
+    safe_arch::prefetch_t0(word);
+    #[cfg(all(not(target_arch = "x86_64"), not(any(ordo_loom, ordo_shuttle))))]
     // Relaxed: the value is discarded; only the cache line's arrival matters.
     std::hint::black_box(word.load(Ordering::Relaxed));
     #[cfg(any(ordo_loom, ordo_shuttle))]

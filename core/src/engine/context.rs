@@ -9,9 +9,10 @@ use crate::store::Version;
 use std::sync::Arc;
 
 /// Rows a reader or writer asks the store to [`prefetch`](RowStorage::prefetch) at once, one
-/// group ahead of the group it copies. Safe Rust has only loads to prefetch with, and a load
-/// that misses holds up the instructions after it; asked back to back, the rows of one group
-/// wait out one memory latency together instead of one each.
+/// group ahead of the group it copies. On x86_64 a prefetch is the `prefetcht0` instruction
+/// (`safe_arch`); elsewhere it is a load, which holds up the instructions after it when it
+/// misses, so the rows of one group are asked back to back and wait out one memory latency
+/// together instead of one each.
 pub(crate) const PREFETCH_GROUP: usize = 4;
 
 /// Ask `store` to prefetch the group of `ids` after the one that row `i` starts (every
