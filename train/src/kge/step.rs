@@ -110,9 +110,9 @@ pub struct KgeModel {
     /// Scratch: the batch's entity-row gradients (`rows × dim`), kept across batches so a step
     /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
     grad: Vec<f32>,
-    /// Scratch: the chunk matrices of [`gradients`](Self::gradients) (boxed: a dozen buffers
-    /// would make the model, moved by value, large).
-    scratch: Box<StepScratch>,
+    /// Scratch: the chunk matrices of [`gradients`](Self::gradients), one set per chunk computed
+    /// at once (boxed: two dozen buffers would make the model, moved by value, large).
+    scratch: Box<[StepScratch; 2]>,
 }
 
 impl KgeModel {
@@ -272,109 +272,170 @@ impl KgeModel {
     /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
-    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here.
+    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here. Chunks are
+    /// computed two at a time on rayon's threads when it has more than one.
     fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
+        let parallel = rayon::current_num_threads() > 1;
         let mut sc = std::mem::take(&mut self.scratch);
-        let loss = self.gradients_with(b, rows, grad, &mut sc);
+        let loss = self.gradients_with(b, rows, grad, &mut sc, parallel);
         self.scratch = sc;
         loss
     }
 
     /// [`gradients`](Self::gradients) with the chunk matrices in `sc`.
+    ///
+    /// **Same bits at any parallelism:** a chunk's gradients depend only on the rows and
+    /// relations as the batch started, so chunks may be computed in any order or at once; they
+    /// are added into `grad`, `rel_grad` and the loss strictly in chunk order
+    /// ([`add_chunk`](Self::add_chunk)), which is the only order-dependent part.
     fn gradients_with(
         &mut self,
         b: &KgeBatch,
         rows: &BatchRows<'_>,
         grad: &mut Vec<f32>,
-        sc: &mut StepScratch,
+        sc: &mut [StepScratch; 2],
+        parallel: bool,
     ) -> f32 {
-        let dim = self.cfg.dim;
-        let rdim = self.cfg.relation_dim();
-        let score = self.cfg.score;
         grad.clear();
-        grad.resize(rows.len() * dim, 0.0);
+        grad.resize(rows.len() * self.cfg.dim, 0.0);
         self.rel_grad.iter_mut().for_each(|g| *g = 0.0);
         self.rel_touched.iter_mut().for_each(|t| *t = false);
         // Mean-reduced losses average over the batch's positives and both sides.
         let scale = if self.cfg.loss.mean_reduced() { 0.5 / b.pos.len() as f32 } else { 1.0 };
-        let relations = self.relations;
-        let inverse = |r: u32| r as usize + relations;
         let mut batch_loss = 0.0f32;
-        let n = b.negatives;
-        let entity = |l: u32| &rows.row(l as usize)[..dim];
-        for (ci, pos) in b.pos.chunks(b.chunk.max(1)).enumerate() {
-            let c = pos.len();
-            let heads = sc.heads.gather(dim, pos.iter().map(|p| entity(p.0)));
-            let tails = sc.tails.gather(dim, pos.iter().map(|p| entity(p.2)));
-            let rel = |r: usize| &self.rel[r * rdim..(r + 1) * rdim];
-            let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)));
-            let inv = if self.cfg.reciprocal { pos } else { &[] };
-            let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))));
-            let mut tq = sc.tq.zeroed(c, dim);
-            let mut hq = sc.hq.zeroed(c, dim);
-            let (tq_rows, hq_rows) = (rows_of_mut(&mut tq, dim), rows_of_mut(&mut hq, dim));
-            for (i, (q, p)) in tq_rows.zip(hq_rows).enumerate() {
-                let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
-                score.tail_query(h, r, q);
-                if self.cfg.reciprocal {
-                    score.tail_query(t, r_of(rels_inv, i), p);
-                } else {
-                    score.head_query(r, t, p);
+        let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
+        for pair in chunks.chunks(2) {
+            let [sa, sb] = sc;
+            match pair {
+                [(ca, pa), (cb, pb)] if parallel => {
+                    let this = &*self;
+                    rayon::join(
+                        || this.chunk(b, rows, *ca, pa, scale, sa),
+                        || this.chunk(b, rows, *cb, pb, scale, sb),
+                    );
                 }
-            }
-            let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
-            let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
-            let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)));
-            let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)));
-            // Tail side: candidates are tails; head side: candidates are heads.
-            let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail);
-            let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head);
-            batch_loss += lt + lh;
-            let (dtq, mut dt) = (sc.tail.dq.view(c, dim), sc.tail.d_targets.view_mut(c, dim));
-            let (dhq, mut dh) = (sc.head.dq.view(c, dim), sc.head.d_targets.view_mut(c, dim));
-            let mut dr = sc.dr.zeroed(c, rdim);
-            let mut dr_inv = sc.dr_inv.zeroed(rels_inv.nrows(), rdim);
-            for i in 0..c {
-                let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
-                let dhi = dh.row_mut(i).into_slice().expect("row-major");
-                let dri = dr.row_mut(i).into_slice().expect("row-major");
-                score.tail_query_backward(h, r, r_of(dtq, i), dhi, dri);
-                let dti = dt.row_mut(i).into_slice().expect("row-major");
-                if self.cfg.reciprocal {
-                    let dri = dr_inv.row_mut(i).into_slice().expect("row-major");
-                    score.tail_query_backward(t, r_of(rels_inv, i), r_of(dhq, i), dti, dri);
-                } else {
-                    score.head_query_backward(r, t, r_of(dhq, i), dri, dti);
-                }
-            }
-            if self.cfg.reg > 0.0 {
-                let (reg, w) = (self.cfg.regularizer, self.cfg.reg);
-                for (x, dx) in
-                    [(heads, &mut dh), (tails, &mut dt), (rels, &mut dr), (rels_inv, &mut dr_inv)]
-                {
-                    let (x, dx) =
-                        (x.to_slice().expect("standard"), dx.as_slice_mut().expect("standard"));
-                    batch_loss += reg.apply(w, scale, x, dx);
-                }
-            }
-            scatter_add(grad, pos.iter().map(|p| p.0), dh.view(), dim);
-            scatter_add(grad, pos.iter().map(|p| p.2), dt.view(), dim);
-            scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
-            scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
-            for (i, p) in pos.iter().enumerate() {
-                let mut add = |r: usize, d: &[f32]| {
-                    self.rel_touched[r] = true;
-                    for (a, g) in self.rel_grad[r * rdim..(r + 1) * rdim].iter_mut().zip(d) {
-                        *a += g;
+                _ => {
+                    for (k, (ci, pos)) in pair.iter().enumerate() {
+                        self.chunk(b, rows, *ci, pos, scale, if k == 0 { sa } else { sb });
                     }
-                };
-                add(p.1 as usize, r_of(dr.view(), i));
-                if self.cfg.reciprocal {
-                    add(inverse(p.1), r_of(dr_inv.view(), i));
                 }
+            }
+            for (k, (ci, pos)) in pair.iter().enumerate() {
+                self.add_chunk(b, *ci, pos, grad, &mut batch_loss, &sc[k]);
             }
         }
         batch_loss
+    }
+
+    /// Chunk `ci` (positives `pos`): its loss terms (in the order they are summed) and its
+    /// gradients w.r.t. its rows and relations, into `sc`. Reads the model, writes only `sc`.
+    fn chunk(
+        &self,
+        b: &KgeBatch,
+        rows: &BatchRows<'_>,
+        ci: usize,
+        pos: &[(u32, u32, u32)],
+        scale: f32,
+        sc: &mut StepScratch,
+    ) {
+        let dim = self.cfg.dim;
+        let rdim = self.cfg.relation_dim();
+        let score = self.cfg.score;
+        let relations = self.relations;
+        let inverse = |r: u32| r as usize + relations;
+        let n = b.negatives;
+        let entity = |l: u32| &rows.row(l as usize)[..dim];
+        let c = pos.len();
+        sc.loss_terms.clear();
+        let heads = sc.heads.gather(dim, pos.iter().map(|p| entity(p.0)));
+        let tails = sc.tails.gather(dim, pos.iter().map(|p| entity(p.2)));
+        let rel = |r: usize| &self.rel[r * rdim..(r + 1) * rdim];
+        let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)));
+        let inv = if self.cfg.reciprocal { pos } else { &[] };
+        let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))));
+        let mut tq = sc.tq.zeroed(c, dim);
+        let mut hq = sc.hq.zeroed(c, dim);
+        let (tq_rows, hq_rows) = (rows_of_mut(&mut tq, dim), rows_of_mut(&mut hq, dim));
+        for (i, (q, p)) in tq_rows.zip(hq_rows).enumerate() {
+            let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
+            score.tail_query(h, r, q);
+            if self.cfg.reciprocal {
+                score.tail_query(t, r_of(rels_inv, i), p);
+            } else {
+                score.head_query(r, t, p);
+            }
+        }
+        let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
+        let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
+        let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)));
+        let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)));
+        // Tail side: candidates are tails; head side: candidates are heads.
+        let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail);
+        let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head);
+        sc.loss_terms.push(lt + lh);
+        let (dtq, mut dt) = (sc.tail.dq.view(c, dim), sc.tail.d_targets.view_mut(c, dim));
+        let (dhq, mut dh) = (sc.head.dq.view(c, dim), sc.head.d_targets.view_mut(c, dim));
+        let mut dr = sc.dr.zeroed(c, rdim);
+        let mut dr_inv = sc.dr_inv.zeroed(rels_inv.nrows(), rdim);
+        for i in 0..c {
+            let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
+            let dhi = dh.row_mut(i).into_slice().expect("row-major");
+            let dri = dr.row_mut(i).into_slice().expect("row-major");
+            score.tail_query_backward(h, r, r_of(dtq, i), dhi, dri);
+            let dti = dt.row_mut(i).into_slice().expect("row-major");
+            if self.cfg.reciprocal {
+                let dri = dr_inv.row_mut(i).into_slice().expect("row-major");
+                score.tail_query_backward(t, r_of(rels_inv, i), r_of(dhq, i), dti, dri);
+            } else {
+                score.head_query_backward(r, t, r_of(dhq, i), dri, dti);
+            }
+        }
+        if self.cfg.reg > 0.0 {
+            let (reg, w) = (self.cfg.regularizer, self.cfg.reg);
+            for (x, dx) in
+                [(heads, &mut dh), (tails, &mut dt), (rels, &mut dr), (rels_inv, &mut dr_inv)]
+            {
+                let (x, dx) =
+                    (x.to_slice().expect("standard"), dx.as_slice_mut().expect("standard"));
+                sc.loss_terms.push(reg.apply(w, scale, x, dx));
+            }
+        }
+    }
+
+    /// Add chunk `ci`'s loss terms and gradients (computed into `sc` by
+    /// [`chunk`](Self::chunk)) to the batch's, in the order the sequential step adds them.
+    fn add_chunk(
+        &mut self,
+        b: &KgeBatch,
+        ci: usize,
+        pos: &[(u32, u32, u32)],
+        grad: &mut [f32],
+        batch_loss: &mut f32,
+        sc: &StepScratch,
+    ) {
+        let (dim, rdim, n, c) = (self.cfg.dim, self.cfg.relation_dim(), b.negatives, pos.len());
+        sc.loss_terms.iter().for_each(|l| *batch_loss += l);
+        let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
+        let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
+        scatter_add(grad, pos.iter().map(|p| p.0), sc.head.d_targets.view(c, dim), dim);
+        scatter_add(grad, pos.iter().map(|p| p.2), sc.tail.d_targets.view(c, dim), dim);
+        scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
+        scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
+        let inverses = if self.cfg.reciprocal { c } else { 0 };
+        let (dr, dr_inv) = (sc.dr.view(c, rdim), sc.dr_inv.view(inverses, rdim));
+        let relations = self.relations;
+        for (i, p) in pos.iter().enumerate() {
+            let mut add = |r: usize, d: &[f32]| {
+                self.rel_touched[r] = true;
+                for (a, g) in self.rel_grad[r * rdim..(r + 1) * rdim].iter_mut().zip(d) {
+                    *a += g;
+                }
+            };
+            add(p.1 as usize, r_of(dr, i));
+            if self.cfg.reciprocal {
+                add(p.1 as usize + relations, r_of(dr_inv, i));
+            }
+        }
     }
 }
 
@@ -462,6 +523,8 @@ struct StepScratch {
     side: SideScratch,
     tail: SideGrads,
     head: SideGrads,
+    /// The chunk's loss terms, in the order they are summed.
+    loss_terms: Vec<f32>,
 }
 
 /// Row `i` of a standard-layout matrix as a slice.
@@ -566,6 +629,31 @@ mod tests {
             .flat_map(|&r| all[r as usize * w..(r as usize + 1) * w].to_vec())
             .collect();
         (model, batch, values)
+    }
+
+    /// Chunks computed two at a time on rayon's threads give the bits of the sequential step:
+    /// gradients, relation gradients and loss (an odd chunk count leaves one chunk alone).
+    #[test]
+    fn parallel_chunks_give_the_sequential_bits() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        for score in [ScoreFn::ComplEx, ScoreFn::TransEL2, ScoreFn::RotatE] {
+            for (chunk, reciprocal) in [(1, false), (2, true), (5, false)] {
+                let cfg = StepConfig { score, dim: 4, reg: 0.01, reciprocal, ..Default::default() };
+                let (mut m, b, mut values) = setup_with(cfg, chunk);
+                let ids = b.rows.clone();
+                let rows = BatchRows::new(&ids, cfg.row_width(), &mut values).unwrap();
+                let mut run = |parallel: bool| {
+                    let (mut grad, mut sc) = (Vec::new(), Box::<[StepScratch; 2]>::default());
+                    let loss = pool
+                        .install(|| m.gradients_with(&b.data, &rows, &mut grad, &mut sc, parallel));
+                    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    (loss.to_bits(), bits(&grad), bits(&m.rel_grad), m.rel_touched.clone())
+                };
+                let sequential = run(false);
+                assert!(sequential.1.iter().any(|&g| g != 0), "a gradient to compare");
+                assert_eq!(run(true), sequential, "{score:?} chunk {chunk}");
+            }
+        }
     }
 
     /// The batch gradient (chunks, shared negatives, scatter of repeated entities, relations,
