@@ -16,6 +16,7 @@ use super::score::{Interaction, Loss, Regularizer, ScoreFn};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2};
 use ordo::engine::{BatchRows, Model, StepError};
+use rayon::prelude::*;
 use thiserror::Error;
 
 pub use super::init::init_entities;
@@ -273,9 +274,11 @@ impl KgeModel {
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
     /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here. Chunks are
-    /// computed two at a time on rayon's threads when it has more than one.
+    /// computed two at a time on rayon's threads when it has more than one and a chunk is at
+    /// least [`PARALLEL_CHUNK_WORK`].
     fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
-        let parallel = rayon::current_num_threads() > 1;
+        let work = b.chunk.max(1) * (b.negatives + 1) * self.cfg.dim;
+        let parallel = rayon::current_num_threads() > 1 && work >= PARALLEL_CHUNK_WORK;
         let mut sc = std::mem::take(&mut self.scratch);
         let loss = self.gradients_with(b, rows, grad, &mut sc, parallel);
         self.scratch = sc;
@@ -439,6 +442,11 @@ impl KgeModel {
     }
 }
 
+/// Multiply-adds of one side of one chunk's scores (`chunk × (negatives + 1) × dim`) from
+/// which chunks are computed two at a time: below it (e.g. one positive with 16 negatives) a
+/// chunk takes a few microseconds, about what handing it to another thread costs.
+const PARALLEL_CHUNK_WORK: usize = 1 << 16;
+
 /// A row-major matrix buffer reused across chunks and batches: its storage only grows, so
 /// shaping it for a chunk allocates nothing once the largest chunk has been seen (the step's
 /// matrices were fresh `Array2`s per chunk before, ≈ 8% of an `oac` run's CPU in copies and
@@ -563,6 +571,23 @@ impl Model for KgeModel {
     }
 
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+        if rayon::current_num_threads() > 1 {
+            // On one of rayon's threads, so the step's joins hand work to the other without a
+            // round trip through the pool's injector each.
+            rayon::scope(|_| self.step_on(b, rows))
+        } else {
+            self.step_on(b, rows)
+        }
+    }
+
+    fn dense(&self) -> Vec<f32> {
+        [self.rel.as_slice(), &self.rel_state].concat()
+    }
+}
+
+impl KgeModel {
+    /// [`Model::step`] on the calling thread.
+    fn step_on(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
         let dim = self.cfg.dim;
         let mut grad = std::mem::take(&mut self.grad);
         let batch_loss = self.gradients(b, rows, &mut grad);
@@ -570,10 +595,16 @@ impl Model for KgeModel {
             return Err(Box::new(NonFiniteLoss { batch: b.id, loss: batch_loss }));
         }
         let (lr, opt) = (self.cfg.lr, self.cfg.optimizer);
-        for (i, g) in grad.chunks(dim).enumerate() {
-            let (w, state) = rows.row_mut(i).split_at_mut(dim);
-            opt.update(w, state, g, lr);
-        }
+        // Each row's update reads only its own gradient and state: any split gives the same bits.
+        let width = rows.width();
+        rows.values_mut()
+            .par_chunks_mut(width)
+            .zip(grad.par_chunks(dim))
+            .with_min_len(64)
+            .for_each(|(row, g)| {
+                let (w, state) = row.split_at_mut(dim);
+                opt.update(w, state, g, lr);
+            });
         self.grad = grad;
         self.loss_sum += batch_loss as f64;
         self.positives += b.pos.len() as u64;
@@ -587,10 +618,6 @@ impl Model for KgeModel {
             }
         }
         Ok(())
-    }
-
-    fn dense(&self) -> Vec<f32> {
-        [self.rel.as_slice(), &self.rel_state].concat()
     }
 }
 
