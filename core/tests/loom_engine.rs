@@ -5,11 +5,12 @@
 //! Two models: the whole pipeline (2 readers, the device, 2 writers = loom's 5 threads) on 3
 //! batches over 2 rows, with the preemption bound capped at 1 (at bound 2 it ran past 14 min
 //! on this 2-core machine); and a 3-thread pipeline (1 reader, device, 1 writer) on 2 batches,
-//! at the bound CI sets (`LOOM_MAX_PREEMPTIONS`, 2).
+//! at the bound CI sets (`LOOM_MAX_PREEMPTIONS`, 2), on the CPU device and on a device holding
+//! both batches in flight (`DeferredCpuDevice`, as a GPU queue does).
 #![cfg(ordo_loom)]
 
 use ordo::engine::testing::MixModel;
-use ordo::engine::{Batch, EngineConfig, Mode, Model, model_harness, replay};
+use ordo::engine::{Batch, DeferredCpuDevice, EngineConfig, Mode, Model, model_harness, replay};
 use ordo::store::RowStore;
 
 fn batches() -> Vec<Batch<f32>> {
@@ -25,6 +26,7 @@ fn check(
     n: usize,
     readers: &'static [&'static [usize]],
     writers: usize,
+    depth: usize,
 ) {
     builder.check(move || {
         let store: &'static RowStore =
@@ -35,8 +37,13 @@ fn check(
         let readers: Vec<Vec<usize>> = readers.iter().map(|r| r.to_vec()).collect();
         let mut work = batches();
         work.truncate(n);
-        let (model, report) =
-            model_harness::run(&config, MixModel::new(1), store, work.clone(), &readers, writers);
+        let (model, report) = if depth == 1 {
+            model_harness::run(&config, MixModel::new(1), store, work.clone(), &readers, writers)
+        } else {
+            let device = DeferredCpuDevice::new(depth);
+            let model = MixModel::new(1);
+            model_harness::run_on(&config, device, model, store, work.clone(), &readers, writers)
+        };
         let mut table = initial;
         let mut fresh = MixModel::new(1);
         replay(&mut fresh, &mut table, &work, &report.positions()).unwrap();
@@ -49,10 +56,15 @@ fn check(
 fn whole_pipeline_equals_the_replay_under_all_interleavings() {
     let mut b = loom::model::Builder::new();
     b.preemption_bound = Some(b.preemption_bound.map_or(1, |p| p.min(1)));
-    check(b, 3, &[&[0, 2], &[1]], 2);
+    check(b, 3, &[&[0, 2], &[1]], 2, 1);
 }
 
 #[test]
 fn small_pipeline_equals_the_replay_at_the_ci_bound() {
-    check(loom::model::Builder::new(), 2, &[&[0, 1]], 1);
+    check(loom::model::Builder::new(), 2, &[&[0, 1]], 1, 1);
+}
+
+#[test]
+fn batches_in_flight_on_the_device_equal_the_replay_at_the_ci_bound() {
+    check(loom::model::Builder::new(), 2, &[&[0, 1]], 1, 2);
 }
