@@ -28,6 +28,14 @@ pub struct KgeBatch {
     pub neg_heads: Vec<u32>,
 }
 
+impl KgeBatch {
+    /// Chunk `ci`'s corrupted tails and corrupted heads (`negatives` rows each).
+    pub fn chunk_negatives(&self, ci: usize) -> (&[u32], &[u32]) {
+        let span = ci * self.negatives..(ci + 1) * self.negatives;
+        (&self.neg_tails[span.clone()], &self.neg_heads[span])
+    }
+}
+
 /// Where a chunk's negatives come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

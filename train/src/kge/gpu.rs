@@ -53,8 +53,7 @@ pub fn device_batch(b: &KgeBatch, rows: usize) -> gk::KgeBatch {
     let n = b.negatives;
     let mut triples = Vec::with_capacity(b.pos.len() * 2 * (n + 1));
     for (ci, pos) in b.pos.chunks(b.chunk.max(1)).enumerate() {
-        let (tails, heads) =
-            (&b.neg_tails[ci * n..(ci + 1) * n], &b.neg_heads[ci * n..(ci + 1) * n]);
+        let (tails, heads) = b.chunk_negatives(ci);
         for &(h, r, t) in pos {
             triples.push([h, r, t]);
             triples.extend(tails.iter().map(|&e| [h, r, e]));

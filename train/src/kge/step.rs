@@ -346,7 +346,6 @@ impl KgeModel {
         let score = self.cfg.score;
         let relations = self.relations;
         let inverse = |r: u32| r as usize + relations;
-        let n = b.negatives;
         let entity = |l: u32| &rows.row(l as usize)[..dim];
         let c = pos.len();
         sc.loss_terms.clear();
@@ -368,8 +367,7 @@ impl KgeModel {
                 score.head_query(r, t, p);
             }
         }
-        let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
-        let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
+        let (nt_idx, nh_idx) = b.chunk_negatives(ci);
         let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)));
         let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)));
         // Tail side: candidates are tails; head side: candidates are heads.
@@ -418,8 +416,7 @@ impl KgeModel {
     ) {
         let (dim, rdim, n, c) = (self.cfg.dim, self.cfg.relation_dim(), b.negatives, pos.len());
         sc.loss_terms.iter().for_each(|l| *batch_loss += l);
-        let nt_idx = &b.neg_tails[ci * n..(ci + 1) * n];
-        let nh_idx = &b.neg_heads[ci * n..(ci + 1) * n];
+        let (nt_idx, nh_idx) = b.chunk_negatives(ci);
         scatter_add(grad, pos.iter().map(|p| p.0), sc.head.d_targets.view(c, dim), dim);
         scatter_add(grad, pos.iter().map(|p| p.2), sc.tail.d_targets.view(c, dim), dim);
         scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
