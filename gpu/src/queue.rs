@@ -191,14 +191,19 @@ where
     }
     let config = EngineConfig::new(mode).threads(1, 2).depths(read_ahead.max(1), q.depth());
     let engine = Engine::new(config)?;
-    let work = batches.iter().enumerate().map(|(i, (rows, data))| Batch {
+    let mut model = OnDevice::new(q.width());
+    let report =
+        engine.run_queued(&mut QueueDevice::new(q), &mut model, store, numbered(batches))?;
+    Ok(RunStats { batches: report.order.len(), replaced: report.rows_replaced as usize })
+}
+
+/// `batches` as engine batches, numbered by position.
+fn numbered<D: Clone>(batches: &[(Vec<u64>, D)]) -> impl Iterator<Item = Batch<D>> + '_ {
+    batches.iter().enumerate().map(|(i, (rows, data))| Batch {
         id: i as u64,
         rows: rows.clone(),
         data: data.clone(),
-    });
-    let mut model = OnDevice::new(q.width());
-    let report = engine.run_queued(&mut QueueDevice::new(q), &mut model, store, work)?;
-    Ok(RunStats { batches: report.order.len(), replaced: report.rows_replaced as usize })
+    })
 }
 
 impl From<EngineError> for GpuError {
@@ -346,17 +351,9 @@ mod tests {
         let live = 2 * depth + ahead + 2;
         let cache =
             (mode == Mode::Oac).then(|| CacheConfig::for_in_flight(live, 16, WIDTH).unwrap());
-        let step = Box::new(|target: &f32, v: &mut [f32]| {
-            v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + bias);
-            bias += 0.01;
-        });
-        let mut q = SimQueue::new(depth, 16, WIDTH, cache, step).unwrap();
-        let store = RowStore::from_fn(ROWS, WIDTH, |r, c| (r * WIDTH + c) as f32 * 0.1);
-        let work = batches.iter().enumerate().map(|(i, (rows, data))| Batch {
-            id: i as u64,
-            rows: rows.clone(),
-            data: *data,
-        });
+        let mut q = pull_queue(depth, cache, &mut bias);
+        let store = initial_store();
+        let work = numbered(batches);
         // One reader: the computation order is the order of `batches`, as in Sync.
         let config = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
         let device = Box::new(QueueDevice::new(&mut q));
@@ -366,6 +363,21 @@ mod tests {
         assert_eq!(report.order.len(), batches.len());
         drop(q);
         (store.snapshot(), bias)
+    }
+
+    /// A host queue of `depth` slots whose step pulls each row towards the batch's target and
+    /// adds the dense `bias`, which it then advances (a relation parameter updated in order).
+    fn pull_queue(depth: usize, cache: Option<CacheConfig>, bias: &mut f32) -> SimQueue<'_, f32> {
+        let step = Box::new(move |target: &f32, v: &mut [f32]| {
+            v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + *bias);
+            *bias += 0.01;
+        });
+        SimQueue::new(depth, 16, WIDTH, cache, step).unwrap()
+    }
+
+    /// The table every run starts from.
+    fn initial_store() -> RowStore {
+        RowStore::from_fn(ROWS, WIDTH, |r, c| (r * WIDTH + c) as f32 * 0.1)
     }
 
     /// Readers first: every reader action before any other, so batches are read long before
@@ -411,12 +423,8 @@ mod tests {
         let (sync, _) = run(&b, 1, 0, Mode::Sync, &[]);
         let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
         let mut bias = 0.0f32;
-        let step = Box::new(|target: &f32, v: &mut [f32]| {
-            v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + bias);
-            bias += 0.01;
-        });
-        let mut q = SimQueue::new(4, 16, WIDTH, cache, step).unwrap();
-        let store = RowStore::from_fn(ROWS, WIDTH, |r, c| (r * WIDTH + c) as f32 * 0.1);
+        let mut q = pull_queue(4, cache, &mut bias);
+        let store = initial_store();
         let stats = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap();
         assert_eq!(stats.batches, b.len());
         assert_eq!(store.snapshot(), sync);
