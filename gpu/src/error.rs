@@ -47,3 +47,9 @@ pub enum GpuError {
     #[error("engine run over the queue failed")]
     Engine(#[source] Box<ordo::engine::EngineError>),
 }
+
+impl From<ordo::engine::EngineError> for GpuError {
+    fn from(e: ordo::engine::EngineError) -> Self {
+        GpuError::Engine(Box::new(e))
+    }
+}

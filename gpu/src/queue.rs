@@ -9,8 +9,8 @@ use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache, check
 use crate::error::GpuError;
 use crate::sim_device::version_words;
 use ordo::engine::{
-    Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model,
-    Staleness, StepError, Submission, SubmitError,
+    Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, Staleness,
+    StepError, Submission, SubmitError,
 };
 use ordo::storage::RowStorage;
 use std::collections::VecDeque;
@@ -204,12 +204,6 @@ fn numbered<D: Clone>(batches: &[(Vec<u64>, D)]) -> impl Iterator<Item = Batch<D
         rows: rows.clone(),
         data: data.clone(),
     })
-}
-
-impl From<EngineError> for GpuError {
-    fn from(e: EngineError) -> Self {
-        GpuError::Engine(Box::new(e))
-    }
 }
 
 /// A step on host rows (`rows × width` floats, in place), for [`SimQueue`].
