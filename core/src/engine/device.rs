@@ -155,7 +155,6 @@ pub(crate) struct Stamped {
 /// device leaves the stepped values in them when it is collected) and what its record needs.
 struct InFlight {
     ts: u64,
-    id: u64,
     ids: Vec<u64>,
     values: Vec<f32>,
     original: Option<Vec<f32>>,
@@ -206,7 +205,7 @@ impl Sequencer {
 
     /// The `(ts, id)` of the oldest batch in flight.
     pub fn oldest(&self) -> Option<(u64, u64)> {
-        self.in_flight.front().map(|f| (f.ts, f.id))
+        self.in_flight.front().map(|f| (f.ts, f.record.batch_id))
     }
 
     /// Whether the device must collect before it takes another batch: `depth` are in flight,
@@ -254,7 +253,6 @@ impl Sequencer {
         self.next_ts += 1;
         self.in_flight.push_back(InFlight {
             ts,
-            id,
             ids,
             values,
             original,
@@ -275,8 +273,9 @@ impl Sequencer {
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
     ) -> Result<(Stamped, Option<StopCause>), StopCause> {
-        let InFlight { ts, id, ids, mut values, original, registration, validated, insert, record } =
+        let InFlight { ts, ids, mut values, original, registration, validated, insert, record } =
             self.in_flight.pop_front().expect("a batch in flight");
+        let id = record.batch_id;
         let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("sized");
         let collected = queue.collect(&mut rows);
         let cache_rows = queue.cache_len();
@@ -304,7 +303,7 @@ impl Sequencer {
         let gone: Vec<InFlight> = self.in_flight.drain(..).collect();
         gone.into_iter()
             .map(|f| {
-                let (ts, id) = (f.ts, f.id);
+                let (ts, id) = (f.ts, f.record.batch_id);
                 self.order.push(f.record.stamp(Staleness::default(), 0));
                 (ts, id)
             })
