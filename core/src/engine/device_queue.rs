@@ -19,7 +19,9 @@
 
 #[cfg(feature = "testing")]
 use super::validation_cache::ValidationCache;
-use super::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness, StepError};
+use super::{
+    BatchRows, DeviceError, DeviceStage, EngineError, Model, RowBlock, Staleness, StepError,
+};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -105,6 +107,17 @@ pub trait DeviceQueue<M: Model> {
 
     /// Rows in the cache now.
     fn cache_len(&self) -> usize;
+}
+
+/// Make `device` ready for a session: it must hold at least one batch, and its cache and
+/// anything in flight are forgotten ([`DeviceQueue::reset`]).
+pub(crate) fn start<M: Model, Q: DeviceQueue<M> + ?Sized>(
+    device: &mut Q,
+) -> Result<(), EngineError> {
+    if device.depth() == 0 {
+        return Err(EngineError::Config("a device queue holds at least one batch"));
+    }
+    device.reset().map_err(EngineError::DeviceReset)
 }
 
 /// Run a model step, its error or panic as a [`SubmitError`].

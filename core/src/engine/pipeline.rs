@@ -3,6 +3,7 @@
 
 use super::context::RunCtx;
 use super::device::Stamped;
+use super::device_queue::start;
 use super::driver::{OsThreads, block_on, read_batch, write_batch};
 use super::reader::Staged;
 use super::session::{Completion, Lanes, Session};
@@ -215,9 +216,6 @@ impl Engine {
         S: RowStorage + ?Sized,
         Q: DeviceQueue<M>,
     {
-        if device.depth() == 0 {
-            return Err(EngineError::Config("a device queue holds at least one batch"));
-        }
         if model.row_width() != store.width() {
             return Err(EngineError::WidthMismatch {
                 model: model.row_width(),
@@ -225,7 +223,7 @@ impl Engine {
             });
         }
         let cx = RunCtx::new(store, self.config.mode, self.config.in_flight_slots())?;
-        device.reset().map_err(EngineError::DeviceReset)?;
+        start(device)?;
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();
         let observer = self.config.observer.as_ref().map(|o| &*o.0);

@@ -16,7 +16,7 @@
 
 use super::context::RunCtx;
 use super::device::{Sequencer, Stamped};
-use super::device_queue::DeviceQueue;
+use super::device_queue::{DeviceQueue, start};
 use super::driver::{Waiter, admit, collect, read_batch, submit, write_batch};
 use super::error::Stage;
 use super::pipeline::StopState;
@@ -152,10 +152,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<Self, EngineError> {
-        if device.depth() == 0 {
-            return Err(EngineError::Config("a device queue holds at least one batch"));
-        }
-        device.reset().map_err(EngineError::DeviceReset)?;
+        start(&mut *device)?;
         config.validate()?;
         let batches = prepare(&model, store, batches)?;
         let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
