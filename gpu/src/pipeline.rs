@@ -65,6 +65,9 @@ impl Streams {
 struct Slot {
     ids: PinnedHostSlice<u64>,
     read: PinnedHostSlice<u64>,
+    /// The loaded batch's read versions again, in ordinary memory: `read` is write-combined
+    /// (fast to fill, slow to read back), and [`Collected`] needs them for the version gaps.
+    read_host: Vec<u64>,
     values_in: PinnedHostSlice<f32>,
     values_out: PinnedHostSlice<f32>,
     replaced_out: PinnedHostSlice<u64>,
@@ -109,6 +112,7 @@ impl Slot {
         Ok(Slot {
             ids: pinned(gpu, max_rows, wc)?,
             read: pinned(gpu, max_rows, wc)?,
+            read_host: Vec::with_capacity(max_rows),
             values_in: pinned(gpu, cells, wc)?,
             values_out: pinned(gpu, cells, 0)?,
             replaced_out: pinned(gpu, max_rows, 0)?,
@@ -150,10 +154,11 @@ impl Slot {
         }
         crate::cache::check_len("values", n * w, values.len())?;
         self.downloaded.synchronize()?;
+        self.read_host.clear();
+        self.read_host.extend(read_versions.take(n));
+        crate::cache::check_len("read versions", n, self.read_host.len())?;
         self.ids.as_mut_slice()?[..n].copy_from_slice(ids);
-        for (dst, v) in self.read.as_mut_slice()?[..n].iter_mut().zip(read_versions) {
-            *dst = v;
-        }
+        self.read.as_mut_slice()?[..n].copy_from_slice(&self.read_host);
         self.values_in.as_mut_slice()?[..n * w].copy_from_slice(values);
         self.batch.set_rows(ids.to_vec());
         Ok(())
@@ -509,11 +514,7 @@ impl<S: DeviceStep> Pipeline<S> {
             .into());
         }
         values[..out.len()].copy_from_slice(out);
-        let c = Collected {
-            ts,
-            rows: slot.batch.rows().len(),
-            replaced: replaced.iter().filter(|&&v| v != 0).count(),
-        };
+        let c = Collected::new(ts, slot.batch.rows().len(), &slot.read_host, replaced);
         self.oldest += 1;
         Ok(Some(c))
     }

@@ -7,7 +7,7 @@
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache, check_len, check_rows};
 use crate::error::GpuError;
-use crate::sim_device::version_words;
+use crate::sim_device::{repaired, version_words};
 use ordo::engine::{
     Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, Staleness,
     StepError, Submission, SubmitError,
@@ -25,6 +25,18 @@ pub struct Collected {
     pub rows: usize,
     /// Rows validation replaced from the cache.
     pub replaced: usize,
+    /// The largest version gap among them: the replacing version less the version read
+    /// (0 when none was replaced), as [`Staleness::max_gap`] counts it.
+    pub max_gap: u64,
+}
+
+impl Collected {
+    /// Batch `ts` of `rows` rows, with the staleness its validation repaired: per row the
+    /// version read and the version that replaced it (`0`: kept).
+    pub(crate) fn new(ts: u64, rows: usize, read_versions: &[u64], replaced: &[u64]) -> Self {
+        let st = repaired(read_versions.iter().copied(), replaced);
+        Collected { ts, rows, replaced: st.replaced as usize, max_gap: st.max_gap }
+    }
 }
 
 /// A device stage that takes batches in order and hands them back in order, with up to
@@ -116,10 +128,9 @@ impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_,
             .queue
             .collect(rows.values_mut())?
             .ok_or(GpuError::Pipeline("nothing in flight"))?;
-        // The queue counts replaced rows; the version gap of each is not copied back.
         Ok(Staleness {
             replaced: u32::try_from(c.replaced).unwrap_or(u32::MAX),
-            ..Staleness::default()
+            max_gap: c.max_gap,
         })
     }
 
@@ -164,6 +175,8 @@ pub struct RunStats {
     pub batches: usize,
     /// Rows replaced by validation, over all batches.
     pub replaced: usize,
+    /// The largest version gap validation repaired in any batch ([`Staleness::max_gap`]).
+    pub max_gap: u64,
 }
 
 /// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` against `store`, with
@@ -194,7 +207,11 @@ where
     let mut model = OnDevice::new(q.width());
     let report =
         engine.run_queued(&mut QueueDevice::new(q), &mut model, store, numbered(batches))?;
-    Ok(RunStats { batches: report.order.len(), replaced: report.rows_replaced as usize })
+    Ok(RunStats {
+        batches: report.order.len(),
+        replaced: report.rows_replaced as usize,
+        max_gap: report.order.iter().map(|s| s.staleness.max_gap).max().unwrap_or(0),
+    })
 }
 
 /// `batches` as engine batches, numbered by position.
@@ -296,8 +313,8 @@ impl<D> BatchQueue for SimQueue<'_, D> {
         if let Some(cache) = self.cache.as_mut() {
             cache.insert(&b, ts)?;
         }
-        let replaced = b.replaced.iter().filter(|&&v| v != 0).count();
-        self.done.push_back((Collected { ts, rows: rows.len(), replaced }, b.values));
+        let c = Collected::new(ts, rows.len(), read_versions, &b.replaced);
+        self.done.push_back((c, b.values));
         self.next_ts += 1;
         Ok(ts)
     }
@@ -333,14 +350,15 @@ mod tests {
     /// Runs `batches` with the "pull" step (a dense bias updated in order, like a relation
     /// parameter) at `depth`, with or without the cache, through the engine's driver in the
     /// deterministic simulation: `ahead` batches may wait read between the readers and the
-    /// device, and `schedule` picks the stages' actions. Returns the table and the bias.
+    /// device, and `schedule` picks the stages' actions. Returns the table, the bias and the
+    /// largest version gap validation repaired.
     fn run(
         batches: &[(Vec<u64>, f32)],
         depth: usize,
         ahead: usize,
         mode: Mode,
         schedule: &[u8],
-    ) -> (Vec<f32>, f32) {
+    ) -> (Vec<f32>, f32, u64) {
         let mut bias = 0.0f32;
         let live = 2 * depth + ahead + 2;
         let cache =
@@ -355,8 +373,12 @@ mod tests {
             Simulation::with_device(config, device, OnDevice::new(WIDTH), &store, work).unwrap();
         let (_, report) = sim.run(schedule).unwrap();
         assert_eq!(report.order.len(), batches.len());
+        for st in report.order.iter().map(|s| s.staleness) {
+            assert_eq!(st.replaced > 0, st.max_gap > 0, "a replaced row is at least 1 behind");
+        }
+        let gap = report.order.iter().map(|s| s.staleness.max_gap).max().unwrap_or(0);
         drop(q);
-        (store.snapshot(), bias)
+        (store.snapshot(), bias, gap)
     }
 
     /// A host queue of `depth` slots whose step pulls each row towards the batch's target and
@@ -399,11 +421,16 @@ mod tests {
         for seed in [1, 2, 3] {
             let b = batches(seed);
             let schedule = readers_first(seed);
-            let (sync, sync_bias) = run(&b, 1, 0, Mode::Sync, &schedule);
+            let (sync, sync_bias, _) = run(&b, 1, 0, Mode::Sync, &schedule);
             for (depth, ahead) in [(1, 3), (2, 0), (3, 2), (4, 4), (8, 1)] {
-                let (t, bias) = run(&b, depth, ahead, Mode::Oac, &schedule);
+                let (t, bias, gap) = run(&b, depth, ahead, Mode::Oac, &schedule);
                 assert_eq!(t, sync, "seed {seed} depth {depth} read-ahead {ahead}");
                 assert_eq!(bias.to_bits(), sync_bias.to_bits());
+                // Readers first: with more than two batches between a read and its validation,
+                // some row is more than one version behind, and the queue says by how much.
+                if depth + ahead > 2 {
+                    assert!(gap >= 2, "seed {seed} depth {depth} read-ahead {ahead}: gap {gap}");
+                }
             }
             let asy = run(&b, 4, 4, Mode::Async(AsyncWrite::Overwrite), &schedule).0;
             assert_ne!(asy, sync, "Async must lose updates (seed {seed})");
@@ -414,13 +441,14 @@ mod tests {
     #[test]
     fn run_over_on_threads_equals_sync() {
         let b = batches(4);
-        let (sync, _) = run(&b, 1, 0, Mode::Sync, &[]);
+        let (sync, _, _) = run(&b, 1, 0, Mode::Sync, &[]);
         let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
         let mut bias = 0.0f32;
         let mut q = pull_queue(4, cache, &mut bias);
         let store = initial_store();
         let stats = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap();
         assert_eq!(stats.batches, b.len());
+        assert_eq!(stats.replaced > 0, stats.max_gap > 0, "{stats:?}");
         assert_eq!(store.snapshot(), sync);
     }
 
@@ -442,6 +470,29 @@ mod tests {
         let err = run_over(&mut q, Mode::Async(AsyncWrite::Overwrite), &store, &b, 1).unwrap_err();
         assert!(matches!(err, GpuError::Engine(_)), "{err}");
         assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
+    }
+
+    /// A collected batch carries the staleness its validation repaired, gap included, and the
+    /// engine's view of the queue reports it as the CPU path does.
+    #[test]
+    fn a_collected_batch_reports_its_version_gap() {
+        let cache = Some(CacheConfig { width: 1, capacity: 8 });
+        let mut q =
+            SimQueue::new(4, 2, 1, cache, Box::new(|_: &(), v: &mut [f32]| v[0] += 1.0)).unwrap();
+        // Three batches all read row 1 before the run (version 0), row 2 at version 0 too.
+        for _ in 0..3 {
+            q.submit(&[1, 2], &[0, 0], &[0.0, 0.0], 0, &()).unwrap();
+        }
+        // Only row 2 of the last one is kept: it reads version 3 = ts 2, the newest.
+        q.submit(&[1, 2], &[0, 3], &[0.0, 0.0], 0, &()).unwrap();
+        let mut got = Vec::new();
+        let mut v = [0.0; 2];
+        while let Some(c) = q.collect(&mut v).unwrap() {
+            got.push((c.ts, c.replaced, c.max_gap));
+        }
+        // ts 1: both rows replaced by ts 0's (version 1), 1 behind; ts 2: by ts 1's (version 2).
+        assert_eq!(got, [(0, 0, 0), (1, 2, 1), (2, 2, 2), (3, 1, 3)]);
+        assert_eq!(v, [4.0, 0.0], "ts 3's row 1 came from the cache, its row 2 as read");
     }
 
     #[test]

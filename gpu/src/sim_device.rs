@@ -12,8 +12,27 @@ pub(crate) fn version_words(read: &[Option<u64>]) -> impl Iterator<Item = u64> +
     read.iter().map(|r| r.map_or(0, |ts| ts.saturating_add(1)))
 }
 
+/// The staleness validation repaired in a batch, as the engine defines it: the rows with a
+/// replacing version (`replaced[i] != 0`), and the largest gap between that version and the
+/// version read (`read_versions[i]`). Version gap = ts gap, with the pre-run value at ts −1
+/// (version 0). A replacing version is always newer than the one read; a device that reports
+/// otherwise counts a gap of 0, not a panic.
+pub(crate) fn repaired(
+    read_versions: impl IntoIterator<Item = u64>,
+    replaced: &[u64],
+) -> Staleness {
+    let mut st = Staleness::default();
+    for (&v, read_version) in replaced.iter().zip(read_versions) {
+        if v != 0 {
+            st.replaced = st.replaced.saturating_add(1);
+            st.max_gap = st.max_gap.max(v.saturating_sub(read_version));
+        }
+    }
+    st
+}
+
 /// Copy the replaced rows of a validated batch (`values`, `replaced` versions per row) into
-/// `rows`, and measure the staleness as the engine defines it.
+/// `rows`, and measure the staleness ([`repaired`]).
 pub(crate) fn apply_validation(
     read: &[Option<u64>],
     values: &[f32],
@@ -21,16 +40,10 @@ pub(crate) fn apply_validation(
     rows: &mut BatchRows<'_>,
 ) -> Staleness {
     let w = rows.width();
-    let mut st = Staleness::default();
-    for (i, (&v, read_version)) in replaced.iter().zip(version_words(read)).enumerate() {
-        if v != 0 {
-            rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
-            st.replaced += 1;
-            // Version gap = ts gap, with the pre-run value at ts −1 (version 0).
-            st.max_gap = st.max_gap.max(v - read_version);
-        }
+    for (i, _) in replaced.iter().enumerate().filter(|(_, v)| **v != 0) {
+        rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
     }
-    st
+    repaired(version_words(read), replaced)
 }
 
 /// The device stages' `step`: fail with the error kept since the last step (a failed cache

@@ -282,20 +282,24 @@ struct ModeRow {
     batches_per_s: f64,
     busy: f64,
     replaced: usize,
+    max_gap: u64,
 }
 
 fn print_modes(title: &str, rows: &[ModeRow]) {
     let get = |n: &str| rows.iter().find(|r| r.name == n).map_or(f64::NAN, |r| r.batches_per_s);
     let (sync, asy, oac) = (get("Sync"), get("Async"), get("Oac"));
     println!("## Modes: {title}\n");
-    println!("| mode | batches/s | GPU busy | rows replaced |\n|---|---|---|---|");
+    println!(
+        "| mode | batches/s | GPU busy | rows replaced | largest gap |\n|---|---|---|---|---|"
+    );
     for r in rows {
         println!(
-            "| {} | {:.1} | {:.0}% | {} |",
+            "| {} | {:.1} | {:.0}% | {} | {} |",
             r.name,
             r.batches_per_s,
             100.0 * r.busy,
-            r.replaced
+            r.replaced,
+            r.max_gap
         );
     }
     println!(
@@ -343,6 +347,7 @@ where
             batches_per_s: stats.batches as f64 / wall,
             busy: p.compute_busy_ms() * 1e-3 / wall,
             replaced: stats.replaced,
+            max_gap: stats.max_gap,
         });
     }
     Ok(out)
