@@ -11,7 +11,7 @@ use ordo_train::kge::pm::{PmConfig, PmNegatives, PmRun, train_pm};
 use ordo_train::kge::score::ScoreFn;
 use ordo_train::kge::train::{Mode, TrainConfig, train};
 
-fn config() -> TrainConfig {
+fn config(seed: u64) -> TrainConfig {
     TrainConfig {
         score: ScoreFn::ComplEx,
         dim: 32,
@@ -19,15 +19,15 @@ fn config() -> TrainConfig {
         batch_size: 128,
         negatives: 32,
         chunk: 16,
-        seed: 11,
+        seed,
         threads: 1,
         ..TrainConfig::default()
     }
 }
 
-fn pm_run(d: &Dataset, mode: PmMode) -> PmRun {
+fn pm_run(d: &Dataset, mode: PmMode, cfg: &TrainConfig) -> PmRun {
     let pm = PmConfig { mode, nodes: 4, intent_offset: 2, negatives: PmNegatives::default() };
-    train_pm(d, &config(), pm, &ProgressBar::hidden()).expect("the PM run trains")
+    train_pm(d, cfg, pm, &ProgressBar::hidden()).expect("the PM run trains")
 }
 
 #[test]
@@ -35,19 +35,27 @@ fn adapm_on_four_nodes_matches_the_single_process_mrr_with_far_fewer_remote_acce
     // UMLS is embedded in ordo-train (the same splits as ../shared/datasets/umls), so this test
     // never skips.
     let d = Dataset::load("umls").unwrap();
-    let cfg = config();
-    let single = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).expect("the single run trains");
-    let adapm = pm_run(&d, PmMode::AdaPm);
-    let stat = pm_run(&d, PmMode::Static);
-    // Every training triple of every epoch was stepped once, across the nodes.
-    let triples = (d.train.len() * cfg.epochs) as u64;
-    assert_eq!((adapm.triples, stat.triples), (triples, triples));
-    assert!(
-        adapm.test.mrr >= 0.97 * single.test.mrr,
-        "adapm MRR {:.4} < 0.97 × single-process {:.4}",
-        adapm.test.mrr,
-        single.test.mrr
-    );
+    // The seed fixes the data, not when the node threads' replica refreshes and flushes land,
+    // so one run's MRR ratio varies: seed 11 alone gave mean 1.007, sd 0.018 over 40 runs on 2
+    // cores, and its old bound, 0.97, was 2 sd away. The mean over seeds 11–13 gave mean 0.995,
+    // sd 0.0085, lowest 0.977 over 15 runs; 0.96 is 4 sd below that mean.
+    let mut ratios = Vec::new();
+    let mut adapm = None;
+    for seed in [11, 12, 13] {
+        let cfg = config(seed);
+        let single = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).expect("the single run trains");
+        let run = pm_run(&d, PmMode::AdaPm, &cfg);
+        // Every training triple of every epoch was stepped once, across the nodes.
+        assert_eq!(run.triples, (d.train.len() * cfg.epochs) as u64);
+        ratios.push(run.test.mrr / single.test.mrr);
+        adapm.get_or_insert(run);
+    }
+    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+    assert!(mean >= 0.96, "adapm MRR / single-process MRR over seeds 11–13: {ratios:.4?}");
+    let adapm = adapm.expect("three runs");
+    let cfg = config(11);
+    let stat = pm_run(&d, PmMode::Static, &cfg);
+    assert_eq!(stat.triples, (d.train.len() * cfg.epochs) as u64);
     // The static partition serves 3 of 4 accesses remotely (key k lives on node k mod 4).
     assert!(stat.stats.remote_share() > 0.6, "static: {}", stat.stats_line());
     assert!(
