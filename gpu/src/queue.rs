@@ -23,19 +23,16 @@ pub struct Collected {
     pub ts: u64,
     /// Its number of rows (the values are in the caller's buffer).
     pub rows: usize,
-    /// Rows validation replaced from the cache.
-    pub replaced: usize,
-    /// The largest version gap among them: the replacing version less the version read
-    /// (0 when none was replaced), as [`Staleness::max_gap`] counts it.
-    pub max_gap: u64,
+    /// What validation repaired: the rows replaced from the cache, and the largest version gap
+    /// among them, as the engine counts them.
+    pub staleness: Staleness,
 }
 
 impl Collected {
     /// Batch `ts` of `rows` rows, with the staleness its validation repaired: per row the
     /// version read and the version that replaced it (`0`: kept).
     pub(crate) fn new(ts: u64, rows: usize, read_versions: &[u64], replaced: &[u64]) -> Self {
-        let st = repaired(read_versions.iter().copied(), replaced);
-        Collected { ts, rows, replaced: st.replaced as usize, max_gap: st.max_gap }
+        Collected { ts, rows, staleness: repaired(read_versions.iter().copied(), replaced) }
     }
 }
 
@@ -128,10 +125,7 @@ impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_,
             .queue
             .collect(rows.values_mut())?
             .ok_or(GpuError::Pipeline("nothing in flight"))?;
-        Ok(Staleness {
-            replaced: u32::try_from(c.replaced).unwrap_or(u32::MAX),
-            max_gap: c.max_gap,
-        })
+        Ok(c.staleness)
     }
 
     fn cache_len(&self) -> usize {
@@ -488,7 +482,7 @@ mod tests {
         let mut got = Vec::new();
         let mut v = [0.0; 2];
         while let Some(c) = q.collect(&mut v).unwrap() {
-            got.push((c.ts, c.replaced, c.max_gap));
+            got.push((c.ts, c.staleness.replaced, c.staleness.max_gap));
         }
         // ts 1: both rows replaced by ts 0's (version 1), 1 behind; ts 2: by ts 1's (version 2).
         assert_eq!(got, [(0, 0, 0), (1, 2, 1), (2, 2, 2), (3, 1, 3)]);
