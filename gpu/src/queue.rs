@@ -204,7 +204,7 @@ where
     Ok(RunStats {
         batches: report.order.len(),
         replaced: report.rows_replaced as usize,
-        max_gap: report.order.iter().map(|s| s.staleness.max_gap).max().unwrap_or(0),
+        max_gap: report.max_gap(),
     })
 }
 
@@ -370,9 +370,8 @@ mod tests {
         for st in report.order.iter().map(|s| s.staleness) {
             assert_eq!(st.replaced > 0, st.max_gap > 0, "a replaced row is at least 1 behind");
         }
-        let gap = report.order.iter().map(|s| s.staleness.max_gap).max().unwrap_or(0);
         drop(q);
-        (store.snapshot(), bias, gap)
+        (store.snapshot(), bias, report.max_gap())
     }
 
     /// A host queue of `depth` slots whose step pulls each row towards the batch's target and

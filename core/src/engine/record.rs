@@ -94,6 +94,12 @@ impl RunReport {
         }
     }
 
+    /// The largest version gap validation repaired in any batch ([`Staleness::max_gap`]; 0
+    /// when no row was replaced).
+    pub fn max_gap(&self) -> u64 {
+        self.order.iter().map(|s| s.staleness.max_gap).max().unwrap_or(0)
+    }
+
     /// Batches per second of wall time.
     pub fn batches_per_sec(&self) -> f64 {
         self.order.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
