@@ -428,11 +428,13 @@ impl Loss {
         match self {
             Loss::Softmax => {
                 let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0.0;
+                // The exps first, then their sum in index order: the same values added in the
+                // same order as one fused loop, but the sum's chain of adds no longer waits on
+                // each `exp` call (the accumulator would live on the stack across the calls).
                 for (g, s) in grad.iter_mut().zip(scores) {
                     *g = (s - max).exp();
-                    sum += *g;
                 }
+                let sum = grad.iter().fold(0.0f32, |sum, g| sum + g);
                 for g in grad.iter_mut() {
                     *g /= sum;
                 }
