@@ -12,6 +12,12 @@
 //! * **Compute bound.** Per side of a chunk of `c` positives with `n` shared negatives the step
 //!   multiplies `S = Q·Nᵀ`, `dQ = G·N`, `dN = Gᵀ·Q` (`c·n·d` multiply-adds each), timed with
 //!   ndarray (the step's backend) on these shapes.
+//! * **What the step cannot skip.** Its GEMMs, copying its rows through the store's protocol,
+//!   and the softmax's `expf` per score (timed here too) cost core time per positive whatever
+//!   else changes; with every core on them and nothing else, no pipeline passes their sum, and
+//!   that ceiling is printed as a fraction of the bound. Beside it, the same ceiling if the
+//!   rows were copied with plain `memcpy`s under per-row locks (timed for row widths 200 and
+//!   400: safe Rust has that layout only for a width fixed at compile time).
 //! * **One core and all cores.** The step runs its chunks on every core, so the bound a run is
 //!   measured against is the machine's: both microbenchmarks run once on one thread and once on
 //!   one thread per core at the same time (each gather thread on its own copy of the table, as
@@ -96,6 +102,39 @@ fn on_threads<A: Send, B: Send>(
     })
 }
 
+/// Best-of-`reps` seconds to copy each batch's rows (`batches`: row lists) out of and back into a
+/// table of `n` rows of `W` floats, each row a version word and its values behind its own lock,
+/// copied with plain `memcpy`s. `RowStore` cannot be laid out so: safe Rust has no lock-protected
+/// row whose width is chosen at run time (without `unsafe` the width must be a constant), so it
+/// copies word by word through atomics. This measures what that costs.
+fn locked_rows_s<const W: usize>(
+    reps: usize,
+    n: usize,
+    batches: &[&[u64]],
+    max_rows: usize,
+) -> f64 {
+    let table: Vec<std::sync::Mutex<(u64, [f32; W])>> =
+        (0..n).map(|_| std::sync::Mutex::new((0, [1.0; W]))).collect();
+    let mut buf = vec![[0.0f32; W]; max_rows];
+    let mut ts = 0;
+    let lock = |r: u64| table[r as usize].lock().unwrap_or_else(|e| e.into_inner());
+    best_of(reps, || {
+        for rows in batches {
+            for (dst, &r) in buf.iter_mut().zip(*rows) {
+                *dst = lock(r).1;
+            }
+            ts += 1;
+            for (src, &r) in buf.iter().zip(*rows) {
+                let mut row = lock(r);
+                if row.0 < ts {
+                    *row = (ts, *src);
+                }
+            }
+        }
+        black_box(&buf);
+    })
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let d = Dataset::load(&args.dataset)?;
@@ -153,9 +192,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ts += 1;
         }
     });
+    // The same with plain copies under per-row locks, where the row width has an instance.
+    let row_lists: Vec<&[u64]> = batches.iter().map(|b| &b.rows[..]).collect();
+    let locked_s = match w {
+        200 => Some(locked_rows_s::<200>(args.reps, n, &row_lists, max_rows)),
+        400 => Some(locked_rows_s::<400>(args.reps, n, &row_lists, max_rows)),
+        _ => None,
+    };
     let moved = (rows_touched * 2 * w * 4) as f64;
     let (plain_bw, plain_bw_all, store_bw) =
         (moved / plain_one, cores as f64 * moved / plain_all, moved / store_s);
+    let locked_bw = locked_s.map(|s| moved / s);
     let (gather_one, gather_all) = (plain_bw / bytes_per_pos, plain_bw_all / bytes_per_pos);
 
     // The step's three GEMM shapes per chunk side.
@@ -182,6 +229,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let flop_per_pos = 2.0 * flop_per_side / c as f64;
     let (compute_one, compute_all) = (gflops * 1e9 / flop_per_pos, gflops_all * 1e9 / flop_per_pos);
     let (bound_one, bound) = (gather_one.min(compute_one), gather_all.min(compute_all));
+
+    // The softmax loss takes one `expf` per score: `negatives + 1` per side, both sides.
+    let scores: Vec<f32> = (0..4096).map(|i| -((i * 37 % 1000) as f32) * 0.02).collect();
+    let mut exps = vec![0.0f32; scores.len()];
+    let exp_iters = 100;
+    let exp_each = best_of(args.reps, || {
+        for _ in 0..exp_iters {
+            for (e, s) in exps.iter_mut().zip(black_box(&scores)) {
+                *e = s.exp();
+            }
+            black_box(&mut exps);
+        }
+    }) / (exp_iters * scores.len()) as f64;
+    // Core-seconds per positive of the three things no version of this step can skip: its GEMMs
+    // (at the all-core rate), copying its rows in and out through the store (at the one-core
+    // rate: optimistic if copies on several cores contend), and its exps. With every core busy
+    // and nothing else to do, no pipeline built on them passes `ceiling`.
+    let (t_gemm, t_store, t_exp) =
+        (cores as f64 / compute_all, bytes_per_pos / store_bw, 2.0 * (nn + 1) as f64 * exp_each);
+    let ceiling = cores as f64 / (t_gemm + t_store + t_exp);
+    // The same with the copies at the rate of plain rows under per-row locks.
+    let locked = locked_bw.map(|bw| {
+        let t_locked = bytes_per_pos / bw;
+        (bw, t_locked, cores as f64 / (t_gemm + t_locked + t_exp))
+    });
 
     println!(
         "dataset {} · ComplEx dim {} · batch {} · {} negatives/side (chunks of {}) · row width {} floats",
@@ -210,6 +282,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "tighter bound: {bound:.0} triples/s on {cores} cores (the step's chunks run on all of \
          them); on one core {bound_one:.0}\n"
     );
+    println!(
+        "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, {} softmax exps {:.2} us \
+         -> with every core on them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the \
+         bound\n",
+        t_gemm * 1e6,
+        t_store * 1e6,
+        2 * (nn + 1),
+        t_exp * 1e6,
+        ceiling / bound
+    );
+    match locked {
+        Some((bw, t_locked, ceiling_locked)) => println!(
+            "plain rows under per-row locks (no ordo store has them: fixed width or unsafe): {:.2} \
+             GB/s on one core, {:.2}x RowStore's; copies {:.2} us per positive -> at most \
+             {ceiling_locked:.0} triples/s = {:.2}x the bound\n",
+            bw / 1e9,
+            bw / store_bw,
+            t_locked * 1e6,
+            ceiling_locked / bound
+        ),
+        None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
+    }
     println!(
         "| mode | triples/s | fraction of bound ({cores} cores) | of the one-core bound |\n\
          |---|---:|---:|---:|"
