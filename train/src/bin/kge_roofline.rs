@@ -8,7 +8,8 @@
 //!   after de-duplication), so `bytes/positive = 2 · rows/positive · (row_width · 4 + 8)`.
 //! * **Gather bandwidth.** The same rows, in the same order, copied from a plain `rows × width`
 //!   table into a contiguous buffer and back (`copy_from_slice`: the memory system's bound, no
-//!   protocol), and through the [`RowStore`] itself (`read` + `write_if_newer`: the seqlock).
+//!   protocol), and through the [`RowStore`] itself (`read` + `write_if_newer`: the seqlock),
+//!   with the engine's prefetch of the rows a group ahead (the rate used below) and without it.
 //! * **Compute bound.** Per side of a chunk of `c` positives with `n` shared negatives the step
 //!   multiplies `S = Q·Nᵀ`, `dQ = G·N`, `dN = Gᵀ·Q` (`c·n·d` multiply-adds each), timed with
 //!   ndarray (the step's backend) on these shapes.
@@ -181,17 +182,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = RowStore::from_values(n, w, &table)?;
     let mut buf = vec![0.0f32; max_rows * w];
     let mut ts = 0u64;
-    let store_s = best_of(args.reps, || {
-        for b in &batches {
-            for (dst, &r) in buf.chunks_mut(w).zip(&b.rows) {
-                store.read(r, dst).expect("row in range");
-            }
-            for (src, &r) in buf.chunks(w).zip(&b.rows) {
-                store.write_if_newer(r, ts, src).expect("row in range");
-            }
-            ts += 1;
+    // The engine's reader and writers ask the store to prefetch rows in groups of 4, one group
+    // ahead of the group they copy (`PREFETCH_GROUP` in `ordo::engine`): timed without and with.
+    let prefetch_ahead = |rows: &[u64], i: usize| {
+        if i.is_multiple_of(4) {
+            let from = if i == 0 { 0 } else { i + 4 };
+            let to = (i + 8).min(rows.len());
+            rows.get(from..to).unwrap_or(&[]).iter().for_each(|&r| store.prefetch(r));
         }
-    });
+    };
+    let mut store_pass = |prefetch: bool| {
+        best_of(args.reps, || {
+            for b in &batches {
+                for (i, (dst, &r)) in buf.chunks_mut(w).zip(&b.rows).enumerate() {
+                    if prefetch {
+                        prefetch_ahead(&b.rows, i);
+                    }
+                    store.read(r, dst).expect("row in range");
+                }
+                for (i, (src, &r)) in buf.chunks(w).zip(&b.rows).enumerate() {
+                    if prefetch {
+                        prefetch_ahead(&b.rows, i);
+                    }
+                    store.write_if_newer(r, ts, src).expect("row in range");
+                }
+                ts += 1;
+            }
+        })
+    };
+    let (store_bare_s, store_s) = (store_pass(false), store_pass(true));
     // The same with plain copies under per-row locks, where the row width has an instance.
     let row_lists: Vec<&[u64]> = batches.iter().map(|b| &b.rows[..]).collect();
     let locked_s = match w {
@@ -203,6 +222,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain_bw, plain_bw_all, store_bw) =
         (moved / plain_one, cores as f64 * moved / plain_all, moved / store_s);
     let locked_bw = locked_s.map(|s| moved / s);
+    let store_bare_bw = moved / store_bare_s;
     let (gather_one, gather_all) = (plain_bw / bytes_per_pos, plain_bw_all / bytes_per_pos);
 
     // The step's three GEMM shapes per chunk side.
@@ -265,11 +285,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "random-row gather+scatter: plain memory {:.2} GB/s on one core, {:.2} GB/s on {cores}, \
-         RowStore {:.2} GB/s on one core -> gather bound {gather_one:.0} triples/s on one core, \
-         {gather_all:.0} on {cores} (RowStore protocol alone {:.0} triples/s on one core)",
+         RowStore {:.2} GB/s on one core with the engine's prefetch ({:.2} without) -> gather \
+         bound {gather_one:.0} triples/s on one core, {gather_all:.0} on {cores} (RowStore \
+         protocol alone {:.0} triples/s on one core)",
         plain_bw / 1e9,
         plain_bw_all / 1e9,
         store_bw / 1e9,
+        store_bare_bw / 1e9,
         store_bw / bytes_per_pos
     );
     println!(
