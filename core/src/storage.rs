@@ -117,6 +117,37 @@ pub trait RowStorage: Send + Sync {
     }
 }
 
+/// Rows a loop that copies a list of rows asks the store to [`prefetch`](RowStorage::prefetch)
+/// at once, one group ahead of the group it copies (the engine's readers and writers do). On
+/// x86_64 `RowStore`'s prefetch is the `prefetcht0` instruction (`safe_arch`); elsewhere it is a
+/// load, which holds up the instructions after it when it misses, so the rows of one group are
+/// asked back to back and wait out one memory latency together instead of one each.
+pub const PREFETCH_GROUP: usize = 4;
+
+/// Call before copying `ids[i]`, for every `i` in order: asks `store` to prefetch the group of
+/// `ids` after the one that row `i` starts (every [`PREFETCH_GROUP`] rows; at row 0 the first
+/// two groups). A hint: it changes nothing.
+///
+/// ```
+/// use ordo::storage::{RowStorage, prefetch_ahead};
+/// use ordo::store::RowStore;
+///
+/// let store = RowStore::zeros(16, 4);
+/// let ids = [3, 9, 1, 14, 7, 0];
+/// let mut row = [0.0; 4];
+/// for (i, &r) in ids.iter().enumerate() {
+///     prefetch_ahead(&store, &ids, i);
+///     store.read(r, &mut row).unwrap();
+/// }
+/// ```
+pub fn prefetch_ahead<S: RowStorage + ?Sized>(store: &S, ids: &[u64], i: usize) {
+    if i.is_multiple_of(PREFETCH_GROUP) {
+        let from = if i == 0 { 0 } else { i + PREFETCH_GROUP };
+        let to = (i + 2 * PREFETCH_GROUP).min(ids.len());
+        ids.get(from..to).unwrap_or(&[]).iter().for_each(|&r| store.prefetch(r));
+    }
+}
+
 impl RowStorage for crate::store::RowStore {
     fn rows(&self) -> usize {
         crate::store::RowStore::rows(self)

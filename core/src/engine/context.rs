@@ -8,23 +8,6 @@ use crate::storage::RowStorage;
 use crate::store::Version;
 use std::sync::Arc;
 
-/// Rows a reader or writer asks the store to [`prefetch`](RowStorage::prefetch) at once, one
-/// group ahead of the group it copies. On x86_64 a prefetch is the `prefetcht0` instruction
-/// (`safe_arch`); elsewhere it is a load, which holds up the instructions after it when it
-/// misses, so the rows of one group are asked back to back and wait out one memory latency
-/// together instead of one each.
-pub(crate) const PREFETCH_GROUP: usize = 4;
-
-/// Ask `store` to prefetch the group of `ids` after the one that row `i` starts (every
-/// [`PREFETCH_GROUP`] rows; the first group too, at row 0).
-pub(crate) fn prefetch_ahead<S: RowStorage + ?Sized>(store: &S, ids: &[u64], i: usize) {
-    if i.is_multiple_of(PREFETCH_GROUP) {
-        let from = if i == 0 { 0 } else { i + PREFETCH_GROUP };
-        let to = (i + 2 * PREFETCH_GROUP).min(ids.len());
-        ids.get(from..to).unwrap_or(&[]).iter().for_each(|&r| store.prefetch(r));
-    }
-}
-
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
 /// the store sees `base + ts`, so versions keep increasing across runs (epochs) on one store.
 pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {

@@ -1,13 +1,14 @@
 //! The reader stage: announce the batch in the outstanding set (MFT/STE), then read its rows and
 //! their versions from the store.
 
-use super::context::{Progress, RunCtx, at, prefetch_ahead};
+use super::context::{Progress, RunCtx, at};
 use super::error::Stage;
 use super::row_buffers::RowBuffers;
 use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
 use crate::storage::RowStorage;
+use crate::storage::prefetch_ahead;
 
 /// A batch that has been read: on its way to the device.
 pub(crate) struct Staged<D> {

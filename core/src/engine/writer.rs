@@ -1,12 +1,13 @@
 //! The writer stage: write every row of a stamped batch if it is newer than the store's copy,
 //! then report the ts finished in the MFT, then leave the outstanding set.
 
-use super::context::{Progress, RunCtx, at, prefetch_ahead};
+use super::context::{Progress, RunCtx, at};
 use super::device::Stamped;
 use super::error::Stage;
 use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
+use crate::storage::prefetch_ahead;
 
 /// A writer working on one stamped batch, one action (write one row, finish, or deregister) per
 /// [`advance`](WriteTask::advance).

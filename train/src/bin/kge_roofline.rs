@@ -37,6 +37,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ndarray::Array2;
+use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::kge::batch::SplitMix64;
 use ordo_train::kge::data::Dataset;
@@ -182,27 +183,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = RowStore::from_values(n, w, &table)?;
     let mut buf = vec![0.0f32; max_rows * w];
     let mut ts = 0u64;
-    // The engine's reader and writers ask the store to prefetch rows in groups of 4, one group
-    // ahead of the group they copy (`PREFETCH_GROUP` in `ordo::engine`): timed without and with.
-    let prefetch_ahead = |rows: &[u64], i: usize| {
-        if i.is_multiple_of(4) {
-            let from = if i == 0 { 0 } else { i + 4 };
-            let to = (i + 8).min(rows.len());
-            rows.get(from..to).unwrap_or(&[]).iter().for_each(|&r| store.prefetch(r));
-        }
-    };
+    // Timed without and with the prefetch schedule of the engine's reader and writers.
     let mut store_pass = |prefetch: bool| {
         best_of(args.reps, || {
             for b in &batches {
                 for (i, (dst, &r)) in buf.chunks_mut(w).zip(&b.rows).enumerate() {
                     if prefetch {
-                        prefetch_ahead(&b.rows, i);
+                        prefetch_ahead(&store, &b.rows, i);
                     }
                     store.read(r, dst).expect("row in range");
                 }
                 for (i, (src, &r)) in buf.chunks(w).zip(&b.rows).enumerate() {
                     if prefetch {
-                        prefetch_ahead(&b.rows, i);
+                        prefetch_ahead(&store, &b.rows, i);
                     }
                     store.write_if_newer(r, ts, src).expect("row in range");
                 }
