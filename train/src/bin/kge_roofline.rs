@@ -108,7 +108,9 @@ fn on_threads<A: Send, B: Send>(
 /// table of `n` rows of `W` floats, each row a version word and its values behind its own lock,
 /// copied with plain `memcpy`s. `RowStore` cannot be laid out so: safe Rust has no lock-protected
 /// row whose width is chosen at run time (without `unsafe` the width must be a constant), so it
-/// copies word by word through atomics. This measures what that costs.
+/// copies word by word through atomics. This measures what that costs. These copies are not
+/// prefetched (safe code could ask only for a row's first line, its lock), while the `RowStore`
+/// rate the ceiling uses is: the comparison favours `RowStore` by that much.
 fn locked_rows_s<const W: usize>(
     reps: usize,
     n: usize,
