@@ -132,13 +132,14 @@ pub const PREFETCH_GROUP: usize = 4;
 /// use ordo::storage::{RowStorage, prefetch_ahead};
 /// use ordo::store::RowStore;
 ///
-/// let store = RowStore::zeros(16, 4);
+/// let store = RowStore::from_fn(16, 4, |r, c| (r * 4 + c) as f32);
 /// let ids = [3, 9, 1, 14, 7, 0];
-/// let mut row = [0.0; 4];
-/// for (i, &r) in ids.iter().enumerate() {
+/// let mut rows = vec![0.0; ids.len() * 4];
+/// for (i, (&r, out)) in ids.iter().zip(rows.chunks_mut(4)).enumerate() {
 ///     prefetch_ahead(&store, &ids, i);
-///     store.read(r, &mut row).unwrap();
+///     store.read(r, out).unwrap();
 /// }
+/// assert_eq!(&rows[4..8], &[36.0, 37.0, 38.0, 39.0]); // row 9
 /// ```
 pub fn prefetch_ahead<S: RowStorage + ?Sized>(store: &S, ids: &[u64], i: usize) {
     if i.is_multiple_of(PREFETCH_GROUP) {
@@ -187,5 +188,55 @@ impl RowStorage for crate::store::RowStore {
 
     fn add_unordered(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
         self.hogwild().add(row, delta)
+    }
+}
+
+#[cfg(all(test, not(any(ordo_loom, ordo_shuttle))))]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A storage of no rows that records the rows it is asked to prefetch.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<u64>>);
+
+    impl RowStorage for Recorder {
+        fn rows(&self) -> usize {
+            0
+        }
+        fn width(&self) -> usize {
+            0
+        }
+        fn read(&self, row: u64, _: &mut [f32]) -> Result<Version, StoreError> {
+            Err(StoreError::RowOutOfRange { row, rows: 0 })
+        }
+        fn version(&self, row: u64) -> Result<Version, StoreError> {
+            Err(StoreError::RowOutOfRange { row, rows: 0 })
+        }
+        fn write_if_newer(&self, row: u64, _: u64, _: &[f32]) -> Result<bool, StoreError> {
+            Err(StoreError::RowOutOfRange { row, rows: 0 })
+        }
+        fn prefetch(&self, row: u64) {
+            self.0.lock().unwrap().push(row);
+        }
+    }
+
+    #[test]
+    fn prefetch_ahead_asks_for_every_row_once_a_group_before_its_copy() {
+        let ids: Vec<u64> = (100..111).collect();
+        let store = Recorder::default();
+        let mut asked_by = Vec::new();
+        for i in 0..ids.len() {
+            prefetch_ahead(&store, &ids, i);
+            asked_by.push(store.0.lock().unwrap().len());
+        }
+        // Every row once, in order.
+        assert_eq!(*store.0.lock().unwrap(), ids);
+        // Row 0 asks for the first two groups; row 4k for group k + 1, so when row i is copied
+        // the rows up to the end of the group after its own have been asked for.
+        let g = PREFETCH_GROUP;
+        for (i, &n) in asked_by.iter().enumerate() {
+            assert_eq!(n, ((i / g + 2) * g).min(ids.len()), "after row {i}");
+        }
     }
 }
