@@ -14,9 +14,10 @@
 //!   multiplies `S = Q·Nᵀ`, `dQ = G·N`, `dN = Gᵀ·Q` (`c·n·d` multiply-adds each), timed with
 //!   ndarray (the step's backend) on these shapes.
 //! * **What the step cannot skip.** Its GEMMs, copying its rows through the store's protocol,
-//!   and the softmax's `expf` per score (timed here too) cost core time per positive whatever
-//!   else changes; with every core on them and nothing else, no pipeline passes their sum, and
-//!   that ceiling is printed as a fraction of the bound. Beside it, the same ceiling if the
+//!   and the softmax loss over each query's scores (timed here too, as the step computes it)
+//!   cost core time per positive whatever else changes; with every core on them and nothing
+//!   else, no pipeline passes their sum, and that ceiling is printed as a fraction of the
+//!   bound. Beside it, the same ceiling if the
 //!   rows were copied with plain `memcpy`s under per-row locks (timed for row widths 200 and
 //!   400: safe Rust has that layout only for a width fixed at compile time).
 //! * **One core and all cores.** The step runs its chunks on every core, so the bound a run is
@@ -41,6 +42,7 @@ use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::kge::batch::SplitMix64;
 use ordo_train::kge::data::Dataset;
+use ordo_train::kge::score::Loss;
 use ordo_train::kge::train::{Mode, TrainConfig, train};
 use std::hint::black_box;
 use std::time::Instant;
@@ -245,29 +247,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (compute_one, compute_all) = (gflops * 1e9 / flop_per_pos, gflops_all * 1e9 / flop_per_pos);
     let (bound_one, bound) = (gather_one.min(compute_one), gather_all.min(compute_all));
 
-    // The softmax loss takes one `expf` per score: `negatives + 1` per side, both sides.
-    let scores: Vec<f32> = (0..4096).map(|i| -((i * 37 % 1000) as f32) * 0.02).collect();
-    let mut exps = vec![0.0f32; scores.len()];
-    let exp_iters = 100;
-    let exp_each = best_of(args.reps, || {
-        for _ in 0..exp_iters {
-            for (e, s) in exps.iter_mut().zip(black_box(&scores)) {
-                *e = s.exp();
+    // The softmax loss over each query's `negatives + 1` scores (both sides), timed as the step
+    // computes it (`Loss::loss_and_grad`: max, one exp per score, sum, normalize).
+    let row = nn + 1;
+    let scores: Vec<f32> = (0..64 * row).map(|i| -((i * 37 % 1000) as f32) * 0.02).collect();
+    let mut grads = vec![0.0f32; scores.len()];
+    let loss_iters = 100;
+    let loss_each = best_of(args.reps, || {
+        for _ in 0..loss_iters {
+            for (g, s) in grads.chunks_exact_mut(row).zip(black_box(&scores).chunks_exact(row)) {
+                black_box(Loss::Softmax.loss_and_grad(s, g, 0.0));
             }
-            black_box(&mut exps);
+            black_box(&mut grads);
         }
-    }) / (exp_iters * scores.len()) as f64;
+    }) / (loss_iters * 64) as f64;
     // Core-seconds per positive of the three things no version of this step can skip: its GEMMs
     // (at the all-core rate), copying its rows in and out through the store (at the one-core
-    // rate: optimistic if copies on several cores contend), and its exps. With every core busy
+    // rate: optimistic if copies on several cores contend), and its softmax. With every core busy
     // and nothing else to do, no pipeline built on them passes `ceiling`.
-    let (t_gemm, t_store, t_exp) =
-        (cores as f64 / compute_all, bytes_per_pos / store_bw, 2.0 * (nn + 1) as f64 * exp_each);
-    let ceiling = cores as f64 / (t_gemm + t_store + t_exp);
+    let (t_gemm, t_store, t_loss) =
+        (cores as f64 / compute_all, bytes_per_pos / store_bw, 2.0 * loss_each);
+    let ceiling = cores as f64 / (t_gemm + t_store + t_loss);
     // The same with the copies at the rate of plain rows under per-row locks.
     let locked = locked_bw.map(|bw| {
         let t_locked = bytes_per_pos / bw;
-        (bw, t_locked, cores as f64 / (t_gemm + t_locked + t_exp))
+        (bw, t_locked, cores as f64 / (t_gemm + t_locked + t_loss))
     });
 
     println!(
@@ -300,13 +304,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          them); on one core {bound_one:.0}\n"
     );
     println!(
-        "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, {} softmax exps {:.2} us \
+        "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x {} \
+         scores {:.2} us \
          -> with every core on them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the \
          bound\n",
         t_gemm * 1e6,
         t_store * 1e6,
-        2 * (nn + 1),
-        t_exp * 1e6,
+        nn + 1,
+        t_loss * 1e6,
         ceiling / bound
     );
     match locked {
