@@ -12,6 +12,9 @@ use crate::sync::host::Mutex;
 /// batches, so a handful of buffers covers the batches in flight.
 const KEPT: usize = 16;
 
+/// A buffer that grows is given `1 / HEADROOM` more capacity than asked.
+const HEADROOM: usize = 16;
+
 /// Idle row buffers, shared by the stages of one session.
 ///
 /// **Invariant:** a taken buffer's contents are unspecified (floats of an earlier batch, or
@@ -25,6 +28,12 @@ impl RowBuffers {
     /// A buffer of `len` floats, reused if one is idle.
     pub fn take(&self, len: usize) -> Vec<f32> {
         let mut buf = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        if buf.capacity() < len {
+            // Batches of one run differ in size by a few rows: a buffer that must grow gets
+            // 1/16 more than asked, so the next slightly larger batch fits without another
+            // reallocation (a copy of megabytes into fresh, page-faulting memory).
+            buf.reserve_exact(len + len / HEADROOM - buf.len());
+        }
         // Only a grown tail is written (zeros); the rest keeps an earlier batch's floats.
         buf.resize(len, 0.0);
         buf
@@ -53,5 +62,11 @@ mod tests {
         let b = pool.take(4);
         assert_eq!((b.len(), b.as_ptr()), (4, ptr), "the same allocation, shortened");
         assert_eq!(pool.take(3).len(), 3, "none idle: a fresh one");
+        let c = pool.take(64);
+        assert!(c.capacity() >= 64 + 64 / HEADROOM, "grown with headroom: {}", c.capacity());
+        let ptr = c.as_ptr();
+        pool.put(c);
+        let d = pool.take(64 + 64 / HEADROOM);
+        assert_eq!(d.as_ptr(), ptr, "a slightly larger batch fits without a reallocation");
     }
 }
