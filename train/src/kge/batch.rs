@@ -153,22 +153,33 @@ impl Sampling {
     ) -> Batch<KgeBatch> {
         let chunk = self.chunk.max(1);
         let n = self.negatives;
-        let mut rows: Vec<u64> = positives
-            .iter()
-            .flat_map(|t| [t.h as u64, t.t as u64])
-            .chain(neg_t.iter().chain(&neg_h).map(|&e| e as u64))
-            .collect();
-        rows.sort_unstable();
-        rows.dedup();
-        let local =
-            |e: u32| rows.binary_search(&(e as u64)).expect("entity is in the row set") as u32;
+        // Every entity reference with its place (heads and tails interleaved, then the
+        // negatives), sorted by entity: one pass then numbers the distinct entities (the local
+        // ids, in sorted order) and writes each place's local id, with no search per reference.
+        let refs = positives.iter().flat_map(|t| [t.h, t.t]).chain(neg_t.iter().copied());
+        let mut by_entity: Vec<(u32, u32)> =
+            refs.chain(neg_h.iter().copied()).enumerate().map(|(p, e)| (e, p as u32)).collect();
+        by_entity.sort_unstable();
+        let (mut rows, mut local) = (Vec::new(), vec![0u32; by_entity.len()]);
+        for &(e, place) in &by_entity {
+            if rows.last() != Some(&u64::from(e)) {
+                rows.push(u64::from(e));
+            }
+            local[place as usize] = (rows.len() - 1) as u32;
+        }
+        let (pos_local, negs) = local.split_at(2 * positives.len());
+        let (nt_local, nh_local) = negs.split_at(neg_t.len());
         let data = KgeBatch {
             id,
-            pos: positives.iter().map(|t| (local(t.h), t.r, local(t.t))).collect(),
+            pos: positives
+                .iter()
+                .zip(pos_local.chunks_exact(2))
+                .map(|(t, l)| (l[0], t.r, l[1]))
+                .collect(),
             chunk,
             negatives: n,
-            neg_tails: neg_t.iter().map(|&e| local(e)).collect(),
-            neg_heads: neg_h.iter().map(|&e| local(e)).collect(),
+            neg_tails: nt_local.to_vec(),
+            neg_heads: nh_local.to_vec(),
         };
         Batch { id, rows, data }
     }
