@@ -258,8 +258,8 @@ impl Interaction {
     pub fn score(self, q: &[f32], c: &[f32]) -> f32 {
         match self {
             Interaction::Dot => dot(q, c),
-            Interaction::L1 => -q.iter().zip(c).map(|(a, b)| (a - b).abs()).sum::<f32>(),
-            Interaction::L2 => -q.iter().zip(c).map(|(a, b)| (a - b) * (a - b)).sum::<f32>().sqrt(),
+            Interaction::L1 => -lane_sum(q, c, |a, b| (a - b).abs()),
+            Interaction::L2 => -lane_sum(q, c, |a, b| (a - b) * (a - b)).sqrt(),
         }
     }
 
@@ -367,13 +367,20 @@ const DOT_LANES: usize = 8;
 /// remainder. Independent partial sums let the compiler vectorize the loop (a single running sum
 /// cannot be reordered), and the fixed order keeps the result deterministic.
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    lane_sum(a, b, |x, y| x * y)
+}
+
+/// `Σⱼ f(aⱼ, bⱼ)` (over the shorter length) in [`dot`]'s fixed order; also the L1 and L2
+/// distances of TransE and RotatE.
+#[inline]
+fn lane_sum(a: &[f32], b: &[f32], f: impl Fn(f32, f32) -> f32) -> f32 {
     let n = a.len().min(b.len());
     let (a, b) = (a[..n].chunks_exact(DOT_LANES), b[..n].chunks_exact(DOT_LANES));
-    let tail: f32 = a.remainder().iter().zip(b.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f32 = a.remainder().iter().zip(b.remainder()).map(|(x, y)| f(*x, *y)).sum();
     let mut acc = [0.0f32; DOT_LANES];
     for (x, y) in a.zip(b) {
         for l in 0..DOT_LANES {
-            acc[l] += x[l] * y[l];
+            acc[l] += f(x[l], y[l]);
         }
     }
     acc.iter().sum::<f32>() + tail

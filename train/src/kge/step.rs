@@ -210,8 +210,9 @@ impl KgeModel {
         let (c, n, dim) = (queries.nrows(), negs.nrows(), queries.ncols());
         let inter = self.cfg.score.interaction();
         let dot = inter == Interaction::Dot;
-        // Every entry of `neg_scores` and `grads`, and with `Dot` of `dq` and `d_negs`, is
-        // written below before it is read (the products overwrite their outputs: β = 0).
+        // Every entry of `neg_scores` and `grads`, with `Dot` of `dq` and `d_negs`, and with
+        // `L2` of `d_negs`, is written below before it is read (the products that write them
+        // overwrite their outputs: β = 0).
         let mut neg_scores = tmp.neg_scores.shaped(c, n);
         inter.score_pairs_into(queries, negs, neg_scores.view_mut());
         let mut grads = tmp.grads.shaped(c, n);
@@ -245,7 +246,10 @@ impl KgeModel {
             }
             grads.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&g[1..]);
         }
-        let mut d_negs = if dot { out.d_negs.shaped(n, dim) } else { out.d_negs.zeroed(n, dim) };
+        let mut d_negs = match inter {
+            Interaction::L1 => out.d_negs.zeroed(n, dim),
+            _ => out.d_negs.shaped(n, dim),
+        };
         match inter {
             Interaction::Dot => {
                 // The same products `grads.dot(&negs)` and `grads.t().dot(&queries)` computed
@@ -256,7 +260,27 @@ impl KgeModel {
                 }
                 general_mat_mul(1.0, &grads.t(), &queries, 0.0, &mut d_negs);
             }
-            _ => {
+            Interaction::L2 => {
+                // s = −‖q − c‖, so g·∂s/∂q = −w (q − c) and g·∂s/∂c = w (q − c) with
+                // w = g / ‖q − c‖ (0 where the distance is 0, as `Interaction::backward` has
+                // it). Summed over the negatives that is two products and two rank-one terms:
+                // dQ += W·N − rowsum(W) ∘ Q and dN = Wᵀ·Q − colsum(W) ∘ N, with each
+                // distance taken from the scores (the same values a per-pair backward would
+                // recompute).
+                for (w, s) in grads.iter_mut().zip(neg_scores.iter()) {
+                    let d = -s;
+                    *w = if d > 0.0 { *w / d } else { 0.0 };
+                }
+                general_mat_mul(1.0, &grads, &negs, 1.0, &mut dq);
+                for (i, w) in grads.rows().into_iter().enumerate() {
+                    dq.row_mut(i).scaled_add(-w.sum(), &queries.row(i));
+                }
+                general_mat_mul(1.0, &grads.t(), &queries, 0.0, &mut d_negs);
+                for (j, w) in grads.columns().into_iter().enumerate() {
+                    d_negs.row_mut(j).scaled_add(-w.sum(), &negs.row(j));
+                }
+            }
+            Interaction::L1 => {
                 for i in 0..c {
                     let q = r_of(queries, i);
                     let dqi = dq.row_mut(i).into_slice().expect("row-major");
