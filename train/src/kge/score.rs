@@ -351,10 +351,16 @@ impl Interaction {
                 }
                 s
             }
-            Interaction::L1 => Array2::from_shape_fn((q.nrows(), cands.nrows()), |(i, j)| {
-                let (a, b) = (q.row(i), cands.row(j));
-                -a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).sum::<f32>()
-            }),
+            Interaction::L1 => {
+                // Rows as slices, so each pair is `score`'s vectorized distance.
+                let (q, cands) = (q.as_standard_layout(), cands.as_standard_layout());
+                let (wq, wc) = (q.ncols(), cands.ncols());
+                let qs = q.as_slice().expect("standard layout");
+                let cs = cands.as_slice().expect("standard layout");
+                Array2::from_shape_fn((q.nrows(), cands.nrows()), |(i, j)| {
+                    self.score(&qs[i * wq..(i + 1) * wq], &cs[j * wc..(j + 1) * wc])
+                })
+            }
         }
     }
 }
