@@ -6,9 +6,12 @@
 //! computation order. With `reciprocal`, relation `r + R` is the inverse of `r` (Lacroix et al.
 //! 2018): the head side asks the tail query `(t, r⁻¹, ?)` instead of a head query.
 //!
-//! **Determinism:** the step is single-threaded and every reduction runs in a fixed order
-//! (chunks in batch order; positives and negatives in index order; ndarray's matrix products are
-//! deterministic for fixed shapes), so the same batch on the same rows gives the same bits.
+//! **Determinism:** chunks may be computed two at a time on rayon's threads, but each chunk
+//! reads only the batch's starting rows and every reduction runs in a fixed order (chunks in
+//! batch order; positives and negatives in index order; ndarray's matrix products and the
+//! lane-wise sums of the distances and the softmax are deterministic for fixed shapes), so the
+//! same batch on the same rows gives the same bits (stated at `KgeModel::gradients_with`, which
+//! keeps it).
 
 use super::batch::KgeBatch;
 use super::optim::Optimizer;
