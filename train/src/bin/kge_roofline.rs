@@ -17,9 +17,9 @@
 //!   and the softmax loss over each query's scores (timed here too, as the step computes it)
 //!   cost core time per positive whatever else changes; with every core on them and nothing
 //!   else, no pipeline passes their sum, and that ceiling is printed as a fraction of the
-//!   bound. Beside it, the same ceiling if the
-//!   rows were copied with plain `memcpy`s under per-row locks (timed for row widths 200 and
-//!   400: safe Rust has that layout only for a width fixed at compile time).
+//!   bound. Beside it, the same ceiling if the rows were copied with plain `memcpy`s under
+//!   per-row locks (timed for row widths 200 and 400: safe Rust has that layout only for a
+//!   width fixed at compile time).
 //! * **One core and all cores.** The step runs its chunks on every core, so the bound a run is
 //!   measured against is the machine's: both microbenchmarks run once on one thread and once on
 //!   one thread per core at the same time (each gather thread on its own copy of the table, as
@@ -310,7 +310,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          bound\n",
         t_gemm * 1e6,
         t_store * 1e6,
-        nn + 1,
+        row,
         t_loss * 1e6,
         ceiling / bound
     );
