@@ -114,9 +114,10 @@ pub struct KgeModel {
     /// Scratch: the batch's entity-row gradients (`rows × dim`), kept across batches so a step
     /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
     grad: Vec<f32>,
-    /// Scratch: the chunk matrices of [`gradients`](Self::gradients), one set per chunk computed
-    /// at once (boxed: two dozen buffers would make the model, moved by value, large).
-    scratch: Box<[StepScratch; 2]>,
+    /// Scratch: the chunk matrices of [`gradients`](Self::gradients), one set per chunk of the
+    /// pair being computed and of the pair being added beside it (boxed: four dozen buffers
+    /// would make the model, moved by value, large).
+    scratch: Box<[[StepScratch; 2]; 2]>,
 }
 
 impl KgeModel {
@@ -197,6 +198,109 @@ impl KgeModel {
         taken
     }
 
+    /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
+    /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
+    /// ones flagged in `self.rel_touched`).
+    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here. Chunks are
+    /// computed two at a time on rayon's threads when it has more than one and a chunk is at
+    /// least [`PARALLEL_CHUNK_WORK`].
+    fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
+        let work = b.chunk.max(1) * (b.negatives + 1) * self.cfg.dim;
+        let parallel = rayon::current_num_threads() > 1 && work >= PARALLEL_CHUNK_WORK;
+        let mut sc = std::mem::take(&mut self.scratch);
+        let loss = self.gradients_with(b, rows, grad, &mut sc, parallel);
+        self.scratch = sc;
+        loss
+    }
+
+    /// [`gradients`](Self::gradients) with the chunk matrices in `sc`.
+    ///
+    /// **Same bits at any parallelism:** a chunk's gradients depend only on the rows and
+    /// relations as the batch started, so chunks may be computed in any order or at once; they
+    /// are added into `grad`, `rel_grad` and the loss strictly in chunk order
+    /// ([`Params::add_chunk`]), which is the only order-dependent part.
+    ///
+    /// Chunks run a pair at a time (pair `k` in `sc[k % 2]`), and pair `k`'s adds run in the
+    /// first task of pair `k + 1`, beside its second chunk. Added after each pair, they kept
+    /// the thread that took the second chunk idle long enough for rayon to put it to sleep,
+    /// and waking it took so long that in a quarter of the pairs the first thread ran both
+    /// chunks (timed per pair over a replay of two WordNet epochs; an eighth now).
+    fn gradients_with(
+        &mut self,
+        b: &KgeBatch,
+        rows: &BatchRows<'_>,
+        grad: &mut Vec<f32>,
+        sc: &mut [[StepScratch; 2]; 2],
+        parallel: bool,
+    ) -> f32 {
+        grad.clear();
+        grad.resize(rows.len() * self.cfg.dim, 0.0);
+        self.rel_grad.iter_mut().for_each(|g| *g = 0.0);
+        self.rel_touched.iter_mut().for_each(|t| *t = false);
+        // Mean-reduced losses average over the batch's positives and both sides.
+        let scale = if self.cfg.loss.mean_reduced() { 0.5 / b.pos.len() as f32 } else { 1.0 };
+        let params = Params { cfg: self.cfg, relations: self.relations, rel: &self.rel };
+        let mut rg = RelGrads { grad: &mut self.rel_grad, touched: &mut self.rel_touched };
+        let mut batch_loss = 0.0f32;
+        let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
+        let pairs: Vec<_> = chunks.chunks(2).collect();
+        let [even, odd] = sc;
+        for (k, pair) in pairs.iter().enumerate() {
+            let (cur, prev) = if k % 2 == 0 { (&mut *even, &*odd) } else { (&mut *odd, &*even) };
+            let earlier = k.checked_sub(1).map_or(&[][..], |j| pairs[j]);
+            let (rg, grad, loss) = (&mut rg, &mut *grad, &mut batch_loss);
+            let mut add_earlier = move || {
+                for ((ci, pos), s) in earlier.iter().zip(prev) {
+                    params.add_chunk(rg, b, *ci, pos, grad, loss, s);
+                }
+            };
+            let [sa, sb] = cur;
+            match pair {
+                [(ca, pa), (cb, pb)] if parallel => {
+                    rayon::join(
+                        || {
+                            add_earlier();
+                            params.chunk(b, rows, *ca, pa, scale, sa)
+                        },
+                        || params.chunk(b, rows, *cb, pb, scale, sb),
+                    );
+                }
+                _ => {
+                    add_earlier();
+                    for ((ci, pos), s) in pair.iter().zip([sa, sb]) {
+                        params.chunk(b, rows, *ci, pos, scale, s);
+                    }
+                }
+            }
+        }
+        if let Some(k) = pairs.len().checked_sub(1) {
+            let last = if k % 2 == 0 { &*even } else { &*odd };
+            for ((ci, pos), s) in pairs[k].iter().zip(last) {
+                params.add_chunk(&mut rg, b, *ci, pos, grad, &mut batch_loss, s);
+            }
+        }
+        batch_loss
+    }
+}
+
+/// What a chunk reads of the model: the step's hyper-parameters and the relation parameters as
+/// the batch started. Chunks never write them, so any number of chunks may run at once.
+#[derive(Debug, Clone, Copy)]
+struct Params<'a> {
+    cfg: StepConfig,
+    /// Dataset relations `R` (the model holds `2R` rows with inverses).
+    relations: usize,
+    /// Relation parameters, `relation_rows × rdim`.
+    rel: &'a [f32],
+}
+
+/// Where [`Params::add_chunk`] adds relation gradients: the model's `rel_grad` and `rel_touched`.
+struct RelGrads<'a> {
+    grad: &'a mut [f32],
+    touched: &'a mut [bool],
+}
+
+impl Params<'_> {
     /// One side of one chunk: `queries` (`c × dim`) scored against their own positives
     /// (`targets`, `c × dim`) and the chunk's shared negatives (`negs`, `n × dim`). Returns the
     /// summed (unscaled) loss; writes `out`'s `dq` (`c × dim`), `d_targets` (`c × dim`) and
@@ -297,66 +401,6 @@ impl KgeModel {
         loss
     }
 
-    /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
-    /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
-    /// ones flagged in `self.rel_touched`).
-    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here. Chunks are
-    /// computed two at a time on rayon's threads when it has more than one and a chunk is at
-    /// least [`PARALLEL_CHUNK_WORK`].
-    fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
-        let work = b.chunk.max(1) * (b.negatives + 1) * self.cfg.dim;
-        let parallel = rayon::current_num_threads() > 1 && work >= PARALLEL_CHUNK_WORK;
-        let mut sc = std::mem::take(&mut self.scratch);
-        let loss = self.gradients_with(b, rows, grad, &mut sc, parallel);
-        self.scratch = sc;
-        loss
-    }
-
-    /// [`gradients`](Self::gradients) with the chunk matrices in `sc`.
-    ///
-    /// **Same bits at any parallelism:** a chunk's gradients depend only on the rows and
-    /// relations as the batch started, so chunks may be computed in any order or at once; they
-    /// are added into `grad`, `rel_grad` and the loss strictly in chunk order
-    /// ([`add_chunk`](Self::add_chunk)), which is the only order-dependent part.
-    fn gradients_with(
-        &mut self,
-        b: &KgeBatch,
-        rows: &BatchRows<'_>,
-        grad: &mut Vec<f32>,
-        sc: &mut [StepScratch; 2],
-        parallel: bool,
-    ) -> f32 {
-        grad.clear();
-        grad.resize(rows.len() * self.cfg.dim, 0.0);
-        self.rel_grad.iter_mut().for_each(|g| *g = 0.0);
-        self.rel_touched.iter_mut().for_each(|t| *t = false);
-        // Mean-reduced losses average over the batch's positives and both sides.
-        let scale = if self.cfg.loss.mean_reduced() { 0.5 / b.pos.len() as f32 } else { 1.0 };
-        let mut batch_loss = 0.0f32;
-        let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
-        for pair in chunks.chunks(2) {
-            let [sa, sb] = sc;
-            match pair {
-                [(ca, pa), (cb, pb)] if parallel => {
-                    let this = &*self;
-                    rayon::join(
-                        || this.chunk(b, rows, *ca, pa, scale, sa),
-                        || this.chunk(b, rows, *cb, pb, scale, sb),
-                    );
-                }
-                _ => {
-                    for (k, (ci, pos)) in pair.iter().enumerate() {
-                        self.chunk(b, rows, *ci, pos, scale, if k == 0 { sa } else { sb });
-                    }
-                }
-            }
-            for (k, (ci, pos)) in pair.iter().enumerate() {
-                self.add_chunk(b, *ci, pos, grad, &mut batch_loss, &sc[k]);
-            }
-        }
-        batch_loss
-    }
-
     /// Chunk `ci` (positives `pos`): its loss terms (in the order they are summed) and its
     /// gradients w.r.t. its rows and relations, into `sc`. Reads the model, writes only `sc`.
     fn chunk(
@@ -432,8 +476,10 @@ impl KgeModel {
 
     /// Add chunk `ci`'s loss terms and gradients (computed into `sc` by
     /// [`chunk`](Self::chunk)) to the batch's, in the order the sequential step adds them.
+    #[allow(clippy::too_many_arguments)]
     fn add_chunk(
-        &mut self,
+        &self,
+        rg: &mut RelGrads<'_>,
         b: &KgeBatch,
         ci: usize,
         pos: &[(u32, u32, u32)],
@@ -453,8 +499,8 @@ impl KgeModel {
         let relations = self.relations;
         for (i, p) in pos.iter().enumerate() {
             let mut add = |r: usize, d: &[f32]| {
-                self.rel_touched[r] = true;
-                for (a, g) in self.rel_grad[r * rdim..(r + 1) * rdim].iter_mut().zip(d) {
+                rg.touched[r] = true;
+                for (a, g) in rg.grad[r * rdim..(r + 1) * rdim].iter_mut().zip(d) {
                     *a += g;
                 }
             };
@@ -694,7 +740,7 @@ mod tests {
                 let ids = b.rows.clone();
                 let rows = BatchRows::new(&ids, cfg.row_width(), &mut values).unwrap();
                 let mut run = |parallel: bool| {
-                    let (mut grad, mut sc) = (Vec::new(), Box::<[StepScratch; 2]>::default());
+                    let (mut grad, mut sc) = (Vec::new(), Box::<[[StepScratch; 2]; 2]>::default());
                     let loss = pool
                         .install(|| m.gradients_with(&b.data, &rows, &mut grad, &mut sc, parallel));
                     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
@@ -774,6 +820,48 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The batch loss is every chunk's: each positive scored against its own chunk's shared
+    /// negatives on both sides with `ScoreFn::score` and the loss directly (no chunk matrices),
+    /// summed. With the finite-difference test (the gradients are the loss's), this ties the
+    /// gradients to every chunk, which comparing the step with itself cannot: a chunk dropped
+    /// from both the loss and the gradients passes that test.
+    #[test]
+    fn batch_loss_counts_every_chunk_once() {
+        for score in [ScoreFn::ComplEx, ScoreFn::TransEL2] {
+            for chunk in [1, 2, 5] {
+                let cfg = StepConfig { score, dim: 4, reg: 0.0, ..StepConfig::default() };
+                let (mut m, b, mut values) = setup_with(cfg, chunk);
+                let ids = b.rows.clone();
+                let rows = BatchRows::new(&ids, cfg.row_width(), &mut values).unwrap();
+                let got = m.gradients(&b.data, &rows, &mut Vec::new()) as f64;
+                let entity = |l: u32| &rows.row(l as usize)[..cfg.dim];
+                let rdim = cfg.relation_dim();
+                let rel = |r: u32| &m.relations()[r as usize * rdim..(r as usize + 1) * rdim];
+                let mut want = 0.0f64;
+                for (ci, pos) in b.data.pos.chunks(chunk).enumerate() {
+                    let (nt, nh) = b.data.chunk_negatives(ci);
+                    for &(h, r, t) in pos {
+                        let (h, r, t) = (entity(h), rel(r), entity(t));
+                        let own = score.score(h, r, t);
+                        let tails = nt.iter().map(|&l| score.score(h, r, entity(l)));
+                        let heads = nh.iter().map(|&l| score.score(entity(l), r, t));
+                        for side in [
+                            std::iter::once(own).chain(tails).collect::<Vec<_>>(),
+                            std::iter::once(own).chain(heads).collect(),
+                        ] {
+                            let mut g = vec![0.0; side.len()];
+                            want += cfg.loss.loss_and_grad(&side, &mut g, cfg.margin) as f64;
+                        }
+                    }
+                }
+                assert!(
+                    (got - want).abs() < 1e-4 * want.abs().max(1.0),
+                    "{score:?} chunk {chunk}: {got} vs {want}"
+                );
             }
         }
     }
