@@ -115,8 +115,8 @@ pub struct KgeModel {
     /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
     grad: Vec<f32>,
     /// Scratch: the chunk matrices of [`gradients`](Self::gradients), one set per chunk of the
-    /// pair being computed and of the pair being added beside it (boxed: four dozen buffers
-    /// would make the model, moved by value, large).
+    /// pair being computed and of the pair being added beside it (boxed: four sets of 22
+    /// buffers would make the model, moved by value, large).
     scratch: Box<[[StepScratch; 2]; 2]>,
 }
 
