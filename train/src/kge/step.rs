@@ -245,7 +245,8 @@ impl KgeModel {
         let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
         let pairs: Vec<_> = chunks.chunks(2).collect();
         let [even, odd] = sc;
-        for (k, pair) in pairs.iter().enumerate() {
+        // One pass more than there are pairs: the last one only adds the last pair.
+        for k in 0..=pairs.len() {
             let (cur, prev) = if k % 2 == 0 { (&mut *even, &*odd) } else { (&mut *odd, &*even) };
             let earlier = k.checked_sub(1).map_or(&[][..], |j| pairs[j]);
             let (rg, grad, loss) = (&mut rg, &mut *grad, &mut batch_loss);
@@ -255,7 +256,7 @@ impl KgeModel {
                 }
             };
             let [sa, sb] = cur;
-            match pair {
+            match pairs.get(k).copied().unwrap_or(&[]) {
                 [(ca, pa), (cb, pb)] if parallel => {
                     rayon::join(
                         || {
@@ -265,18 +266,12 @@ impl KgeModel {
                         || params.chunk(b, rows, *cb, pb, scale, sb),
                     );
                 }
-                _ => {
+                pair => {
                     add_earlier();
                     for ((ci, pos), s) in pair.iter().zip([sa, sb]) {
                         params.chunk(b, rows, *ci, pos, scale, s);
                     }
                 }
-            }
-        }
-        if let Some(k) = pairs.len().checked_sub(1) {
-            let last = if k % 2 == 0 { &*even } else { &*odd };
-            for ((ci, pos), s) in pairs[k].iter().zip(last) {
-                params.add_chunk(&mut rg, b, *ci, pos, grad, &mut batch_loss, s);
             }
         }
         batch_loss
