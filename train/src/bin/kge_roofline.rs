@@ -43,12 +43,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ndarray::Array2;
-use ordo::engine::{BatchRows, Model};
+use ordo::engine::{BatchRows, Model, StepError};
 use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
-use ordo_train::kge::batch::SplitMix64;
+use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::score::Loss;
+use ordo_train::kge::step::KgeModel;
 use ordo_train::kge::train::{Mode, TrainConfig, train};
 use std::hint::black_box;
 use std::time::Instant;
@@ -145,6 +146,28 @@ fn locked_rows_s<const W: usize>(
         }
         black_box(&buf);
     })
+}
+
+/// The KGE model with the time of its steps summed: what the step-alone row times inside the
+/// engine's replay, leaving out the replay's copies.
+struct TimedStep {
+    model: KgeModel,
+    seconds: f64,
+}
+
+impl Model for TimedStep {
+    type Data = KgeBatch;
+
+    fn row_width(&self) -> usize {
+        self.model.row_width()
+    }
+
+    fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+        let t = Instant::now();
+        let stepped = self.model.step(data, rows);
+        self.seconds += t.elapsed().as_secs_f64();
+        stepped
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -332,26 +355,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
     }
-    // The step alone: its own time over the epoch's batches, rows copied from a plain table
-    // and back around it, untimed.
-    let (mut model, init) = cfg.init(&d)?;
+    // The step alone: the engine's sequential replay of the epoch on a plain table (each batch's
+    // rows copied out, stepped, copied back), with only the steps timed.
+    let (model, init) = cfg.init(&d)?;
     let mut rows_table = init.snapshot();
     drop(init);
-    let mut values = Vec::new();
-    let mut step_s = 0.0;
-    for b in &batches {
-        values.clear();
-        for &r in &b.rows {
-            values.extend_from_slice(&rows_table[r as usize * w..(r as usize + 1) * w]);
-        }
-        let t = Instant::now();
-        let mut rows = BatchRows::new(&b.rows, w, &mut values).ok_or("batch rows × width")?;
-        model.step(&b.data, &mut rows).map_err(|e| e.to_string())?;
-        step_s += t.elapsed().as_secs_f64();
-        for (src, &r) in values.chunks(w).zip(&b.rows) {
-            rows_table[r as usize * w..(r as usize + 1) * w].copy_from_slice(src);
-        }
-    }
+    let mut timed = TimedStep { model, seconds: 0.0 };
+    let in_order: Vec<usize> = (0..batches.len()).collect();
+    ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
+    let step_s = timed.seconds;
     let step_alone = positives as f64 / step_s;
     println!(
         "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in and \
