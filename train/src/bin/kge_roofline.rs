@@ -25,6 +25,12 @@
 //!   the timed part: what a pipeline would reach if reading, validating and writing rows cost
 //!   nothing. No mode passes it, so it splits the distance to the bound into the step's share
 //!   and the pipeline's.
+//! * **Core time per positive.** The process's CPU time (every thread's, from its CPU clock)
+//!   over each mode's training epochs and over the step-alone row's steps, per positive. With
+//!   every core busy on that same work, a run reaches at most `cores / core time` (printed as
+//!   "all cores busy"): what a perfect scheduler of today's stages would reach, so a target
+//!   above it needs less work, not better overlap. Spin-waits count as work here, so the
+//!   figure is a lower bound on what better waiting could give.
 //! * **One core and all cores.** The step runs its chunks on every core, so the bound a run is
 //!   measured against is the machine's: both microbenchmarks run once on one thread and once on
 //!   one thread per core at the same time (each gather thread on its own copy of the table, as
@@ -50,7 +56,7 @@ use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::KgeModel;
-use ordo_train::kge::train::{Mode, TrainConfig, train};
+use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -148,11 +154,26 @@ fn locked_rows_s<const W: usize>(
     })
 }
 
-/// The KGE model with the time of its steps summed: what the step-alone row times inside the
-/// engine's replay, leaving out the replay's copies.
+/// Seconds of CPU time this process has used, on all its threads (exited ones included);
+/// `None` where there is no process CPU clock.
+fn process_cpu_s() -> Option<f64> {
+    #[cfg(unix)]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// The KGE model with the wall time and the process CPU time of its steps summed: what the
+/// step-alone row times inside the engine's replay, leaving out the replay's copies.
 struct TimedStep {
     model: KgeModel,
     seconds: f64,
+    cpu_seconds: Option<f64>,
 }
 
 impl Model for TimedStep {
@@ -163,9 +184,11 @@ impl Model for TimedStep {
     }
 
     fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-        let t = Instant::now();
+        let (t, cpu) = (Instant::now(), process_cpu_s());
         let stepped = self.model.step(data, rows);
         self.seconds += t.elapsed().as_secs_f64();
+        self.cpu_seconds =
+            self.cpu_seconds.zip(cpu.zip(process_cpu_s())).map(|(s, (a, b))| s + b - a);
         stepped
     }
 }
@@ -360,25 +383,59 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (model, init) = cfg.init(&d)?;
     let mut rows_table = init.snapshot();
     drop(init);
-    let mut timed = TimedStep { model, seconds: 0.0 };
+    let mut timed = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
     let in_order: Vec<usize> = (0..batches.len()).collect();
     ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
     let step_s = timed.seconds;
     let step_alone = positives as f64 / step_s;
+    let core_us = |cpu_s: f64, positives: usize| 1e6 * cpu_s / positives as f64;
+    let busy = |cpu_s: Option<f64>, wall_s: f64, positives: usize| match cpu_s {
+        Some(c) => format!(
+            "{:.2} core-us per positive, its cores busy {:.0}% of the time",
+            core_us(c, positives),
+            100.0 * c / (cores as f64 * wall_s)
+        ),
+        None => "core time not measured (no process CPU clock)".into(),
+    };
     println!(
         "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in and \
-         out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound\n",
-        step_alone / bound
+         out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
+        step_alone / bound,
+        busy(timed.cpu_seconds, step_s, positives)
     );
     println!(
         "| mode | triples/s | fraction of bound ({cores} cores) | of the one-core bound | of the \
-         step alone |\n|---|---:|---:|---:|---:|"
+         step alone | core-us per positive | all cores busy: at most | fraction of that |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|"
     );
     for &mode in &args.modes {
-        let run = train(&d, &cfg, mode, &mut |_| {}, None)?;
+        // The process CPU time of the training epochs: from each epoch's start to the end of
+        // its last step (`Batches` comes before the epoch's evaluation).
+        let (mut cpu, mut since) = (Some(0.0), None);
+        let run = train(
+            &d,
+            &cfg,
+            mode,
+            &mut |e| match e {
+                Event::EpochStart { .. } => since = process_cpu_s(),
+                Event::Batches(_) => {
+                    cpu = cpu.zip(since.take().zip(process_cpu_s())).map(|(s, (a, b))| s + b - a)
+                }
+                Event::EpochEnd(_) => {}
+            },
+            None,
+        )?;
         let tps = run.triples_per_s(d.train.len());
+        let (per_pos, most) = match cpu {
+            Some(c) => {
+                let per_pos = core_us(c, d.train.len() * run.epochs.len());
+                let most = cores as f64 * 1e6 / per_pos;
+                (format!("{per_pos:.2}"), format!("{most:.0} | {:.2}", tps / most))
+            }
+            None => ("-".into(), "- | -".into()),
+        };
         println!(
-            "| {} | {tps:.0} | {:.2} | {:.2} | {:.2} |",
+            "| {} | {tps:.0} | {:.2} | {:.2} | {:.2} | {per_pos} | {most} |",
             mode.name(),
             tps / bound,
             tps / bound_one,
