@@ -10,12 +10,17 @@
 //!   table into a contiguous buffer and back (`copy_from_slice`: the memory system's bound, no
 //!   protocol), and through the [`RowStore`] itself (`read` + `write_if_newer`: the seqlock),
 //!   with the engine's prefetch of the rows a group ahead (the rate used below) and without it.
+//!   Through the store, each batch's rows are written back five batches after they were read,
+//!   as the engine's pipeline does (its reader runs `input_depth` batches ahead of the step),
+//!   so a write finds its rows gone from the caches as it does in a run; written right after
+//!   the read (printed beside it) they are still cached and the copies cost about half.
 //! * **Compute bound.** Per side of a chunk of `c` positives with `n` shared negatives the step
 //!   multiplies `S = Q·Nᵀ`, `dQ = G·N`, `dN = Gᵀ·Q` (`c·n·d` multiply-adds each), timed with
 //!   ndarray (the step's backend) on these shapes.
 //! * **What the step cannot skip.** Its GEMMs, copying its rows through the store's protocol,
-//!   and the softmax loss over each query's scores (timed here too, as the step computes it)
-//!   cost core time per positive whatever else changes; with every core on them and nothing
+//!   the softmax loss over each query's scores and the optimizer's update of each of its rows
+//!   (both timed here too, as the step computes them) cost core time per positive whatever
+//!   else changes; with every core on them and nothing
 //!   else, no pipeline passes their sum, and that ceiling is printed as a fraction of the
 //!   bound. Beside it, the same ceiling if the rows were copied with plain `memcpy`s under
 //!   per-row locks (timed for row widths 200 and 400: safe Rust has that layout only for a
@@ -125,32 +130,43 @@ fn on_threads<A: Send, B: Send>(
 /// row whose width is chosen at run time (without `unsafe` the width must be a constant), so it
 /// copies word by word through atomics. This measures what that costs. These copies are not
 /// prefetched (safe code could ask only for a row's first line, its lock), while the `RowStore`
-/// rate the ceiling uses is: the comparison favours `RowStore` by that much.
+/// rate the ceiling uses is: the comparison favours `RowStore` by that much. Each batch's rows
+/// are written `lag` batches after they were read, as in `RowStore`'s timing.
 fn locked_rows_s<const W: usize>(
     reps: usize,
     n: usize,
     batches: &[&[u64]],
     max_rows: usize,
+    lag: usize,
 ) -> f64 {
     let table: Vec<std::sync::Mutex<(u64, [f32; W])>> =
         (0..n).map(|_| std::sync::Mutex::new((0, [1.0; W]))).collect();
-    let mut buf = vec![[0.0f32; W]; max_rows];
+    let mut bufs = vec![vec![[0.0f32; W]; max_rows]; lag + 1];
     let mut ts = 0;
     let lock = |r: u64| table[r as usize].lock().unwrap_or_else(|e| e.into_inner());
     best_of(reps, || {
-        for rows in batches {
-            for (dst, &r) in buf.iter_mut().zip(*rows) {
-                *dst = lock(r).1;
-            }
-            ts += 1;
-            for (src, &r) in buf.iter().zip(*rows) {
+        let write = |rows: &[u64], buf: &[[f32; W]], ts: u64| {
+            for (src, &r) in buf.iter().zip(rows) {
                 let mut row = lock(r);
                 if row.0 < ts {
                     *row = (ts, *src);
                 }
             }
+        };
+        for (k, rows) in batches.iter().enumerate() {
+            for (dst, &r) in bufs[k % (lag + 1)].iter_mut().zip(*rows) {
+                *dst = lock(r).1;
+            }
+            if let Some(j) = k.checked_sub(lag) {
+                ts += 1;
+                write(batches[j], &bufs[j % (lag + 1)], ts);
+            }
         }
-        black_box(&buf);
+        for j in batches.len().saturating_sub(lag)..batches.len() {
+            ts += 1;
+            write(batches[j], &bufs[j % (lag + 1)], ts);
+        }
+        black_box(&bufs);
     })
 }
 
@@ -237,41 +253,58 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (plain_one, plain_all) = (plain_s(1), plain_s(cores));
     // The same through the row store's protocol (seqlock read, locked versioned write).
     let store = RowStore::from_values(n, w, &table)?;
-    let mut buf = vec![0.0f32; max_rows * w];
+    // The engine writes a batch's rows back only after the batches its reader ran ahead on
+    // (`input_depth`, 4 by default) and the step: by then other batches' rows have pushed them
+    // out of the caches. So the rows of batch `k` are written after batch `k + lag` is read,
+    // from a ring of `lag + 1` buffers; with `lag` 0 each write finds its rows still cached.
+    const LAG: usize = 5;
+    let mut bufs = vec![vec![0.0f32; max_rows * w]; LAG + 1];
     let mut ts = 0u64;
     // Timed without and with the prefetch schedule of the engine's reader and writers.
-    let mut store_pass = |prefetch: bool| {
+    let mut store_pass = |prefetch: bool, lag: usize| {
         best_of(args.reps, || {
-            for b in &batches {
+            let write = |k: usize, buf: &[f32], ts: u64| {
+                let rows = &batches[k].rows;
+                for (i, (src, &r)) in buf.chunks(w).zip(rows).enumerate() {
+                    if prefetch {
+                        prefetch_ahead(&store, rows, i);
+                    }
+                    store.write_if_newer(r, ts, src).expect("row in range");
+                }
+            };
+            for (k, b) in batches.iter().enumerate() {
+                let buf = &mut bufs[k % (lag + 1)];
                 for (i, (dst, &r)) in buf.chunks_mut(w).zip(&b.rows).enumerate() {
                     if prefetch {
                         prefetch_ahead(&store, &b.rows, i);
                     }
                     store.read(r, dst).expect("row in range");
                 }
-                for (i, (src, &r)) in buf.chunks(w).zip(&b.rows).enumerate() {
-                    if prefetch {
-                        prefetch_ahead(&store, &b.rows, i);
-                    }
-                    store.write_if_newer(r, ts, src).expect("row in range");
+                if let Some(j) = k.checked_sub(lag) {
+                    write(j, &bufs[j % (lag + 1)], ts);
+                    ts += 1;
                 }
+            }
+            for j in batches.len().saturating_sub(lag)..batches.len() {
+                write(j, &bufs[j % (lag + 1)], ts);
                 ts += 1;
             }
         })
     };
-    let (store_bare_s, store_s) = (store_pass(false), store_pass(true));
+    let (store_bare_s, store_hot_s, store_s) =
+        (store_pass(false, LAG), store_pass(true, 0), store_pass(true, LAG));
     // The same with plain copies under per-row locks, where the row width has an instance.
     let row_lists: Vec<&[u64]> = batches.iter().map(|b| &b.rows[..]).collect();
     let locked_s = match w {
-        200 => Some(locked_rows_s::<200>(args.reps, n, &row_lists, max_rows)),
-        400 => Some(locked_rows_s::<400>(args.reps, n, &row_lists, max_rows)),
+        200 => Some(locked_rows_s::<200>(args.reps, n, &row_lists, max_rows, LAG)),
+        400 => Some(locked_rows_s::<400>(args.reps, n, &row_lists, max_rows, LAG)),
         _ => None,
     };
     let moved = (rows_touched * 2 * w * 4) as f64;
     let (plain_bw, plain_bw_all, store_bw) =
         (moved / plain_one, cores as f64 * moved / plain_all, moved / store_s);
     let locked_bw = locked_s.map(|s| moved / s);
-    let store_bare_bw = moved / store_bare_s;
+    let (store_bare_bw, store_hot_bw) = (moved / store_bare_s, moved / store_hot_s);
     let (gather_one, gather_all) = (plain_bw / bytes_per_pos, plain_bw_all / bytes_per_pos);
 
     // The step's three GEMM shapes per chunk side.
@@ -313,17 +346,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             black_box(&mut grads);
         }
     }) / (loss_iters * 64) as f64;
-    // Core-seconds per positive of the three things no version of this step can skip: its GEMMs
+    // The optimizer's update of each row a batch touches (once per batch), timed as the step
+    // runs it (`Optimizer::update` of a row's values and state with its gradient), over a
+    // batch's worth of rows.
+    let opt = cfg.step_config().optimizer;
+    let mut opt_rows = vec![0.5f32; max_rows * w];
+    let opt_grads: Vec<f32> =
+        (0..max_rows * dd).map(|i| ((i * 13 % 97) as f32 - 48.0) * 1e-3).collect();
+    let opt_row = best_of(args.reps, || {
+        for (row, g) in opt_rows.chunks_mut(w).zip(opt_grads.chunks(dd)) {
+            let (values, state) = row.split_at_mut(dd);
+            opt.update(values, state, g, cfg.lr);
+        }
+        black_box(&mut opt_rows);
+    }) / max_rows.max(1) as f64;
+    // Core-seconds per positive of the four things no version of this step can skip: its GEMMs
     // (at the all-core rate), copying its rows in and out through the store (at the one-core
-    // rate: optimistic if copies on several cores contend), and its softmax. With every core busy
-    // and nothing else to do, no pipeline built on them passes `ceiling`.
-    let (t_gemm, t_store, t_loss) =
-        (cores as f64 / compute_all, bytes_per_pos / store_bw, 2.0 * loss_each);
-    let ceiling = cores as f64 / (t_gemm + t_store + t_loss);
+    // rate: optimistic if copies on several cores contend), its softmax, and the optimizer's
+    // update of its rows. With every core busy and nothing else to do, no pipeline built on
+    // them passes `ceiling`.
+    let (t_gemm, t_store, t_loss, t_opt) = (
+        cores as f64 / compute_all,
+        bytes_per_pos / store_bw,
+        2.0 * loss_each,
+        rows_per_pos * opt_row,
+    );
+    let ceiling = cores as f64 / (t_gemm + t_store + t_loss + t_opt);
     // The same with the copies at the rate of plain rows under per-row locks.
     let locked = locked_bw.map(|bw| {
         let t_locked = bytes_per_pos / bw;
-        (bw, t_locked, cores as f64 / (t_gemm + t_locked + t_loss))
+        (bw, t_locked, cores as f64 / (t_gemm + t_locked + t_loss + t_opt))
     });
 
     println!(
@@ -336,13 +388,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "random-row gather+scatter: plain memory {:.2} GB/s on one core, {:.2} GB/s on {cores}, \
-         RowStore {:.2} GB/s on one core with the engine's prefetch ({:.2} without) -> gather \
-         bound {gather_one:.0} triples/s on one core, {gather_all:.0} on {cores} (RowStore \
-         protocol alone {:.0} triples/s on one core)",
+         RowStore {:.2} GB/s on one core with the engine's prefetch, each batch written {LAG} \
+         batches after its read as the engine's pipeline writes it ({:.2} without the prefetch, \
+         {:.2} written right after its read) -> gather bound {gather_one:.0} triples/s on one \
+         core, {gather_all:.0} on {cores} (RowStore protocol alone {:.0} triples/s on one core)",
         plain_bw / 1e9,
         plain_bw_all / 1e9,
         store_bw / 1e9,
         store_bare_bw / 1e9,
+        store_hot_bw / 1e9,
         store_bw / bytes_per_pos
     );
     println!(
@@ -357,13 +411,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!(
         "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x {} \
-         scores {:.2} us \
-         -> with every core on them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the \
-         bound\n",
+         scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every core on \
+         them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
         t_gemm * 1e6,
         t_store * 1e6,
         row,
         t_loss * 1e6,
+        t_opt * 1e6,
         ceiling / bound
     );
     match locked {
