@@ -4,7 +4,8 @@
 //! random model by a wide margin.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
+use ordo::engine::EngineConfig;
+use ordo_tests::{overlapping_writes, slow_writes};
 use ordo_train::kge::batch::NegSampling;
 use ordo_train::kge::checkpoint::{Checkpoint, CheckpointError};
 use ordo_train::kge::data::Dataset;
@@ -14,7 +15,6 @@ use ordo_train::kge::score::{Loss, Regularizer, ScoreFn};
 use ordo_train::kge::train::{
     Mode, Resumable, RunResult, TrainConfig, replay, train, train_resumable,
 };
-use std::time::Duration;
 
 fn config() -> TrainConfig {
     TrainConfig {
@@ -30,15 +30,6 @@ fn config() -> TrainConfig {
     }
 }
 
-/// Delay every writer a little, so later batches are surely read before earlier ones are
-/// written: the overlap that OAC must repair and that async gets wrong.
-fn slow_writes() -> StageHook {
-    StageHook::new(|point, _| match point {
-        HookPoint::WriteStart => HookAction::Delay(Duration::from_micros(300)),
-        _ => HookAction::Continue,
-    })
-}
-
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
 }
@@ -47,9 +38,17 @@ fn curve(r: &RunResult) -> Vec<(u64, u64)> {
     r.epochs.iter().map(|e| (e.loss.to_bits(), e.valid.mrr.to_bits())).collect()
 }
 
+/// A run of `mode`; an asynchronous one with [`overlapping_writes`], whose hold it checks
+/// happened in every epoch (a sync run writes each batch before the next is read).
 fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
-    train(d, cfg, mode, &mut |_| {}, Some(&|c: EngineConfig| c.hook(slow_writes())))
-        .expect("training runs")
+    if mode == Mode::Sync {
+        return train(d, cfg, mode, &mut |_| {}, None).expect("training runs");
+    }
+    let (gate, hook) = overlapping_writes(d, cfg);
+    let r = train(d, cfg, mode, &mut |_| {}, Some(&|c: EngineConfig| c.hook(hook.clone())))
+        .expect("training runs");
+    assert_eq!(gate.held(), cfg.epochs, "{mode:?}: an epoch's first write was not held");
+    r
 }
 
 #[test]

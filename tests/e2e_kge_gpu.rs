@@ -11,12 +11,11 @@
 //! measurement: no GPU was available when they were set.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::{EngineConfig, HookAction, HookPoint, StageHook};
+use ordo::engine::EngineConfig;
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
 use ordo_train::kge::score::ScoreFn;
 use ordo_train::kge::train::{Mode, RunResult, TrainConfig, replay, train};
-use std::time::Duration;
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -53,14 +52,13 @@ fn gpu_oac_on_umls_equals_the_replay_of_its_order() {
         device: Device::Cuda,
         ..TrainConfig::default()
     };
-    // Slow writers, so later batches read rows before earlier batches wrote them.
-    let slow = StageHook::new(|point, _| match point {
-        HookPoint::WriteStart => HookAction::Delay(Duration::from_micros(300)),
-        _ => HookAction::Continue,
-    });
+    // Slow writers, and each epoch's first write held for two later batches, so those batches
+    // read rows before earlier batches wrote them.
+    let (gate, hook) = ordo_tests::overlapping_writes(&d, &cfg);
     let oac =
-        train(&d, &cfg, Mode::Oac, &mut |_| {}, Some(&|c: EngineConfig| c.hook(slow.clone())))
+        train(&d, &cfg, Mode::Oac, &mut |_| {}, Some(&|c: EngineConfig| c.hook(hook.clone())))
             .expect("GPU training runs");
+    assert_eq!(gate.held(), cfg.epochs, "an epoch's first write was not held");
     assert!(oac.rows_replaced > 0, "no stale read was repaired: the check would be vacuous");
 
     let gpu = replay(&d, &cfg, &oac.order).expect("GPU replay runs");

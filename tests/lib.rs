@@ -1,6 +1,12 @@
 //! End-to-end tests across ordo's crates live beside this file as `e2e_*.rs` (each a `[[test]]`
 //! target in this package's Cargo.toml). This library holds their shared helpers.
 
+use ordo::engine::testing::ReadsBeforeWrite;
+use ordo::engine::{HookAction, HookPoint, StageHook};
+use ordo_train::kge::data::Dataset;
+use ordo_train::kge::train::TrainConfig;
+use std::time::Duration;
+
 /// Where the shared datasets are, if this checkout has them (`../shared/datasets` beside the
 /// repository, or `$ORDO_DATASETS`).
 pub fn shared_datasets() -> Option<std::path::PathBuf> {
@@ -32,4 +38,33 @@ pub fn dataset(name: &str) -> Option<std::path::PathBuf> {
         eprintln!("skipped: dataset {name} not found (set ORDO_DATASETS; CI requires it)");
     }
     dir
+}
+
+/// Delay every writer a little, so later batches are usually read before earlier ones are
+/// written: the overlap that OAC must repair and that async gets wrong.
+pub fn slow_writes() -> StageHook {
+    StageHook::new(|point, _| slow_write(point))
+}
+
+/// What [`slow_writes`] does at `point`.
+pub fn slow_write(point: HookPoint) -> HookAction {
+    match point {
+        HookPoint::WriteStart => HookAction::Delay(Duration::from_micros(300)),
+        _ => HookAction::Continue,
+    }
+}
+
+/// A KGE training run's stage hook: [`slow_writes`], and the first write of every epoch held
+/// until the device has taken two more batches, so some batches read stale rows by
+/// construction, not only by the readers' head start (the returned gate's `held` counts the
+/// epochs where that happened).
+pub fn overlapping_writes(d: &Dataset, cfg: &TrainConfig) -> (ReadsBeforeWrite, StageHook) {
+    let per_epoch = d.train.len().div_ceil(cfg.batch_size) as u64;
+    let gate = ReadsBeforeWrite::new(move |id| id % per_epoch == 0, 2, Duration::from_secs(5));
+    let g = gate.clone();
+    let hook = StageHook::new(move |point, id| match g.at(point, id) {
+        HookAction::Continue => slow_write(point),
+        action => action,
+    });
+    (gate, hook)
 }

@@ -5,7 +5,7 @@
 #![cfg(not(ordo_loom))]
 
 use ordo::engine::simulation::{FuzzCase, Simulation, compare_with_replay, fuzz_check};
-use ordo::engine::testing::MixModel;
+use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
     AsyncWrite, Batch, BatchError, BatchRows, Engine, EngineConfig, EngineError, HookAction,
     HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
@@ -13,8 +13,7 @@ use ordo::engine::{
 use ordo::store::RowStore;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::mpsc;
 use std::time::Duration;
 
 /// A random batch set: `n` batches over `rows` rows; each row of a batch is drawn from a small
@@ -147,24 +146,10 @@ proptest! {
     }
 }
 
-/// Writers wait until the device has taken every batch, so every batch reads the initial rows:
-/// a forced interleaving, deterministic on any machine.
-fn all_read_before_any_write(n: usize) -> StageHook {
-    let seen = Arc::new(AtomicUsize::new(0));
-    StageHook::new(move |point, _| {
-        match point {
-            HookPoint::Device => {
-                seen.fetch_add(1, Ordering::SeqCst);
-            }
-            HookPoint::WriteStart => {
-                while seen.load(Ordering::SeqCst) < n {
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-            }
-            _ => {}
-        }
-        HookAction::Continue
-    })
+/// The first batch's write waits until the device has taken the second, so both read the
+/// initial rows: a forced interleaving, deterministic on any machine.
+fn all_read_before_any_write() -> StageHook {
+    ReadsBeforeWrite::new(|id| id == 0, 1, Duration::from_secs(5)).into()
 }
 
 fn two_overlapping() -> Vec<Batch<f32>> {
@@ -177,13 +162,13 @@ fn teeth_async_breaks_the_replay_on_overlapping_batches() {
         let config = EngineConfig::new(Mode::Async(write))
             .threads(2, 2)
             .depths(2, 2)
-            .hook(all_read_before_any_write(2));
+            .hook(all_read_before_any_write());
         let (_, equal) = run_and_compare(config, 3, 2, &two_overlapping());
         assert!(!equal, "{write:?}: the checker must see the lost update");
     }
     // The same forced interleaving under Oac is still equivalent: validation repairs it.
     let config =
-        EngineConfig::new(Mode::Oac).threads(2, 2).depths(2, 2).hook(all_read_before_any_write(2));
+        EngineConfig::new(Mode::Oac).threads(2, 2).depths(2, 2).hook(all_read_before_any_write());
     let (report, equal) = run_and_compare(config, 3, 2, &two_overlapping());
     assert!(equal);
     assert_eq!(report.rows_replaced, 1, "row 1 of the second batch came from the cache");

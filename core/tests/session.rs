@@ -3,7 +3,7 @@
 //! errors that leave the session usable or halted as documented.
 #![cfg(not(ordo_loom))]
 
-use ordo::engine::testing::MixModel;
+use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
     Batch, BatchRows, CpuDevice, DeferredCpuDevice, DeviceError, DeviceQueue, DeviceStage, Engine,
     EngineConfig, EngineError, HookAction, HookPoint, Mode, Model, RowBlock, Stage, StageError,
@@ -262,7 +262,11 @@ fn a_failed_cache_insert_stops_after_its_batch_is_written_with_a_typed_source() 
 #[test]
 fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
     let store = RowStore::from_fn(12, 2, |r, c| (r * 2 + c) as f32 * 0.125);
-    let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(3, 2).depths(4, 4)).unwrap();
+    // Each epoch's first write waits for two more batches, so every epoch has stale reads to
+    // repair by construction (ids are e·1000 + i).
+    let gate = ReadsBeforeWrite::new(|id| id % 1000 == 0, 2, Duration::from_secs(5));
+    let config = EngineConfig::new(Mode::Oac).threads(3, 2).depths(4, 4).hook(gate.clone().into());
+    let engine = Engine::new(config).unwrap();
     let mut model = MixModel::new(2);
     let mut device = DeferredCpuDevice::new(4);
     let (mut table, mut fresh) = (store.snapshot(), MixModel::new(2));
@@ -279,6 +283,7 @@ fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
             }
         })
         .unwrap();
+    assert_eq!(gate.held(), 3, "every epoch's first write waited for later reads");
 }
 
 /// [`DeferredCpuDevice`], except that collecting the batch stamped `nth` fails.
