@@ -145,29 +145,50 @@ fn locked_rows_s<const W: usize>(
     let mut ts = 0;
     let lock = |r: u64| table[r as usize].lock().unwrap_or_else(|e| e.into_inner());
     best_of(reps, || {
-        let write = |rows: &[u64], buf: &[[f32; W]], ts: u64| {
-            for (src, &r) in buf.iter().zip(rows) {
-                let mut row = lock(r);
-                if row.0 < ts {
-                    *row = (ts, *src);
+        read_ahead_of_writes(
+            &mut bufs,
+            batches.len(),
+            |k, buf| {
+                for (dst, &r) in buf.iter_mut().zip(batches[k]) {
+                    *dst = lock(r).1;
                 }
-            }
-        };
-        for (k, rows) in batches.iter().enumerate() {
-            for (dst, &r) in bufs[k % (lag + 1)].iter_mut().zip(*rows) {
-                *dst = lock(r).1;
-            }
-            if let Some(j) = k.checked_sub(lag) {
+            },
+            |j, buf| {
                 ts += 1;
-                write(batches[j], &bufs[j % (lag + 1)], ts);
-            }
-        }
-        for j in batches.len().saturating_sub(lag)..batches.len() {
-            ts += 1;
-            write(batches[j], &bufs[j % (lag + 1)], ts);
-        }
+                for (src, &r) in buf.iter().zip(batches[j]) {
+                    let mut row = lock(r);
+                    if row.0 < ts {
+                        *row = (ts, *src);
+                    }
+                }
+            },
+        );
         black_box(&bufs);
     })
+}
+
+/// The order in which the engine's pipeline reads and writes batches: each of `n` batches is
+/// read (`read(k, slot)`) into slot `k % bufs.len()` of a ring, and batch `k − lag` (`lag` =
+/// `bufs.len() − 1`) is written from its slot (`write(k − lag, slot)`) right after batch `k` is
+/// read; the last `lag` batches are written after the last read. With one slot each batch is
+/// written right after its own read.
+fn read_ahead_of_writes<B>(
+    bufs: &mut [B],
+    n: usize,
+    mut read: impl FnMut(usize, &mut B),
+    mut write: impl FnMut(usize, &B),
+) {
+    let ring = bufs.len().max(1);
+    let lag = ring - 1;
+    for k in 0..n {
+        read(k, &mut bufs[k % ring]);
+        if let Some(j) = k.checked_sub(lag) {
+            write(j, &bufs[j % ring]);
+        }
+    }
+    for j in n.saturating_sub(lag)..n {
+        write(j, &bufs[j % ring]);
+    }
 }
 
 /// Seconds of CPU time this process has used, on all its threads (exited ones included);
@@ -263,32 +284,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Timed without and with the prefetch schedule of the engine's reader and writers.
     let mut store_pass = |prefetch: bool, lag: usize| {
         best_of(args.reps, || {
-            let write = |k: usize, buf: &[f32], ts: u64| {
-                let rows = &batches[k].rows;
-                for (i, (src, &r)) in buf.chunks(w).zip(rows).enumerate() {
-                    if prefetch {
-                        prefetch_ahead(&store, rows, i);
+            read_ahead_of_writes(
+                &mut bufs[..=lag],
+                batches.len(),
+                |k, buf| {
+                    let rows = &batches[k].rows;
+                    for (i, (dst, &r)) in buf.chunks_mut(w).zip(rows).enumerate() {
+                        if prefetch {
+                            prefetch_ahead(&store, rows, i);
+                        }
+                        store.read(r, dst).expect("row in range");
                     }
-                    store.write_if_newer(r, ts, src).expect("row in range");
-                }
-            };
-            for (k, b) in batches.iter().enumerate() {
-                let buf = &mut bufs[k % (lag + 1)];
-                for (i, (dst, &r)) in buf.chunks_mut(w).zip(&b.rows).enumerate() {
-                    if prefetch {
-                        prefetch_ahead(&store, &b.rows, i);
+                },
+                |j, buf| {
+                    let rows = &batches[j].rows;
+                    for (i, (src, &r)) in buf.chunks(w).zip(rows).enumerate() {
+                        if prefetch {
+                            prefetch_ahead(&store, rows, i);
+                        }
+                        store.write_if_newer(r, ts, src).expect("row in range");
                     }
-                    store.read(r, dst).expect("row in range");
-                }
-                if let Some(j) = k.checked_sub(lag) {
-                    write(j, &bufs[j % (lag + 1)], ts);
                     ts += 1;
-                }
-            }
-            for j in batches.len().saturating_sub(lag)..batches.len() {
-                write(j, &bufs[j % (lag + 1)], ts);
-                ts += 1;
-            }
+                },
+            )
         })
     };
     let (store_bare_s, store_hot_s, store_s) =
