@@ -205,6 +205,12 @@ fn process_cpu_s() -> Option<f64> {
     }
 }
 
+/// `total` plus the process CPU time since `start` (a [`process_cpu_s`] reading); `None` if
+/// either is unknown.
+fn add_cpu_since(total: Option<f64>, start: Option<f64>) -> Option<f64> {
+    total.zip(start.zip(process_cpu_s())).map(|(sum, (a, b))| sum + b - a)
+}
+
 /// The KGE model with the wall time and the process CPU time of its steps summed: what the
 /// step-alone row times inside the engine's replay, leaving out the replay's copies.
 struct TimedStep {
@@ -224,8 +230,7 @@ impl Model for TimedStep {
         let (t, cpu) = (Instant::now(), process_cpu_s());
         let stepped = self.model.step(data, rows);
         self.seconds += t.elapsed().as_secs_f64();
-        self.cpu_seconds =
-            self.cpu_seconds.zip(cpu.zip(process_cpu_s())).map(|(s, (a, b))| s + b - a);
+        self.cpu_seconds = add_cpu_since(self.cpu_seconds, cpu);
         stepped
     }
 }
@@ -490,9 +495,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             mode,
             &mut |e| match e {
                 Event::EpochStart { .. } => since = process_cpu_s(),
-                Event::Batches(_) => {
-                    cpu = cpu.zip(since.take().zip(process_cpu_s())).map(|(s, (a, b))| s + b - a)
-                }
+                Event::Batches(_) => cpu = add_cpu_since(cpu, since.take()),
                 Event::EpochEnd(_) => {}
             },
             None,
