@@ -59,7 +59,8 @@ pub fn slow_write(point: HookPoint) -> HookAction {
 /// construction, not only by the readers' head start (the returned gate's `held` counts the
 /// epochs where that happened).
 pub fn overlapping_writes(d: &Dataset, cfg: &TrainConfig) -> (ReadsBeforeWrite, StageHook) {
-    let per_epoch = d.train.len().div_ceil(cfg.batch_size) as u64;
+    // Batch ids are `epoch · batches_per_epoch + index` (`Sampling::batch_id`).
+    let per_epoch = cfg.sampling(d).batches_per_epoch(d.train.len()) as u64;
     let gate = ReadsBeforeWrite::new(move |id| id % per_epoch == 0, 2, Duration::from_secs(5));
     let g = gate.clone();
     let hook = StageHook::new(move |point, id| match g.at(point, id) {
