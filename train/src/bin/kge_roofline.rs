@@ -36,6 +36,12 @@
 //!   "all cores busy"): what a perfect scheduler of today's stages would reach, so a target
 //!   above it needs less work, not better overlap. Spin-waits count as work here, so the
 //!   figure is a lower bound on what better waiting could give.
+//! * **On a GPU** (`--device cuda`, where this machine has one): the modes' steps run on the GPU
+//!   (ordo-gpu's kernels, as `ordo-train kge --device cuda`), so the host's GEMM rate bounds
+//!   nothing and each mode is measured against the gather bound alone, the bound issue 13 names
+//!   ("speed near the memory limit": the device computes while the host moves rows). The
+//!   step-alone row is the host's step and is left out. Without a usable GPU it stops before
+//!   any measurement with the reason, like the trainer.
 //! * **One core and all cores.** The step runs its chunks on every core, so the bound a run is
 //!   measured against is the machine's: both microbenchmarks run once on one thread and once on
 //!   one thread per core at the same time (each gather thread on its own copy of the table, as
@@ -43,7 +49,7 @@
 //!   all-core bound. The one-core bound (PERF_NOTES.md's) is printed beside it.
 //!
 //! ```text
-//! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac]
+//! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac] [--device cuda]
 //! ```
 
 /// mimalloc instead of glibc's malloc: the KGE step allocates and frees its GEMM packing
@@ -59,6 +65,7 @@ use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
+use ordo_train::kge::gpu::{Device, check_device};
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::KgeModel;
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
@@ -93,6 +100,9 @@ struct Args {
     /// Repetitions of each microbenchmark (the best is kept).
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// Where the modes' steps run: cpu, or cuda (measured against the gather bound alone).
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: Device,
 }
 
 /// Best-of-`reps` seconds of `f`.
@@ -235,8 +245,20 @@ impl Model for TimedStep {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args = Args::parse();
+fn main() -> std::process::ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kge_roofline: {e}");
+            // The trainer's exit codes: 2 for bad input, 1 for other failures (no CUDA device).
+            std::process::ExitCode::from(ordo_train::kge::cli::exit_code(&*e))
+        }
+    }
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    // Before loading or measuring anything: a CUDA run without a usable GPU stops here.
+    check_device(args.device)?;
     let d = Dataset::load(&args.dataset)?;
     let cfg = TrainConfig {
         dim: args.dim,
@@ -245,6 +267,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         chunk: args.chunk,
         epochs: args.epochs,
         eval_limit: 100,
+        device: args.device,
         ..TrainConfig::default()
     };
     let (n, w) = (d.entities.len(), cfg.row_width());
@@ -353,7 +376,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let flop_per_pos = 2.0 * flop_per_side / c as f64;
     let (compute_one, compute_all) = (gflops * 1e9 / flop_per_pos, gflops_all * 1e9 / flop_per_pos);
-    let (bound_one, bound) = (gather_one.min(compute_one), gather_all.min(compute_all));
+    // On the host the step's GEMMs bound it too; on a GPU only the host's row traffic does.
+    let on_gpu = args.device == Device::Cuda;
+    let (bound_one, bound) = if on_gpu {
+        (gather_one, gather_all)
+    } else {
+        (gather_one.min(compute_one), gather_all.min(compute_all))
+    };
 
     // The softmax loss over each query's `negatives + 1` scores (both sides), timed as the step
     // computes it (`Loss::loss_and_grad`: max, one exp per score, sum, normalize).
@@ -428,58 +457,79 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          {compute_all:.0} on {cores}",
         flop_per_pos / 1e3
     );
-    println!(
-        "tighter bound: {bound:.0} triples/s on {cores} cores (the step's chunks run on all of \
-         them); on one core {bound_one:.0}\n"
-    );
-    println!(
-        "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x {} \
-         scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every core on \
-         them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
-        t_gemm * 1e6,
-        t_store * 1e6,
-        row,
-        t_loss * 1e6,
-        t_opt * 1e6,
-        ceiling / bound
-    );
-    match locked {
-        Some((bw, t_locked, ceiling_locked)) => println!(
-            "plain rows under per-row locks (no ordo store has them: fixed width or unsafe): {:.2} \
-             GB/s on one core, {:.2}x RowStore's; copies {:.2} us per positive -> at most \
-             {ceiling_locked:.0} triples/s = {:.2}x the bound\n",
-            bw / 1e9,
-            bw / store_bw,
-            t_locked * 1e6,
-            ceiling_locked / bound
-        ),
-        None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
+    if on_gpu {
+        println!(
+            "the steps run on the GPU: bound = the gather bound, {bound:.0} triples/s on {cores} \
+             cores; on one core {bound_one:.0} (the host's GEMM rate above bounds nothing)\n"
+        );
+    } else {
+        println!(
+            "tighter bound: {bound:.0} triples/s on {cores} cores (the step's chunks run on all \
+             of them); on one core {bound_one:.0}\n"
+        );
     }
-    // The step alone: the engine's sequential replay of the epoch on a plain table (each batch's
-    // rows copied out, stepped, copied back), with only the steps timed.
-    let (model, init) = cfg.init(&d)?;
-    let mut rows_table = init.snapshot();
-    drop(init);
-    let mut timed = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
-    let in_order: Vec<usize> = (0..batches.len()).collect();
-    ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
-    let step_s = timed.seconds;
-    let step_alone = positives as f64 / step_s;
     let core_us = |cpu_s: f64, positives: usize| 1e6 * cpu_s / positives as f64;
-    let busy = |cpu_s: Option<f64>, wall_s: f64, positives: usize| match cpu_s {
-        Some(c) => format!(
-            "{:.2} core-us per positive, its cores busy {:.0}% of the time",
-            core_us(c, positives),
-            100.0 * c / (cores as f64 * wall_s)
-        ),
-        None => "core time not measured (no process CPU clock)".into(),
+    let step_alone = if on_gpu {
+        // The host's copies are what a GPU step leaves the host: with every core on them and
+        // nothing else, no pipeline passes this.
+        println!(
+            "host core time per positive: RowStore copies {:.2} us -> with every core on them \
+             and nothing else, at most {:.0} triples/s = {:.2}x the bound\n",
+            t_store * 1e6,
+            cores as f64 / t_store,
+            cores as f64 / t_store / bound
+        );
+        None
+    } else {
+        println!(
+            "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x {} \
+             scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every core on \
+             them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
+            t_gemm * 1e6,
+            t_store * 1e6,
+            row,
+            t_loss * 1e6,
+            t_opt * 1e6,
+            ceiling / bound
+        );
+        match locked {
+            Some((bw, t_locked, ceiling_locked)) => println!(
+                "plain rows under per-row locks (no ordo store has them: fixed width or unsafe): {:.2} \
+                 GB/s on one core, {:.2}x RowStore's; copies {:.2} us per positive -> at most \
+                 {ceiling_locked:.0} triples/s = {:.2}x the bound\n",
+                bw / 1e9,
+                bw / store_bw,
+                t_locked * 1e6,
+                ceiling_locked / bound
+            ),
+            None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
+        }
+        // The step alone: the engine's sequential replay of the epoch on a plain table (each batch's
+        // rows copied out, stepped, copied back), with only the steps timed.
+        let (model, init) = cfg.init(&d)?;
+        let mut rows_table = init.snapshot();
+        drop(init);
+        let mut timed = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
+        let in_order: Vec<usize> = (0..batches.len()).collect();
+        ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
+        let step_s = timed.seconds;
+        let step_alone = positives as f64 / step_s;
+        let busy = |cpu_s: Option<f64>, wall_s: f64, positives: usize| match cpu_s {
+            Some(c) => format!(
+                "{:.2} core-us per positive, its cores busy {:.0}% of the time",
+                core_us(c, positives),
+                100.0 * c / (cores as f64 * wall_s)
+            ),
+            None => "core time not measured (no process CPU clock)".into(),
+        };
+        println!(
+            "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in and \
+             out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
+            step_alone / bound,
+            busy(timed.cpu_seconds, step_s, positives)
+        );
+        Some(step_alone)
     };
-    println!(
-        "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in and \
-         out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
-        step_alone / bound,
-        busy(timed.cpu_seconds, step_s, positives)
-    );
     println!(
         "| mode | triples/s | fraction of bound ({cores} cores) | of the one-core bound | of the \
          step alone | core-us per positive | all cores busy: at most | fraction of that |\n\
@@ -509,12 +559,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             None => ("-".into(), "- | -".into()),
         };
+        let of_step = step_alone.map_or("-".into(), |s| format!("{:.2}", tps / s));
         println!(
-            "| {} | {tps:.0} | {:.2} | {:.2} | {:.2} | {per_pos} | {most} |",
+            "| {} | {tps:.0} | {:.2} | {:.2} | {of_step} | {per_pos} | {most} |",
             mode.name(),
             tps / bound,
             tps / bound_one,
-            tps / step_alone
         );
     }
     Ok(())
