@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 const MISSING: &str = "/nonexistent/ordo-cli-device-dataset";
 
 /// Run `bin` with `args` and the missing dataset; check it failed with the status of its cause
-/// and printed nothing on stdout, and that its error is the device's (without CUDA) or the dataset's (with
-/// it). Returns its stderr.
+/// and printed nothing on stdout, and that its error is the device's (without CUDA) or the
+/// dataset's (with it). Returns its stderr.
 fn refused(bin: &str, args: &[&str]) -> String {
     let run: Output = Command::new(bin)
         .args(args)

@@ -49,7 +49,8 @@
 //!   all-core bound. The one-core bound (PERF_NOTES.md's) is printed beside it.
 //!
 //! ```text
-//! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac] [--device cuda]
+//! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac]
+//!     [--device cuda]
 //! ```
 
 /// mimalloc instead of glibc's malloc: the KGE step allocates and frees its GEMM packing
@@ -482,9 +483,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         None
     } else {
         println!(
-            "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x {} \
-             scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every core on \
-             them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
+            "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x \
+             {} scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every \
+             core on them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
             t_gemm * 1e6,
             t_store * 1e6,
             row,
@@ -494,9 +495,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         match locked {
             Some((bw, t_locked, ceiling_locked)) => println!(
-                "plain rows under per-row locks (no ordo store has them: fixed width or unsafe): {:.2} \
-                 GB/s on one core, {:.2}x RowStore's; copies {:.2} us per positive -> at most \
-                 {ceiling_locked:.0} triples/s = {:.2}x the bound\n",
+                "plain rows under per-row locks (no ordo store has them: fixed width or unsafe): \
+                 {:.2} GB/s on one core, {:.2}x RowStore's; copies {:.2} us per positive -> at \
+                 most {ceiling_locked:.0} triples/s = {:.2}x the bound\n",
                 bw / 1e9,
                 bw / store_bw,
                 t_locked * 1e6,
@@ -504,8 +505,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ),
             None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
         }
-        // The step alone: the engine's sequential replay of the epoch on a plain table (each batch's
-        // rows copied out, stepped, copied back), with only the steps timed.
+        // The step alone: the engine's sequential replay of the epoch on a plain table (each
+        // batch's rows copied out, stepped, copied back), with only the steps timed.
         let (model, init) = cfg.init(&d)?;
         let mut rows_table = init.snapshot();
         drop(init);
@@ -523,8 +524,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             None => "core time not measured (no process CPU clock)".into(),
         };
         println!(
-            "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in and \
-             out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
+            "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in \
+             and out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
             step_alone / bound,
             busy(timed.cpu_seconds, step_s, positives)
         );
