@@ -4,7 +4,7 @@
 //! 3 batches, preemption bound 1), under shuttle's randomized and PCT schedulers.
 //!
 //! Run: `RUSTFLAGS="--cfg ordo_shuttle" CARGO_TARGET_DIR=target/shuttle cargo test --release
-//! -p ordo --test shuttle_engine`.
+//! -p ordo --features testing --test shuttle_engine`.
 //!
 //! **Oracle.** The final store and dense parameters equal, bit for bit, the sequential replay of
 //! the recorded computation order (by batch id) on the initial state. Few rows, heavy overlap

@@ -12,13 +12,26 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Told of the pipeline's progress. Called from the engine's threads: keep it cheap.
 ///
 /// ```
-/// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Progress, testing::MixModel};
+/// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Progress};
+/// # use ordo::engine::{BatchRows, Model, StepError};
+/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+/// # struct Pull { bias: f32 }
+/// # impl Model for Pull {
+/// #     type Data = f32;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+/// #         self.bias += 0.01;
+/// #         Ok(())
+/// #     }
+/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+/// # }
 /// use ordo::store::RowStore;
 /// use std::sync::Arc;
 /// let progress = Arc::new(Progress::default());
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).observe(progress.clone()))?;
 /// let batches = (0..30).map(|i| Batch { id: i, rows: vec![i % 3], data: 1.0 });
-/// engine.run(&mut MixModel::new(1), &RowStore::zeros(3, 1), batches)?;
+/// engine.run(&mut Pull { bias: 0.0 }, &RowStore::zeros(3, 1), batches)?;
 /// let now = progress.snapshot();
 /// assert_eq!((now.stamped, now.written), (30, 30));
 /// assert_eq!(now.staleness.iter().sum::<u64>(), 30);

@@ -26,19 +26,32 @@ pub(crate) const POLL: Duration = Duration::from_millis(2);
 /// A bad configuration is a typed error, and so is a bad batch (before anything runs):
 ///
 /// ```
-/// use ordo::engine::{Batch, BatchError, Engine, EngineConfig, EngineError, Mode, testing::MixModel};
+/// use ordo::engine::{Batch, BatchError, Engine, EngineConfig, EngineError, Mode};
+/// # use ordo::engine::{BatchRows, Model, StepError};
+/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+/// # struct Pull { bias: f32 }
+/// # impl Model for Pull {
+/// #     type Data = f32;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+/// #         self.bias += 0.01;
+/// #         Ok(())
+/// #     }
+/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+/// # }
 /// use ordo::store::RowStore;
 /// assert!(Engine::new(EngineConfig::new(Mode::Oac).threads(0, 1)).is_err());
 ///
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2))?;
 /// let store = RowStore::zeros(4, 1);
 /// let bad = vec![Batch { id: 7, rows: vec![2, 1], data: 1.0 }];
-/// let err = engine.run(&mut MixModel::new(1), &store, bad).unwrap_err();
+/// let err = engine.run(&mut Pull { bias: 0.0 }, &store, bad).unwrap_err();
 /// assert!(matches!(err, EngineError::InvalidBatch { batch_id: 7, kind: BatchError::Unsorted { .. }, .. }));
 /// assert_eq!(store.snapshot(), vec![0.0; 4], "nothing ran");
 ///
 /// let good = (0..10).map(|i| Batch { id: i, rows: vec![i % 4], data: 1.0 });
-/// let report = engine.run(&mut MixModel::new(1), &store, good)?;
+/// let report = engine.run(&mut Pull { bias: 0.0 }, &store, good)?;
 /// assert_eq!(report.order.len(), 10);
 /// # Ok::<(), EngineError>(())
 /// ```
@@ -130,16 +143,30 @@ impl Engine {
     /// `ordo-gpu`'s CUDA pipeline): the same driver, the same claim at any depth.
     ///
     /// ```
-    /// use ordo::engine::{Batch, DeferredCpuDevice, Engine, EngineConfig, Mode, replay, testing::MixModel};
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, OneInFlight, replay};
+    /// # use ordo::engine::{BatchRows, Model, StepError};
+    /// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+    /// # struct Pull { bias: f32 }
+    /// # impl Model for Pull {
+    /// #     type Data = f32;
+    /// #     fn row_width(&self) -> usize { 1 }
+    /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+    /// #         self.bias += 0.01;
+    /// #         Ok(())
+    /// #     }
+    /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+    /// # }
     /// use ordo::store::RowStore;
     /// let batches: Vec<Batch<f32>> =
     ///     (0..40).map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 3], data: 0.5 }).collect();
     /// let store = RowStore::zeros(8, 1);
-    /// let mut model = MixModel::new(1);
+    /// let mut model = Pull { bias: 0.0 };
     /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
-    /// // Up to 4 batches stepped ahead of the writers, validated against each other's inserts.
-    /// let report = engine.run_queued(&mut DeferredCpuDevice::new(4), &mut model, &store, batches.clone())?;
-    /// let (mut table, mut fresh) = (vec![0.0; 8], MixModel::new(1));
+    /// // A synchronous device is a queue of depth 1; a GPU pipeline holds more batches in flight.
+    /// let mut device = OneInFlight::new(CpuDevice::new());
+    /// let report = engine.run_queued(&mut device, &mut model, &store, batches.clone())?;
+    /// let (mut table, mut fresh) = (vec![0.0; 8], Pull { bias: 0.0 });
     /// replay(&mut fresh, &mut table, &batches, &report.positions())?;
     /// assert_eq!(store.snapshot(), table);
     /// # Ok::<(), ordo::engine::EngineError>(())
@@ -170,11 +197,24 @@ impl Engine {
     /// the others are not applied.
     ///
     /// ```
-    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, testing::MixModel};
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
+    /// # use ordo::engine::{BatchRows, Model, StepError};
+    /// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+    /// # struct Pull { bias: f32 }
+    /// # impl Model for Pull {
+    /// #     type Data = f32;
+    /// #     fn row_width(&self) -> usize { 1 }
+    /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+    /// #         self.bias += 0.01;
+    /// #         Ok(())
+    /// #     }
+    /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+    /// # }
     /// use ordo::store::RowStore;
     /// let store = RowStore::zeros(8, 1);
     /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
-    /// let mut model = MixModel::new(1);
+    /// let mut model = Pull { bias: 0.0 };
     /// let reports = engine.session(&mut CpuDevice::new(), &mut model, &store, |s| {
     ///     (0..3u64)
     ///         .map(|epoch| {

@@ -39,18 +39,31 @@ pub struct Stamp {
 /// with [`replay_ids`] rebuilds the final state from the initial one without the run's input.
 ///
 /// ```
-/// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Model, replay_ids, testing::MixModel};
+/// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Model, replay_ids};
+/// # use ordo::engine::{BatchRows, StepError};
+/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+/// # struct Pull { bias: f32 }
+/// # impl Model for Pull {
+/// #     type Data = f32;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+/// #         self.bias += 0.01;
+/// #         Ok(())
+/// #     }
+/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+/// # }
 /// use ordo::store::RowStore;
 /// let batch = |id: u64| Batch { id, rows: vec![id % 3, 3 + id % 2], data: id as f32 * 0.1 };
 /// let store = RowStore::zeros(5, 1);
-/// let mut model = MixModel::new(1);
+/// let mut model = Pull { bias: 0.0 };
 /// let report = Engine::new(EngineConfig::new(Mode::Oac))?.run(&mut model, &store, (0..30).map(batch))?;
 /// assert_eq!(report.order.len(), 30);
 /// assert!(report.order.iter().all(|s| s.ste <= s.read_prefix)); // evicted only what it had seen
 ///
 /// // Saved with a checkpoint, the ids are enough to replay the run.
 /// let saved: Vec<u64> = report.batch_ids();
-/// let (mut table, mut fresh) = (vec![0.0; 5], MixModel::new(1));
+/// let (mut table, mut fresh) = (vec![0.0; 5], Pull { bias: 0.0 });
 /// replay_ids(&mut fresh, &mut table, &saved, |id| Some(batch(id)))?;
 /// assert_eq!(store.snapshot(), table);
 /// assert_eq!(model.dense(), fresh.dense());
@@ -130,11 +143,24 @@ pub fn replay<M: Model>(
 /// Otherwise as [`replay`]. An id `batch_of` does not know is [`EngineError::UnknownBatch`].
 ///
 /// ```
-/// use ordo::engine::{Batch, replay_ids, testing::MixModel};
+/// use ordo::engine::{Batch, replay_ids};
+/// # use ordo::engine::{BatchRows, Model, StepError};
+/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+/// # struct Pull { bias: f32 }
+/// # impl Model for Pull {
+/// #     type Data = f32;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+/// #         self.bias += 0.01;
+/// #         Ok(())
+/// #     }
+/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+/// # }
 /// let batch = |id: u64| (id < 4).then(|| Batch { id, rows: vec![id % 2], data: id as f32 });
 /// let mut table = vec![0.0; 2];
-/// replay_ids(&mut MixModel::new(1), &mut table, &[3, 0, 2, 1], batch)?;
-/// assert!(replay_ids(&mut MixModel::new(1), &mut table, &[9], batch).is_err());
+/// replay_ids(&mut Pull { bias: 0.0 }, &mut table, &[3, 0, 2, 1], batch)?;
+/// assert!(replay_ids(&mut Pull { bias: 0.0 }, &mut table, &[9], batch).is_err());
 /// # Ok::<(), ordo::engine::EngineError>(())
 /// ```
 pub fn replay_ids<M: Model, B: Borrow<Batch<M::Data>>>(

@@ -68,11 +68,24 @@ pub(crate) struct Lanes<D> {
 /// per-batch [`completions`](Session::completions) as they come:
 ///
 /// ```
-/// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError, testing::MixModel};
+/// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError};
+/// # use ordo::engine::{BatchRows, Model, StepError};
+/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
+/// # struct Pull { bias: f32 }
+/// # impl Model for Pull {
+/// #     type Data = f32;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
+/// #         self.bias += 0.01;
+/// #         Ok(())
+/// #     }
+/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
+/// # }
 /// use ordo::store::RowStore;
 /// let store = RowStore::zeros(16, 1);
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(1, 1))?;
-/// let report = engine.session(&mut CpuDevice::new(), &mut MixModel::new(1), &store, |s| {
+/// let report = engine.session(&mut CpuDevice::new(), &mut Pull { bias: 0.0 }, &store, |s| {
 ///     let mut written = Vec::new();
 ///     for id in 0..50u64 {
 ///         let mut batch = Batch { id, rows: vec![id % 16], data: 1.0 };
