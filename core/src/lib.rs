@@ -61,6 +61,41 @@
 //! assert_eq!(store.snapshot(), table); // bit for bit
 //! # Ok::<(), ordo::engine::EngineError>(())
 //! ```
+//!
+//! # Checking your code with loom
+//!
+//! ordo's primitives ([`RowStore`](store::RowStore), [`Mft`](mft::Mft),
+//! [`Outstanding`](outstanding::Outstanding), the [dispatchers](dispatcher), the
+//! [`sgd`] block store) take every atomic, fence, `Arc` and spin from
+//! [loom](https://docs.rs/loom) when the build sets `--cfg ordo_loom`: ordo's own cfg, so a
+//! crate's usual `--cfg loom` leaves ordo on std. A trainer's own concurrent code over them is
+//! then model-checked with ordo's code inside every interleaving loom explores:
+//!
+//! 1. In your `Cargo.toml`, loom as a dev-dependency under that cfg, the version ordo uses
+//!    (0.7: ordo's atomics and your `loom::model` must be one loom), and the cfg declared:
+//!    ```toml
+//!    [target.'cfg(ordo_loom)'.dev-dependencies]
+//!    loom = "0.7"
+//!
+//!    [lints.rust]
+//!    unexpected_cfgs = { level = "warn", check-cfg = ['cfg(ordo_loom)'] }
+//!    ```
+//! 2. A loom test file starts with `#![cfg(ordo_loom)]` and creates ordo's values inside
+//!    `loom::model(|| ..)`, sharing them with `loom::sync::Arc` across `loom::thread::spawn`.
+//!    Check that the model reaches the states your assertions are about (seed a false one: it
+//!    must fail). In `tests/downstream_ordo_loom`, reads on the main thread before it joined
+//!    the writers saw none of their writes in any schedule loom ran: a checking reader belongs
+//!    in a spawned thread.
+//! 3. Your other tests get `#[cfg(not(ordo_loom))]`: under the cfg, ordo's primitives work
+//!    only inside a loom model, and the [`Engine`](engine::Engine) (whose stages run on std
+//!    threads) is not for loom models at all.
+//! 4. Run in the dev profile, in a target folder of its own (the cfg rebuilds every crate):
+//!    `RUSTFLAGS="--cfg ordo_loom" LOOM_MAX_PREEMPTIONS=2 CARGO_TARGET_DIR=target/loom cargo
+//!    test`. ordo needs debug assertions under this cfg (its loom checks include its own
+//!    `debug_assert!`s, such as one writer per PASSM block) and does not compile without
+//!    them: for `--release`, add `-C debug-assertions` to `RUSTFLAGS`.
+//!
+//! The repository's `tests/downstream_ordo_loom` crate follows this recipe and runs in CI.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

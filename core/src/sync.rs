@@ -22,6 +22,19 @@
 // model-checker harness under `ordo_loom` / `ordo_shuttle`.
 #![allow(unused_imports)]
 
+// Under loom, ordo's checks include its own `debug_assert!`s on shared state: a second writer
+// on a PASSM block (`sgd/block_store.rs`, which `core/tests/loom_passm.rs` relies on), a
+// registration handed to another `Outstanding` set, an interval word out of range. Without
+// debug assertions those checks vanish and a loom run passes checking less, so such a build is
+// refused. (loom itself does not need them: its own checks panic in every profile.)
+#[cfg(all(ordo_loom, not(debug_assertions)))]
+compile_error!(
+    "ordo under `--cfg ordo_loom` needs debug assertions: its loom checks include its own \
+     `debug_assert!`s (e.g. one writer per PASSM block), which this build would skip silently. \
+     Use the dev profile (`cargo test`), or for `--release` set \
+     RUSTFLAGS=\"--cfg ordo_loom -C debug-assertions\"."
+);
+
 #[cfg(ordo_loom)]
 pub use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, fence};
 #[cfg(ordo_loom)]
