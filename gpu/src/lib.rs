@@ -17,6 +17,8 @@
 //! * [`sim_device`]: the same device stage over the host port of the cache, for the engine on
 //!   machines without a GPU (tests the adapter and the table algorithm inside the real engine).
 //! * [`device`]: opening a CUDA context behind the gate of [`cuda_available`].
+//! * [`bandwidth`]: the measured device-to-device copy (and the rated figure) that the kernels'
+//!   effective bandwidth is reported as a fraction of.
 //!
 //! **Kernels are CUDA C** in `src/kernels/*.cu`, embedded with `include_str!` and compiled at
 //! run time with NVRTC (see [`kernels`]), so neither nvcc nor the CUDA toolkit is needed to build.
@@ -26,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bandwidth;
 mod buffers;
 pub mod cache;
 pub mod device;

@@ -3,6 +3,9 @@
 
 #![cfg(not(ordo_loom))]
 
+#[path = "support/require_gpu.rs"]
+mod require_gpu;
+
 use ordo_gpu::cache::{CacheConfig, CpuValidationCache, CudaValidationCache, DeviceBatch};
 use ordo_gpu::workload::{Rng, random_stream};
 use ordo_gpu::{Gpu, GpuError};
@@ -50,11 +53,7 @@ fn compare_on_stream(gpu: &Gpu, seed: u64, width: usize, capacity: usize, lag: u
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cuda_cache_matches_the_cpu_cache_on_random_streams() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     for (seed, width) in [(1, 1), (2, 3), (3, 64), (4, 129)] {
         // Room for every live entry: no overflow allowed.
         assert_eq!(compare_on_stream(&gpu, seed, width, 8 * 24, 8), 0);
@@ -64,11 +63,7 @@ fn cuda_cache_matches_the_cpu_cache_on_random_streams() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cuda_cache_overflows_and_compacts_like_the_cpu_cache() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     // A small cache with long lags: overflows (checked on the host) and many compactions.
     let overflows = compare_on_stream(&gpu, 9, 4, 40, 6);
     assert!(overflows > 0, "the stream was meant to overflow the cache");
@@ -79,11 +74,7 @@ fn cuda_cache_overflows_and_compacts_like_the_cpu_cache() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn cuda_cache_handles_empty_batches_and_clear() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     let stream = gpu.new_stream().unwrap();
     let config = CacheConfig { width: 2, capacity: 4 };
     let mut dev = CudaValidationCache::new(&gpu, stream.clone(), config).unwrap();

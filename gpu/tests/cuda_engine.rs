@@ -4,22 +4,20 @@
 
 #![cfg(not(ordo_loom))]
 
+#[path = "support/require_gpu.rs"]
+mod require_gpu;
+
 #[path = "support/oac_replay.rs"]
 mod oac_replay;
 
 use oac_replay::assert_oac_equals_replay;
-use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;
 use ordo_gpu::pipeline::CudaDevice;
 
 #[test]
 #[ignore = "needs a CUDA device"]
 fn engine_oac_with_the_cuda_device_equals_the_sequential_replay() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     // Generous: a stalled reader pins the STE (see ordo::validation_cache); an overflow would
     // stop the run with a typed error, not corrupt it.
     let config = CacheConfig::for_in_flight(4096, 4, 3).unwrap();

@@ -3,6 +3,9 @@
 
 #![cfg(not(ordo_loom))]
 
+#[path = "support/require_gpu.rs"]
+mod require_gpu;
+
 use ordo_gpu::Gpu;
 use ordo_gpu::kge::{
     DeviceKgeBatch, KgeHyper, KgeKernels, KgeLoss, KgeModel, KgeReference, KgeShape, reference_step,
@@ -50,11 +53,7 @@ fn run_gpu(gpu: &Gpu, shape: KgeShape, hyper: KgeHyper, seed: u64) -> (Run, KgeR
 #[test]
 #[ignore = "needs a CUDA device"]
 fn kge_kernels_match_the_f64_reference() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     let cases = [KgeModel::DistMult, KgeModel::ComplEx]
         .into_iter()
         .flat_map(|m| [(m, KgeLoss::Softmax), (m, KgeLoss::Logistic)]);
@@ -79,11 +78,7 @@ fn kge_kernels_match_the_f64_reference() {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn kge_kernels_are_bitwise_deterministic() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.05) };
     for model in [KgeModel::DistMult, KgeModel::ComplEx] {
         let shape = KgeShape { model, dim: 128, relations: 7 };

@@ -5,6 +5,9 @@
 
 #![cfg(not(ordo_loom))]
 
+#[path = "support/require_gpu.rs"]
+mod require_gpu;
+
 use ordo::engine::simulation::Simulation;
 use ordo::engine::{AsyncWrite, Batch, EngineConfig, Mode};
 use ordo::store::RowStore;
@@ -89,11 +92,7 @@ fn bits(v: &[f32]) -> Vec<u32> {
 #[test]
 #[ignore = "needs a CUDA device"]
 fn oac_pipeline_equals_the_sequential_run_and_async_does_not() {
-    assert!(
-        ordo_gpu::cuda_available(),
-        "no CUDA device (this test is #[ignore]d: run it on a GPU)"
-    );
-    let gpu = Gpu::open(0).unwrap();
+    let gpu = require_gpu::gpu();
     let w = work(5, 80);
     let (sync_table, sync_rel) = run(&gpu, &w, 1, 0, false);
     for (depth, ahead) in [(1, 3), (2, 0), (4, 4), (8, 2)] {

@@ -2,6 +2,8 @@
 //! without a usable CUDA: exits with status 1 before any training or measurement, names the
 //! reason, and writes nothing (`--out` and `--save` stay absent). On a machine with CUDA the same
 //! commands get past the device check: pointed at a missing dataset, they fail on the dataset.
+//! With `ORDO_REQUIRE_GPU=1` (a GPU machine's run) a machine without CUDA fails these tests
+//! instead of checking the refusal.
 #![cfg(not(ordo_loom))]
 
 use std::process::{Command, Output};
@@ -24,6 +26,10 @@ fn refused(bin: &str, args: &[&str]) -> String {
     assert!(stdout.is_empty(), "{args:?}: {stdout}");
     match ordo_gpu::cuda_unavailable_reason() {
         Some(reason) => {
+            assert!(
+                std::env::var_os("ORDO_REQUIRE_GPU").is_none_or(|v| v != "1"),
+                "ORDO_REQUIRE_GPU=1 but CUDA is not usable: {reason}"
+            );
             // A missing device is not bad input (status 2): the trainer's status 1.
             assert_eq!(run.status.code(), Some(1), "{args:?}: {stderr}");
             assert!(stderr.contains("no CUDA device"), "{args:?}: {stderr}");

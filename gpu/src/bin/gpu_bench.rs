@@ -3,25 +3,32 @@
 //!
 //! 1. Ceilings: device-to-device copy bandwidth (cuMemcpyDtoD and a float4 copy kernel), pinned
 //!    host→device and device→host bandwidth.
-//! 2. Kernels: evict + validate + insert of the validation cache (every row hits, so each moves
-//!    its row four times) as a fraction of the D2D ceiling; the KGE step (ComplEx) in steps/s.
+//! 2. Kernels: validate, insert, and evict + validate + insert of the validation cache (every
+//!    row hits: validate and insert each read and write every row once) as fractions of the D2D
+//!    copy and of the rated bandwidth; the KGE step (DistMult, ComplEx) in scores/s.
 //! 3. Modes: batches/s of Sync (depth 1, no cache), Async (depth K, no cache) and Oac (depth K,
 //!    cache) on a synthetic table in pinned host memory (a minimal add step) and, when the file
 //!    exists, on WordNet 3.0 with the ComplEx step; GPU busy = compute-stream time / wall time.
 //!
-//! Prints markdown tables for BENCHMARKS.md. Without a CUDA device it prints
-//! "skipped: no CUDA device" and exits 0.
+//! Prints markdown tables for BENCHMARKS.md. Without a usable CUDA device (driver, NVRTC, a
+//! device) it prints `gpu_bench: no CUDA device: <reason>` on stderr and exits 1. `--check`
+//! only opens the device, compiles and loads every kernel module, and prints the device's name,
+//! its rated memory bandwidth and a short D2D copy: the first GPU step of
+//! `gpu/run-gpu-checks.sh`.
+//!
+//! "Fraction of memory bandwidth" is defined in [`ordo_gpu::bandwidth`]: of the D2D copy
+//! measured in the same run, and of the rated figure when the driver reports it.
 //!
 //! ```text
-//! cargo run --release -p ordo-gpu --bin gpu_bench -- [--quick] [--table-rows N] [--width W]
+//! cargo run --release -p ordo-gpu --bin gpu_bench -- [--check] [--quick] [--table-rows N] [--width W]
 //!     [--batch-rows R] [--batches B] [--depth K] [--dim D] [--positives P] [--negatives N]
 //!     [--wordnet PATH]
 //! ```
 
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use ordo::engine::{AsyncWrite, Mode};
 use ordo::store::RowStore;
+use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
 use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig, Streams};
@@ -44,6 +51,7 @@ struct Args {
     negatives: usize,
     wordnet: PathBuf,
     copy_mib: usize,
+    check: bool,
 }
 
 impl Args {
@@ -59,11 +67,16 @@ impl Args {
             negatives: 64,
             wordnet: PathBuf::from("../shared/datasets/wordnet30/train.txt"),
             copy_mib: 1024,
+            check: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
             if flag == "--quick" {
                 (a.table_rows, a.batches, a.copy_mib) = (1_000_000, 100, 256);
+                continue;
+            }
+            if flag == "--check" {
+                a.check = true;
                 continue;
             }
             let value = it.next().ok_or(format!("{flag} needs a value"))?;
@@ -90,11 +103,6 @@ impl Args {
 }
 
 fn main() {
-    if !ordo_gpu::cuda_available() {
-        println!("skipped: no CUDA device");
-        eprintln!("({})", ordo_gpu::cuda_unavailable_reason().unwrap_or("unknown"));
-        return;
-    }
     let args = match Args::parse() {
         Ok(a) => a,
         Err(e) => {
@@ -102,70 +110,52 @@ fn main() {
             std::process::exit(2);
         }
     };
-    if let Err(e) = run(&args) {
+    // No device is a failure, not a skip: a run that measured nothing must not look like one
+    // that did (the GPU machine's script stops here, with the reason).
+    if let Some(reason) = ordo_gpu::cuda_unavailable_reason() {
+        eprintln!("gpu_bench: no CUDA device: {reason}");
+        std::process::exit(1);
+    }
+    let done = if args.check { check(&args) } else { run(&args) };
+    if let Err(e) = done {
         eprintln!("gpu_bench: {e}");
         std::process::exit(1);
     }
 }
 
-/// Milliseconds of the work `f` queues on `stream`, between two timing events.
 fn timed(
     gpu: &Gpu,
     stream: &Arc<CudaStream>,
     f: impl FnOnce() -> Result<(), GpuError>,
 ) -> Result<f64, GpuError> {
-    let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-    let (start, end): (CudaEvent, CudaEvent) =
-        (gpu.context().new_event(flags)?, gpu.context().new_event(flags)?);
-    start.record(stream)?;
-    f()?;
-    end.record(stream)?;
-    Ok(f64::from(start.elapsed_ms(&end)?))
+    bandwidth::elapsed_ms(gpu, stream, f)
 }
 
-fn gbps(bytes: f64, ms: f64) -> f64 {
-    bytes / (ms * 1e-3) / 1e9
-}
-
+/// The denominators of the kernels' fractions: the D2D copy measured now and, when the driver
+/// reports it, the card's rated memory bandwidth.
 struct Ceilings {
-    d2d: f64,
+    d2d: D2dCopy,
+    rated: Option<f64>,
+}
+
+impl Ceilings {
+    /// "x% | y%" (or "—" for the rated share when it is unknown) of `gbps`.
+    fn shares(&self, gbps: f64) -> String {
+        let rated = self.rated.map_or("—".to_owned(), |r| format!("{:.0}%", 100.0 * gbps / r));
+        format!("{:.0}% | {rated}", 100.0 * self.d2d.fraction(gbps))
+    }
+}
+
+fn rated_text(rated: Option<f64>) -> String {
+    rated.map_or("not reported by the driver".to_owned(), |r| format!("{r:.1} GB/s"))
 }
 
 fn ceilings(gpu: &Gpu, args: &Args) -> Result<Ceilings, GpuError> {
-    let s = gpu.new_stream()?;
-    let n = args.copy_mib * (1 << 20) / 4;
     let reps = 10;
-    let src: CudaSlice<f32> = s.alloc_zeros(n)?;
-    let mut dst: CudaSlice<f32> = s.alloc_zeros(n)?;
-    s.memcpy_dtod(&src, &mut dst)?; // warm-up
-    let ms = timed(gpu, &s, || {
-        for _ in 0..reps {
-            s.memcpy_dtod(&src, &mut dst)?;
-        }
-        Ok(())
-    })?;
-    let bytes = (2 * n * 4 * reps) as f64; // read + write
-    let d2d_memcpy = gbps(bytes, ms);
+    let d2d = bandwidth::measure_d2d_copy(gpu, args.copy_mib, reps)?;
+    let rated = bandwidth::device_rated_gbps(gpu);
 
-    let f = kernels::load(gpu, "bench.cu", kernels::BENCH_SRC, &kernels::BENCH_KERNELS)?;
-    let n4 = (n / 4) as u64;
-    let cfg = LaunchConfig { grid_dim: (1024, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-    let launch_copy = |dst: &mut CudaSlice<f32>| -> Result<(), GpuError> {
-        let mut l = s.launch_builder(&f[0]);
-        l.arg(&src).arg(dst).arg(&n4);
-        // SAFETY: `copy_f32(const float4*, float4*, n4)`: both buffers hold 4·n4 floats.
-        unsafe { l.launch(cfg) }?;
-        Ok(())
-    };
-    launch_copy(&mut dst)?;
-    let ms = timed(gpu, &s, || {
-        for _ in 0..reps {
-            launch_copy(&mut dst)?;
-        }
-        Ok(())
-    })?;
-    let d2d_kernel = gbps(bytes, ms);
-
+    let s = gpu.new_stream()?;
     let pn = (args.copy_mib.min(512)) * (1 << 20) / 4;
     // SAFETY: uninitialised pinned memory, only copied (its bytes are never interpreted).
     let h_in = unsafe { gpu.context().alloc_pinned::<f32>(pn) }?;
@@ -188,11 +178,47 @@ fn ceilings(gpu: &Gpu, args: &Args) -> Result<Ceilings, GpuError> {
     let pbytes = (pn * 4 * reps) as f64;
     println!("## Ceilings ({})\n", gpu.name());
     println!("| ceiling | GB/s |\n|---|---|");
-    println!("| D2D cuMemcpyDtoD ({} MiB, read+write) | {d2d_memcpy:.1} |", args.copy_mib);
-    println!("| D2D float4 copy kernel (read+write) | {d2d_kernel:.1} |");
-    println!("| H2D pinned ({} MiB) | {:.1} |", (pn * 4) >> 20, gbps(pbytes, ms_h2d));
-    println!("| D2H pinned | {:.1} |\n", gbps(pbytes, ms_d2h));
-    Ok(Ceilings { d2d: d2d_memcpy.max(d2d_kernel) })
+    println!("| rated memory bandwidth (memory clock × bus width × 2) | {} |", rated_text(rated));
+    println!("| D2D cuMemcpyDtoD ({} MiB, read+write) | {:.1} |", d2d.bytes >> 20, d2d.memcpy_gbps);
+    println!("| D2D float4 copy kernel (read+write) | {:.1} |", d2d.kernel_gbps);
+    println!("| H2D pinned ({} MiB) | {:.1} |", (pn * 4) >> 20, bandwidth::gbps(pbytes, ms_h2d));
+    println!("| D2H pinned | {:.1} |\n", bandwidth::gbps(pbytes, ms_d2h));
+    println!(
+        "Fractions below are of the better D2D copy measured above ({:.1} GB/s) and of the rated \
+         figure.\n",
+        d2d.ceiling_gbps()
+    );
+    Ok(Ceilings { d2d, rated })
+}
+
+/// `--check`: the gate passed; open the device, print what the bench's fractions are of, and
+/// load every kernel module (NVRTC + the driver's JIT), so a machine that cannot run the kernels
+/// fails here, first, with the reason.
+fn check(args: &Args) -> Result<(), GpuError> {
+    let gpu = Gpu::open(0)?;
+    let rated = bandwidth::device_rated_gbps(&gpu);
+    for (name, src, names) in [
+        (
+            "validation_cache.cu",
+            kernels::VALIDATION_CACHE_SRC,
+            &kernels::VALIDATION_CACHE_KERNELS[..],
+        ),
+        ("kge.cu", kernels::KGE_SRC, &kernels::KGE_KERNELS[..]),
+        ("bench.cu", kernels::BENCH_SRC, &kernels::BENCH_KERNELS[..]),
+    ] {
+        kernels::load(&gpu, name, src, names)?;
+    }
+    let d2d = bandwidth::measure_d2d_copy(&gpu, args.copy_mib.min(256), 3)?;
+    println!("device 0: {}", gpu.name());
+    println!("kernel modules compiled and loaded (NVRTC)");
+    println!("rated memory bandwidth: {}", rated_text(rated));
+    println!(
+        "D2D copy ({} MiB): cuMemcpyDtoD {:.1} GB/s, float4 kernel {:.1} GB/s",
+        d2d.bytes >> 20,
+        d2d.memcpy_gbps,
+        d2d.kernel_gbps
+    );
+    Ok(())
 }
 
 fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError> {
@@ -203,28 +229,52 @@ fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError
     let mut rng = Rng::new(1);
     let rows = rng.distinct_rows(r, args.table_rows as u64);
     let values: Vec<f32> = (0..r * w).map(|_| rng.uniform(-1.0, 1.0)).collect();
+    // Every batch row read at version 0, so every cached row (inserted at ts ≥ 0, version ≥ 1)
+    // is newer: validate replaces every row.
     let mut b = DeviceBatch::upload(&s, &rows, &vec![0; r], &values, w)?;
     cache.insert(&b, 0)?;
     let iters = 200u64;
-    let ms = timed(gpu, &s, || {
+    // Bytes each kernel must move per batch: a validated row is read from the cache and written
+    // into the batch; an inserted row is read from the batch and written into the cache. The
+    // table's keys and versions (16 bytes a row) are not counted.
+    let row_bytes = (2 * r * w * 4) as f64;
+    let ms_validate = timed(gpu, &s, || {
+        for _ in 0..iters {
+            cache.validate(&mut b)?;
+        }
+        Ok(())
+    })?;
+    let ms_insert = timed(gpu, &s, || {
         for ts in 1..=iters {
+            cache.insert(&b, ts)?;
+        }
+        Ok(())
+    })?;
+    let ms_all = timed(gpu, &s, || {
+        for ts in iters + 1..=2 * iters {
             cache.evict(ts.saturating_sub(args.depth as u64))?;
             cache.validate(&mut b)?;
             cache.insert(&b, ts)?;
         }
         Ok(())
     })?;
-    // Every row hits: validate reads the cached row and writes the batch row, insert reads the
-    // batch row and writes the cached row.
-    let bytes = (4 * r * w * 4) as f64 * iters as f64;
-    let bw = gbps(bytes, ms);
     println!("## Kernels\n");
-    println!("| kernel | per batch | effective GB/s | of D2D ceiling |\n|---|---|---|---|");
     println!(
-        "| evict+validate+insert ({r} rows × {w} floats, all hits) | {:.1} µs | {bw:.1} | {:.0}% |",
-        ms * 1e3 / iters as f64,
-        100.0 * bw / ceil.d2d
+        "| kernel | per batch | effective GB/s | of measured D2D copy | of rated |\n|---|---|---|---|---|"
     );
+    let shape = format!("{r} rows × {w} floats, all hits");
+    for (name, bytes, ms) in [
+        ("validate", row_bytes, ms_validate),
+        ("insert", row_bytes, ms_insert),
+        ("evict+validate+insert", 2.0 * row_bytes, ms_all),
+    ] {
+        let bw = bandwidth::gbps(bytes * iters as f64, ms);
+        println!(
+            "| {name} ({shape}) | {:.1} µs | {bw:.1} | {} |",
+            ms * 1e3 / iters as f64,
+            ceil.shares(bw)
+        );
+    }
 
     for model in [KgeModel::DistMult, KgeModel::ComplEx] {
         let shape = KgeShape { model, dim: args.dim, relations: 11 };
@@ -245,7 +295,7 @@ fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError
         })?;
         let per = ms / f64::from(iters);
         println!(
-            "| KGE step {model:?} dim {} ({} × (1+{}) scores, {ents} rows) | {:.1} µs | {:.2} M scores/s | — |",
+            "| KGE step {model:?} dim {} ({} × (1+{}) scores, {ents} rows) | {:.1} µs | {:.2} M scores/s | — | — |",
             args.dim,
             args.positives,
             args.negatives,

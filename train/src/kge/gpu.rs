@@ -240,6 +240,11 @@ mod tests {
         assert!(check_device(Device::Cpu).is_ok());
         match ordo_gpu::cuda_unavailable_reason() {
             Some(reason) => {
+                // On a GPU machine (`ORDO_REQUIRE_GPU=1`) a refusal is a failure, not a pass.
+                assert!(
+                    std::env::var_os("ORDO_REQUIRE_GPU").is_none_or(|v| v != "1"),
+                    "ORDO_REQUIRE_GPU=1 but CUDA is not usable: {reason}"
+                );
                 let e = check_device(Device::Cuda).unwrap_err().to_string();
                 assert!(e.contains(reason), "{e}");
             }
