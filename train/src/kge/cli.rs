@@ -23,6 +23,7 @@ use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
 };
+use crate::outdir::{Held, LockError, OutputLock};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
 use ordo_pm::PmMode;
@@ -399,10 +400,9 @@ type BoxError = Box<dyn std::error::Error>;
 /// bad configuration file or hyper-parameter, a corrupt checkpoint or one of another run,
 /// embeddings that do not fit), 1 for a failure while running.
 pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
-    let bad_checkpoint = |c: &CheckpointError| {
-        matches!(c, CheckpointError::Corrupt { .. } | CheckpointError::Mismatch { .. })
-    };
+    let bad_checkpoint = CheckpointError::is_bad_input;
     let bad_input = e.is::<DataError>()
+        || e.downcast_ref::<LockError>().is_some_and(|l| !matches!(l, LockError::Staged(_)))
         || e.is::<ConfigError>()
         || e.is::<NpyError>()
         || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
@@ -428,6 +428,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         return Ok(());
     }
     // Bad flag combinations fail before the dataset is read.
+    if o.load.is_some() && !matches!(args.command, Some(KgeCommand::Eval)) {
+        return Err(ConfigError::Unsupported(
+            "--load is read by `kge eval` only; to continue a run, give --resume DIR",
+        )
+        .into());
+    }
     let launch = mpi_launch();
     let pm = o.pm_config(args.command.is_some(), launch)?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
@@ -440,8 +446,16 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(KgeCommand::Eval) = args.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
-        let (ents, rels) = npy::load(dir)?;
-        let m = npy::evaluate_loaded(&d, cfg.score, &ents, &rels)?;
+        let saved = npy::load(dir, &d)?;
+        if saved.manifest.is_none() {
+            eprintln!(
+                "note: {} has no manifest.json (a save of format 0, from before manifests): loaded \
+                 without checksums or its model; its names were checked",
+                dir.display()
+            );
+        }
+        let score = saved.model(dir, o.model, cfg.score)?;
+        let m = npy::evaluate_loaded(&d, score, &saved.entities, &saved.relations)?;
         println!(
             "test  MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
             m.mrr, m.hits1, m.hits3, m.hits10
@@ -456,6 +470,27 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
         _ => vec![o.mode()],
     };
+    // With compare, each mode has its own directory under each of --save, --checkpoint and
+    // --resume.
+    let per_mode = |dir: &PathBuf, mode: Mode| {
+        if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
+    };
+    // Before any output is touched: the checkpoints to resume (locked, then checked without
+    // their tables); then every output directory, locked for the whole run (an unwritable or
+    // busy one is found here, not after training).
+    let mut held = Held::default();
+    if let Some(dir) = &o.resume {
+        for &mode in &modes {
+            held.hold(&per_mode(dir, mode), true)?;
+            Checkpoint::verify(&per_mode(dir, mode), &d, &cfg)?;
+        }
+    }
+    for dir in [&o.checkpoint, &o.save].into_iter().flatten() {
+        for &mode in &modes {
+            held.hold(&per_mode(dir, mode), false)?;
+        }
+    }
+    let out_lock = o.out.as_deref().map(OutputLock::take_out).transpose()?;
     println!(
         "{:?} dim {}{} · {:?} loss · batch {} · {} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
         cfg.score,
@@ -483,14 +518,11 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
         }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
-        let per_mode = |dir: &PathBuf| {
-            if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
-        };
         let resumable = Resumable {
-            checkpoint: o.checkpoint.as_ref().map(per_mode),
+            checkpoint: o.checkpoint.as_ref().map(|dir| per_mode(dir, mode)),
             every: o.checkpoint_every.unwrap_or(0),
             resume: match &o.resume {
-                Some(dir) => Some(Checkpoint::read(&per_mode(dir), &d, &cfg)?),
+                Some(dir) => Some(Checkpoint::read(&per_mode(dir, mode), &d, &cfg)?),
                 None => None,
             },
         };
@@ -516,12 +548,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             );
         }
         if let Some(dir) = &o.save {
-            let dir = if results.is_empty() && o.mode() == mode && args.command.is_none() {
-                dir.clone()
-            } else {
-                dir.join(mode.name())
-            };
-            npy::save(&dir, &d, cfg.dim, &r)?;
+            let dir = per_mode(dir, mode);
+            npy::save(&dir, &d, &cfg, &r)?;
             println!("saved embeddings to {}", dir.display());
         }
         results.push(r);
@@ -529,12 +557,17 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     if results.len() > 1 {
         print_comparison(&results, d.train.len());
     }
-    if let Some(out) = &o.out {
-        std::fs::create_dir_all(out)?;
+    if let Some(lock) = &out_lock {
+        let out = lock.dir();
         let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
         plot::write_outputs(out, &title, &results)?;
-        println!("wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png}}", out.display());
+        lock.complete()?;
+        println!(
+            "wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png, COMPLETE}}",
+            out.display()
+        );
     }
+    drop(held);
     Ok(())
 }
 
