@@ -71,6 +71,10 @@ enum KgeCommand {
 /// Options shared by all `kge` commands. Every training option may also come from
 /// `--config FILE` (TOML, or JSON for a `.json` file; keys are the long flag names, e.g.
 /// `batch-size = 1024`); a flag given on the command line overrides the file.
+///
+/// Each output directory (--save, --checkpoint, --out, and --resume's) is locked for the whole
+/// run through the file `.NAME.lock` beside it, before training: a second run, or an unwritable
+/// path, is refused then, naming the path (and the holder's pid).
 #[derive(Debug, Default, clap::Args, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct KgeOpts {
@@ -146,14 +150,20 @@ struct KgeOpts {
     /// evaluation for large graphs; printed as "sampled") [default: 0 = full ranking].
     #[arg(long, global = true)]
     eval_sample: Option<usize>,
-    /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
+    /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here, then COMPLETE
+    /// (the run id) once all are written: a directory without COMPLETE is partial or being
+    /// written.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
-    /// Save the final embeddings (entities.npy, relations.npy and their names) to this
-    /// directory; with compare, one subdirectory per mode.
+    /// Save the final embeddings as this directory: entities.npy, relations.npy, their names
+    /// (entities.txt, relations.txt) and manifest.json (run id, model, options, dataset, CRC-32
+    /// of each file), replacing any previous save all at once; with compare, one subdirectory per
+    /// mode.
     #[arg(long, global = true)]
     save: Option<PathBuf>,
-    /// Embeddings directory written by --save (for `kge eval`).
+    /// Embeddings directory written by --save (for `kge eval` only; a training run refuses it).
+    /// Its files are checked against manifest.json, its names against the dataset's (line by
+    /// line), and its model against --model (which defaults to the saved one).
     #[arg(long, global = true)]
     load: Option<PathBuf>,
     /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
@@ -161,14 +171,18 @@ struct KgeOpts {
     /// Evaluation runs on the CPU either way [default: cpu].
     #[arg(long, value_enum, global = true)]
     device: Option<Device>,
-    /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order) to this directory
-    /// every --checkpoint-every epochs and after the last; with compare, one per mode.
+    /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order, manifest.json)
+    /// to this directory every --checkpoint-every epochs and after the last, as epoch-NNNNNN/
+    /// named by the file `latest`; with compare, one per mode.
     #[arg(long, global = true)]
     checkpoint: Option<PathBuf>,
     /// Epochs between checkpoints (0 = only after the last) [default: 0].
     #[arg(long, global = true)]
     checkpoint_every: Option<usize>,
-    /// Continue the run checkpointed in this directory up to --epochs.
+    /// Continue the run checkpointed in this directory up to --epochs. Checked first: every
+    /// file against manifest.json, the model, options, dataset sizes and training triples, the
+    /// saved names against the dataset's (line by line), the epoch against its directory and
+    /// records, and --epochs not below it.
     #[arg(long, global = true)]
     resume: Option<PathBuf>,
     /// Train with the parameters in AdaPM (or a baseline) over in-process nodes instead of the
@@ -478,6 +492,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     // Before any output is touched: the checkpoints to resume (locked, then checked without
     // their tables); then every output directory, locked for the whole run (an unwritable or
     // busy one is found here, not after training).
+    // The options are checked (by building the model's small relation table once) before any
+    // output is touched.
+    cfg.init_model(&d)?;
     let mut held = Held::default();
     if let Some(dir) = &o.resume {
         for &mode in &modes {
