@@ -143,3 +143,27 @@ fn load_on_a_training_run_and_epochs_below_the_checkpoints_are_errors() {
     assert!(!out(&o).contains("test ("), "it returned the later model");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Even with the manifest rewritten to match, a `meta.json` whose epoch disagrees with its
+/// directory's name and its recorded orders is refused.
+#[test]
+fn an_epoch_that_disagrees_with_its_directory_and_orders_is_refused() {
+    let dir = temp("epoch");
+    let ck = dir.join("ck");
+    let args = [&["--dataset", "nations"], &RUN[..], &TWO, &["--checkpoint", s(&ck)]].concat();
+    assert!(kge(&args).status.success());
+    let sub = latest(&ck);
+    let meta = sub.join("meta.json");
+    let text = std::fs::read_to_string(&meta).unwrap().replacen("\"epoch\":2,", "\"epoch\":1,", 1);
+    std::fs::write(&meta, text).unwrap();
+    let manifest = sub.join("manifest.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
+    let crc = ordo_train::kge::manifest::crc32_of(&meta).unwrap();
+    m["files"]["meta.json"] = crc.into();
+    std::fs::write(&manifest, m.to_string()).unwrap();
+    let o = resume(&ck, "4");
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("epoch 1 in directory epoch-000002"), "{}", err(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
