@@ -10,6 +10,7 @@ use ordo_train::kge::batch::NegSampling;
 use ordo_train::kge::checkpoint::{Checkpoint, CheckpointError};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::init::Init;
+use ordo_train::kge::manifest::ManifestError;
 use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::{Loss, Regularizer, ScoreFn};
 use ordo_train::kge::train::{
@@ -243,7 +244,7 @@ fn a_corrupt_or_foreign_checkpoint_is_refused() {
     };
     let before = (listing(&dir), listing(&sub));
     let e = Checkpoint::read(&dir, &d, &cfg).unwrap_err();
-    assert!(matches!(e, CheckpointError::Corrupt { .. }), "{e}");
+    assert!(matches!(e, CheckpointError::Manifest(ManifestError::Corrupt { .. })), "{e}");
     assert!(e.to_string().contains("entities.npy") && e.to_string().contains("CRC-32"), "{e}");
     assert_eq!(before, (listing(&dir), listing(&sub)));
     std::fs::remove_dir_all(&dir).unwrap();

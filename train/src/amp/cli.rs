@@ -139,7 +139,8 @@ pub struct AmpArgs {
     /// apply.
     #[arg(long)]
     pub graph: Option<PathBuf>,
-    /// Where to write `epochs.csv`, `accuracy_time.png`, `accuracy_epochs.png`.
+    /// Where to write `epochs.csv`, `accuracy_time.png`, `accuracy_epochs.png`, then `COMPLETE`
+    /// (the run id) once all are written; locked for the run (see `ordo-train kge --help`).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -185,6 +186,8 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
+    // Locked (and checked writable) before training; marked complete after the last file.
+    let out = a.out.as_deref().map(crate::outdir::OutputLock::take_out).transpose()?;
     graph.emulate(a.emulate_flops);
     graph.set_clip_norm(a.clip_norm);
     let bar = indicatif::ProgressBar::new((a.epochs * a.evals_per_epoch.max(1)) as u64);
@@ -233,8 +236,9 @@ pub fn run(a: AmpArgs) -> Result<(), Box<dyn std::error::Error>> {
             h.buckets()
         );
     }
-    if let Some(dir) = &a.out {
-        write_outputs(dir, &label, &curve)?;
+    if let Some(lock) = &out {
+        write_outputs(lock.dir(), &label, &curve)?;
+        lock.complete()?;
     }
     Ok(())
 }
@@ -266,13 +270,12 @@ fn write_outputs(
     curve: &[EpochPoint],
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let names: Vec<String> = columns(&EpochPoint::default()).into_iter().map(|(k, _)| k).collect();
-    let mut csv = names.join(",") + "\n";
+    let mut csv = csv::Writer::from_path(dir.join("epochs.csv"))?;
+    csv.write_record(columns(&EpochPoint::default()).into_iter().map(|(k, _)| k))?;
     for p in curve {
-        let values: Vec<String> = columns(p).into_iter().map(|(_, v)| v).collect();
-        csv += &(values.join(",") + "\n");
+        csv.write_record(columns(p).into_iter().map(|(_, v)| v))?;
     }
-    std::fs::write(dir.join("epochs.csv"), csv)?;
+    csv.flush()?;
     let series = |x: fn(&EpochPoint) -> f64| {
         vec![Series {
             label: label.to_string(),

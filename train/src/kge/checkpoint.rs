@@ -12,13 +12,24 @@
 //! `DIR/latest` names the current checkpoint directory `DIR/epoch-NNNNNN/`, which holds
 //! `entities.npy` (`entities × dim`), `entity_state.npy`, `relations.npy`
 //! (`relation rows × relation dim`), `relation_state.npy`, `entities.tsv` / `relations.tsv`
-//! (`id<TAB>name`, row order) and `meta.json` (the configuration it belongs to, the epoch, the
-//! orders, the epoch records and a CRC-32 of every other file).
+//! (`id<TAB>name`, row order), `meta.json` (the configuration it belongs to, the epoch, the
+//! orders and the epoch records) and `manifest.json` ([`super::manifest`]: the run, model,
+//! options, dataset and a CRC-32 of every other file, `meta.json` included).
 //!
-//! **Atomicity:** a checkpoint is written into a temporary directory, each file fsynced, the
-//! directory renamed to its final name and fsynced, and only then `latest` is replaced (temporary
-//! name, fsync, rename). A crash at any point leaves `latest` naming the previous, complete
-//! checkpoint; older checkpoint directories are removed only after `latest` moved on.
+//! **Atomicity:** a checkpoint is written into a uniquely named temporary directory beside its
+//! final name, each file and the directory fsynced, and put in place in one step
+//! ([`crate::staged`]); only then is `latest` replaced (temporary name, fsync, rename). A crash
+//! at any point leaves `latest` naming a complete checkpoint; older checkpoint directories are
+//! removed only after `latest` moved on. A run holds `DIR`'s lock ([`crate::outdir`]) while it
+//! writes, and the next holder removes the temporaries of a run that died.
+//!
+//! **What a resume checks** ([`Checkpoint::read`]): every file against the manifest; the format
+//! (2; a checkpoint of format 1, from before manifests, is refused naming its format); the
+//! configuration and dataset sizes ([`Identity`]); the training triples in file order; the
+//! saved entity and relation names against the dataset's, line by line (a dataset whose lines
+//! were reordered has other ids, and is refused naming the first differing line); the epoch in
+//! `meta.json` against the directory's name, the recorded orders and epoch records; and that
+//! the run's `--epochs` is not below it.
 //!
 //! **Memory:** writing and reading stream the entity table one row at a time (rows read from the
 //! store or replay table into `.npy` writers; `.npy` readers into a new [`RowStore`]), and the
@@ -26,18 +37,29 @@
 //! table beside the store: a large graph's run stays at tables + optimizer state + batches.
 
 use super::data::Dataset;
+use super::manifest::{MANIFEST, Manifest, ManifestError, same_names};
 use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
 use super::train::{EpochStats, TrainConfig};
+use crate::staged::{Staged, StagedError, write_atomic};
 use ordo::store::RowStore;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// The version of the layout this code writes and reads.
-const FORMAT: u32 = 1;
+/// The version of the layout this code writes and reads (1: before `manifest.json`).
+const FORMAT: u32 = 2;
+
+/// The files of a checkpoint directory besides `manifest.json`, all listed in it.
+const FILES: [&str; 7] = [
+    "entities.npy",
+    "entity_state.npy",
+    "relations.npy",
+    "relation_state.npy",
+    "entities.tsv",
+    "relations.tsv",
+    "meta.json",
+];
 
 /// Why a checkpoint could not be written or used.
 #[derive(Debug, Error)]
@@ -68,6 +90,38 @@ pub enum CheckpointError {
         /// This run's.
         ours: String,
     },
+    /// Its files do not match its manifest, or its names or training triples the dataset's.
+    #[error("corrupt checkpoint or one of another dataset: {0}")]
+    Manifest(#[from] ManifestError),
+    /// The run asks for fewer epochs than the checkpoint has done.
+    #[error(
+        "{path}: the checkpoint has done {epoch} epochs, more than --epochs {epochs}: give --epochs {epoch} or more"
+    )]
+    Ahead {
+        /// Its `meta.json`.
+        path: PathBuf,
+        /// Epochs it has done.
+        epoch: usize,
+        /// Epochs asked for.
+        epochs: usize,
+    },
+    /// A staged directory or file could not be written.
+    #[error(transparent)]
+    Staged(#[from] StagedError),
+}
+
+impl CheckpointError {
+    /// Whether the checkpoint itself is bad or not this run's (rather than the file system
+    /// failing while writing).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            CheckpointError::Corrupt { .. }
+            | CheckpointError::Mismatch { .. }
+            | CheckpointError::Ahead { .. } => true,
+            CheckpointError::Manifest(m) => !matches!(m, ManifestError::Io(_)),
+            CheckpointError::Io { .. } | CheckpointError::Staged(_) => false,
+        }
+    }
 }
 
 /// What a checkpoint must agree with to be resumed: everything that shapes the tables or the
@@ -92,18 +146,7 @@ impl Identity {
             entities: d.entities.len(),
             relations: d.relations.len(),
             train: d.train.len(),
-            config: format!(
-                "model {:?} dim {} optimizer {:?} reciprocal {} seed {} batch {} negatives {} chunk {} sampling {:?}",
-                cfg.score,
-                cfg.dim,
-                cfg.optimizer,
-                cfg.reciprocal,
-                cfg.seed,
-                cfg.batch_size,
-                cfg.negatives,
-                cfg.chunk,
-                cfg.neg_sampling
-            ),
+            config: cfg.shaping(),
         }
     }
 }
@@ -116,7 +159,6 @@ struct Meta {
     orders: Vec<Vec<u64>>,
     epochs: Vec<EpochStats>,
     rows_replaced: u64,
-    crc32: BTreeMap<String, u32>,
 }
 
 /// The entity rows a checkpoint is written from, read one row at a time (so writing needs no
@@ -161,25 +203,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     move |source| CheckpointError::Io { path: path.to_path_buf(), source }
 }
 
-fn fsync(path: &Path) -> Result<(), CheckpointError> {
-    std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(io(path))
-}
-
-/// The CRC-32 of a file, read in 1 MiB pieces.
-fn crc32_of(path: &Path) -> Result<u32, CheckpointError> {
-    let mut f = BufReader::with_capacity(1 << 20, File::open(path).map_err(io(path))?);
-    let mut h = crc32fast::Hasher::new();
-    loop {
-        let piece = f.fill_buf().map_err(io(path))?;
-        if piece.is_empty() {
-            return Ok(h.finalize());
-        }
-        h.update(piece);
-        let n = piece.len();
-        f.consume(n);
-    }
-}
-
 /// A `rows × cols` f32 `.npy` file being written at `path`.
 fn npy_out(path: &Path, rows: usize, cols: usize) -> Result<NpyOut, CheckpointError> {
     npy_writer(File::create(path).map_err(io(path))?, rows, cols).map_err(io(path))
@@ -205,11 +228,8 @@ impl<E: EntityRows> Checkpoint<E> {
     pub fn write(&self, dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<(), CheckpointError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let name = format!("epoch-{:06}", self.epoch);
-        let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
-        }
-        std::fs::create_dir_all(&tmp).map_err(io(&tmp))?;
+        let staged = Staged::new(&dir.join(&name))?;
+        let tmp = staged.path();
         let sc = cfg.step_config();
         let (dim, rdim) = (cfg.dim, sc.relation_dim());
         let (n, state_w) = (self.entities.count(), sc.optimizer.state_width(dim));
@@ -236,21 +256,12 @@ impl<E: EntityRows> Checkpoint<E> {
             out.extend(values.iter().copied()).map_err(io(&path))?;
             out.finish().map_err(io(&path))?;
         }
-        let mut crc32 = BTreeMap::new();
         let rel_names = super::npy::relation_names(d, sc.relation_rows(d.relations.len()));
         for (f, text) in
             [("entities.tsv", tsv(d.entities.iter())), ("relations.tsv", tsv(rel_names.iter()))]
         {
             let path = tmp.join(f);
             std::fs::write(&path, text).map_err(io(&path))?;
-        }
-        for f in ["entities.npy", "entity_state.npy", "relations.npy", "relation_state.npy"]
-            .into_iter()
-            .chain(["entities.tsv", "relations.tsv"])
-        {
-            let path = tmp.join(f);
-            fsync(&path)?;
-            crc32.insert(f.to_string(), crc32_of(&path)?);
         }
         let meta = Meta {
             format: FORMAT,
@@ -259,25 +270,14 @@ impl<E: EntityRows> Checkpoint<E> {
             orders: self.orders.clone(),
             epochs: self.epochs.clone(),
             rows_replaced: self.rows_replaced,
-            crc32,
         };
         let path = tmp.join("meta.json");
         let json = serde_json::to_string(&meta).expect("meta serializes");
         std::fs::write(&path, json).map_err(io(&path))?;
-        fsync(&path)?;
-        fsync(&tmp)?;
-        let fin = dir.join(&name);
-        if fin.exists() {
-            std::fs::remove_dir_all(&fin).map_err(io(&fin))?;
-        }
-        std::fs::rename(&tmp, &fin).map_err(io(&fin))?;
-        fsync(dir)?;
-        let latest_tmp = dir.join(format!(".latest.tmp-{}", std::process::id()));
-        std::fs::write(&latest_tmp, format!("{name}\n")).map_err(io(&latest_tmp))?;
-        fsync(&latest_tmp)?;
-        let latest = dir.join("latest");
-        std::fs::rename(&latest_tmp, &latest).map_err(io(&latest))?;
-        fsync(dir)?;
+        let model = super::manifest::model_name(cfg.score);
+        Manifest::new("checkpoint", &model, cfg.shaping(), d).write(tmp)?;
+        staged.publish()?;
+        write_atomic(&dir.join("latest"), format!("{name}\n").as_bytes())?;
         // Only now may older checkpoints go.
         for e in std::fs::read_dir(dir).map_err(io(dir))?.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -290,15 +290,38 @@ impl<E: EntityRows> Checkpoint<E> {
 }
 
 impl Checkpoint {
-    /// Read the `latest` checkpoint under `dir`, checking every file's checksum and shape and
-    /// that it belongs to a run of `cfg` on `d`.
-    pub fn read(dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<Self, CheckpointError> {
+    /// Check the `latest` checkpoint under `dir` as [`read`](Self::read) does, without
+    /// loading its tables: to refuse a bad resume before any output is touched.
+    pub fn verify(dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<(), CheckpointError> {
+        Self::checked_meta(dir, d, cfg).map(drop)
+    }
+
+    /// The `latest` checkpoint's directory and `meta.json`, after every check of the module
+    /// docs' "What a resume checks".
+    fn checked_meta(
+        dir: &Path,
+        d: &Dataset,
+        cfg: &TrainConfig,
+    ) -> Result<(PathBuf, Meta), CheckpointError> {
         let latest = dir.join("latest");
         let name = std::fs::read_to_string(&latest).map_err(io(&latest))?;
-        let sub = dir.join(name.trim());
         let corrupt =
             |path: &Path, why: String| CheckpointError::Corrupt { path: path.to_path_buf(), why };
+        let name = name.trim();
+        let Some(named_epoch) = name.strip_prefix("epoch-").and_then(|n| n.parse::<usize>().ok())
+        else {
+            return Err(corrupt(&latest, format!("names {name:?}, not an epoch-NNNNNN directory")));
+        };
+        let sub = dir.join(name);
         let meta_path = sub.join("meta.json");
+        let Some(manifest) = Manifest::read(&sub, "checkpoint", &FILES)? else {
+            return Err(corrupt(
+                &sub.join(MANIFEST),
+                "missing: a checkpoint of format 1 (written before manifests), which this build \
+                 cannot verify; it resumes format 2 only (start the run again)"
+                    .into(),
+            ));
+        };
         let text = std::fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| corrupt(&meta_path, e.to_string()))?;
@@ -322,13 +345,48 @@ impl Checkpoint {
                 ours: show(&ours),
             });
         }
-        for (f, want) in &meta.crc32 {
-            let path = sub.join(f);
-            let got = crc32_of(&path)?;
-            if got != *want {
-                return Err(corrupt(&path, format!("CRC-32 {got:08x}, recorded {want:08x}")));
-            }
+        same_names(&sub.join("entities.tsv"), true, d.entities.iter())?;
+        let rel_rows = cfg.step_config().relation_rows(d.relations.len());
+        same_names(
+            &sub.join("relations.tsv"),
+            true,
+            super::npy::relation_names(d, rel_rows).iter(),
+        )?;
+        manifest.check_train(&sub, d)?;
+        // The epoch, four ways: the directory's name, meta.json's field, the recorded orders and
+        // the epoch records (1, 2, …).
+        let records_ok = meta.epochs.iter().enumerate().all(|(i, e)| e.epoch == i + 1);
+        if meta.epoch != named_epoch
+            || meta.orders.len() != meta.epoch
+            || meta.epochs.len() != meta.epoch
+            || !records_ok
+        {
+            return Err(corrupt(
+                &meta_path,
+                format!(
+                    "epoch {} in directory {name}, with {} recorded orders and {} epoch records",
+                    meta.epoch,
+                    meta.orders.len(),
+                    meta.epochs.len()
+                ),
+            ));
         }
+        if meta.epoch > cfg.epochs {
+            return Err(CheckpointError::Ahead {
+                path: meta_path,
+                epoch: meta.epoch,
+                epochs: cfg.epochs,
+            });
+        }
+        Ok((sub, meta))
+    }
+
+    /// Read the `latest` checkpoint under `dir`, after every check of the module docs' "What a
+    /// resume checks", and every array's shape.
+    pub fn read(dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<Self, CheckpointError> {
+        let (sub, meta) = Self::checked_meta(dir, d, cfg)?;
+        let corrupt =
+            |path: &Path, why: String| CheckpointError::Corrupt { path: path.to_path_buf(), why };
         let sc = cfg.step_config();
         let (n, dim, state_w) = (d.entities.len(), cfg.dim, sc.optimizer.state_width(cfg.dim));
         let (rdim, rel_rows) = (sc.relation_dim(), sc.relation_rows(d.relations.len()));

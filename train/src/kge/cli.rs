@@ -23,6 +23,7 @@ use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
 };
+use crate::outdir::{Held, LockError, OutputLock};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
 use ordo_pm::PmMode;
@@ -70,6 +71,10 @@ enum KgeCommand {
 /// Options shared by all `kge` commands. Every training option may also come from
 /// `--config FILE` (TOML, or JSON for a `.json` file; keys are the long flag names, e.g.
 /// `batch-size = 1024`); a flag given on the command line overrides the file.
+///
+/// Each output directory (--save, --checkpoint, --out, and --resume's) is locked for the whole
+/// run through the file `.NAME.lock` beside it, before training: a second run, or an unwritable
+/// path, is refused then, naming the path (and the holder's pid).
 #[derive(Debug, Default, clap::Args, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct KgeOpts {
@@ -145,14 +150,20 @@ struct KgeOpts {
     /// evaluation for large graphs; printed as "sampled") [default: 0 = full ranking].
     #[arg(long, global = true)]
     eval_sample: Option<usize>,
-    /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here.
+    /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here, then COMPLETE
+    /// (the run id) once all are written: a directory without COMPLETE is partial or being
+    /// written.
     #[arg(long, global = true)]
     out: Option<PathBuf>,
-    /// Save the final embeddings (entities.npy, relations.npy and their names) to this
-    /// directory; with compare, one subdirectory per mode.
+    /// Save the final embeddings as this directory: entities.npy, relations.npy, their names
+    /// (entities.txt, relations.txt) and manifest.json (run id, model, options, dataset, CRC-32
+    /// of each file), replacing any previous save all at once; with compare, one subdirectory per
+    /// mode.
     #[arg(long, global = true)]
     save: Option<PathBuf>,
-    /// Embeddings directory written by --save (for `kge eval`).
+    /// Embeddings directory written by --save (for `kge eval` only; a training run refuses it).
+    /// Its files are checked against manifest.json, its names against the dataset's (line by
+    /// line), and its model against --model (which defaults to the saved one).
     #[arg(long, global = true)]
     load: Option<PathBuf>,
     /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
@@ -160,14 +171,18 @@ struct KgeOpts {
     /// Evaluation runs on the CPU either way [default: cpu].
     #[arg(long, value_enum, global = true)]
     device: Option<Device>,
-    /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order) to this directory
-    /// every --checkpoint-every epochs and after the last; with compare, one per mode.
+    /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order, manifest.json)
+    /// to this directory every --checkpoint-every epochs and after the last, as epoch-NNNNNN/
+    /// named by the file `latest`; with compare, one per mode.
     #[arg(long, global = true)]
     checkpoint: Option<PathBuf>,
     /// Epochs between checkpoints (0 = only after the last) [default: 0].
     #[arg(long, global = true)]
     checkpoint_every: Option<usize>,
-    /// Continue the run checkpointed in this directory up to --epochs.
+    /// Continue the run checkpointed in this directory up to --epochs. Checked first: every
+    /// file against manifest.json, the model, options, dataset sizes and training triples, the
+    /// saved names against the dataset's (line by line), the epoch against its directory and
+    /// records, and --epochs not below it.
     #[arg(long, global = true)]
     resume: Option<PathBuf>,
     /// Train with the parameters in AdaPM (or a baseline) over in-process nodes instead of the
@@ -399,10 +414,9 @@ type BoxError = Box<dyn std::error::Error>;
 /// bad configuration file or hyper-parameter, a corrupt checkpoint or one of another run,
 /// embeddings that do not fit), 1 for a failure while running.
 pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
-    let bad_checkpoint = |c: &CheckpointError| {
-        matches!(c, CheckpointError::Corrupt { .. } | CheckpointError::Mismatch { .. })
-    };
+    let bad_checkpoint = CheckpointError::is_bad_input;
     let bad_input = e.is::<DataError>()
+        || e.downcast_ref::<LockError>().is_some_and(|l| !matches!(l, LockError::Staged(_)))
         || e.is::<ConfigError>()
         || e.is::<NpyError>()
         || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
@@ -428,6 +442,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         return Ok(());
     }
     // Bad flag combinations fail before the dataset is read.
+    if o.load.is_some() && !matches!(args.command, Some(KgeCommand::Eval)) {
+        return Err(ConfigError::Unsupported(
+            "--load is read by `kge eval` only; to continue a run, give --resume DIR",
+        )
+        .into());
+    }
     let launch = mpi_launch();
     let pm = o.pm_config(args.command.is_some(), launch)?;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
@@ -440,8 +460,16 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(KgeCommand::Eval) = args.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
-        let (ents, rels) = npy::load(dir)?;
-        let m = npy::evaluate_loaded(&d, cfg.score, &ents, &rels)?;
+        let saved = npy::load(dir, &d)?;
+        if saved.manifest.is_none() {
+            eprintln!(
+                "note: {} has no manifest.json (a save of format 0, from before manifests): loaded \
+                 without checksums or its model; its names were checked",
+                dir.display()
+            );
+        }
+        let score = saved.model(dir, o.model, cfg.score)?;
+        let m = npy::evaluate_loaded(&d, score, &saved.entities, &saved.relations)?;
         println!(
             "test  MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
             m.mrr, m.hits1, m.hits3, m.hits10
@@ -456,6 +484,30 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
         _ => vec![o.mode()],
     };
+    // With compare, each mode has its own directory under each of --save, --checkpoint and
+    // --resume.
+    let per_mode = |dir: &PathBuf, mode: Mode| {
+        if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
+    };
+    // Before any output is touched: the checkpoints to resume (locked, then checked without
+    // their tables); then every output directory, locked for the whole run (an unwritable or
+    // busy one is found here, not after training).
+    // The options are checked (by building the model's small relation table once) before any
+    // output is touched.
+    cfg.init_model(&d)?;
+    let mut held = Held::default();
+    if let Some(dir) = &o.resume {
+        for &mode in &modes {
+            held.hold(&per_mode(dir, mode), true)?;
+            Checkpoint::verify(&per_mode(dir, mode), &d, &cfg)?;
+        }
+    }
+    for dir in [&o.checkpoint, &o.save].into_iter().flatten() {
+        for &mode in &modes {
+            held.hold(&per_mode(dir, mode), false)?;
+        }
+    }
+    let out_lock = o.out.as_deref().map(OutputLock::take_out).transpose()?;
     println!(
         "{:?} dim {}{} · {:?} loss · batch {} · {} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
         cfg.score,
@@ -483,14 +535,11 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
         }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
-        let per_mode = |dir: &PathBuf| {
-            if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
-        };
         let resumable = Resumable {
-            checkpoint: o.checkpoint.as_ref().map(per_mode),
+            checkpoint: o.checkpoint.as_ref().map(|dir| per_mode(dir, mode)),
             every: o.checkpoint_every.unwrap_or(0),
             resume: match &o.resume {
-                Some(dir) => Some(Checkpoint::read(&per_mode(dir), &d, &cfg)?),
+                Some(dir) => Some(Checkpoint::read(&per_mode(dir, mode), &d, &cfg)?),
                 None => None,
             },
         };
@@ -516,12 +565,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             );
         }
         if let Some(dir) = &o.save {
-            let dir = if results.is_empty() && o.mode() == mode && args.command.is_none() {
-                dir.clone()
-            } else {
-                dir.join(mode.name())
-            };
-            npy::save(&dir, &d, cfg.dim, &r)?;
+            let dir = per_mode(dir, mode);
+            npy::save(&dir, &d, &cfg, &r)?;
             println!("saved embeddings to {}", dir.display());
         }
         results.push(r);
@@ -529,12 +574,17 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     if results.len() > 1 {
         print_comparison(&results, d.train.len());
     }
-    if let Some(out) = &o.out {
-        std::fs::create_dir_all(out)?;
+    if let Some(lock) = &out_lock {
+        let out = lock.dir();
         let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
         plot::write_outputs(out, &title, &results)?;
-        println!("wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png}}", out.display());
+        lock.complete()?;
+        println!(
+            "wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png, COMPLETE}}",
+            out.display()
+        );
     }
+    drop(held);
     Ok(())
 }
 

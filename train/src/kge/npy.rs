@@ -1,15 +1,26 @@
 //! Save and load embeddings as `.npy` files (readable with `numpy.load`).
 //!
 //! A saved directory holds `entities.npy` (`entities × dim`, f32), `relations.npy`
-//! (`relations × dim`, f32) and `entities.txt` / `relations.txt` (one name per line, in row
-//! order), so `numpy.load("entities.npy")[i]` is the embedding of line `i` of `entities.txt`.
-//! Files are written to a temporary name and renamed, so a directory never holds a half-written
-//! file.
+//! (`relations × dim`, f32), `entities.txt` / `relations.txt` (one name per line, in row
+//! order), so `numpy.load("entities.npy")[i]` is the embedding of line `i` of `entities.txt`,
+//! and `manifest.json` ([`super::manifest`]: the run, the model and its options, the dataset and
+//! a CRC-32 of every file).
+//!
+//! **All or nothing:** the files are written into a temporary directory beside the target and
+//! the whole directory is put in place in one step ([`crate::staged`]), so `--save DIR` names
+//! either the previous complete save or the new one. **Verified:** [`load`] checks every file
+//! against the manifest, the saved names against the dataset's (line by line: a save is refused
+//! for a dataset whose entities or relations are other, or in another order), and hands back the
+//! saved model so `kge eval` cannot score the tables with another one. A save from before
+//! manifests (format 0: the same files without `manifest.json`) still loads, unverified except
+//! for its names.
 
 use super::data::Dataset;
 use super::eval::{Filter, Metrics, evaluate};
+use super::manifest::{Manifest, ManifestError, same_names};
 use super::score::ScoreFn;
-use super::train::RunResult;
+use super::train::{RunResult, TrainConfig};
+use crate::staged::Staged;
 use ndarray::Array2;
 use npyz::WriterBuilder;
 use std::fs::File;
@@ -39,6 +50,22 @@ pub enum NpyError {
     /// The loaded arrays do not fit the dataset or each other.
     #[error("embeddings do not fit: {0}")]
     Shape(String),
+    /// The directory does not agree with its manifest, or was written for another dataset.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The embeddings are of another model than the one asked for.
+    #[error("{path}: embeddings of model {saved}, but --model {given} was given")]
+    Model {
+        /// The manifest.
+        path: String,
+        /// The saved model.
+        saved: String,
+        /// The one asked for.
+        given: String,
+    },
+    /// A staged directory could not be written or published.
+    #[error(transparent)]
+    Staged(#[from] crate::staged::StagedError),
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
@@ -76,14 +103,13 @@ pub(crate) fn npy_reader(file: File) -> Result<([u64; 2], NpyIn), String> {
     Ok(([rows, cols], npy.data::<f32>().map_err(|e| e.to_string())?))
 }
 
+/// Write `a` to `path` (in a staged directory: no temporary name of its own).
 fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
-    let tmp = path.with_extension("npy.tmp");
-    let f = File::create(&tmp).map_err(io(&tmp))?;
-    let mut out = npy_writer(f, a.nrows(), a.ncols()).map_err(io(&tmp))?;
+    let f = File::create(path).map_err(io(path))?;
+    let mut out = npy_writer(f, a.nrows(), a.ncols()).map_err(io(path))?;
     // `iter` walks the array in logical (row-major) order, which the header declares.
-    out.extend(a.iter().copied()).map_err(io(&tmp))?;
-    out.finish().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    out.extend(a.iter().copied()).map_err(io(path))?;
+    out.finish().map_err(io(path))
 }
 
 /// A 2-D f32 `.npy` file (C order) as an array.
@@ -97,27 +123,37 @@ fn read_array(path: &Path) -> Result<Array2<f32>, NpyError> {
 
 fn write_text<S: AsRef<str>>(path: &Path, lines: impl Iterator<Item = S>) -> Result<(), NpyError> {
     use std::io::Write;
-    let tmp = path.with_extension("txt.tmp");
-    let mut w = std::io::BufWriter::new(std::fs::File::create(&tmp).map_err(io(&tmp))?);
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io(path))?);
     for l in lines {
-        writeln!(w, "{}", l.as_ref()).map_err(io(&tmp))?;
+        writeln!(w, "{}", l.as_ref()).map_err(io(path))?;
     }
-    w.into_inner().map_err(|e| e.into_error()).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    w.into_inner().map_err(|e| e.into_error()).map_err(io(path))?;
+    Ok(())
 }
 
-/// Save the run's final embeddings (not the Adagrad sums) and names under `dir`.
-pub fn save(dir: &Path, d: &Dataset, dim: usize, r: &RunResult) -> Result<(), NpyError> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+/// The files of a save, all listed in its manifest.
+const FILES: [&str; 4] = ["entities.npy", "relations.npy", "entities.txt", "relations.txt"];
+
+/// Save the run's final embeddings (not the optimizer state), names and manifest as the
+/// directory `dir`, replacing the one there all at once (see the module docs). The caller holds
+/// `dir`'s lock ([`crate::outdir::OutputLock`]).
+pub fn save(dir: &Path, d: &Dataset, cfg: &TrainConfig, r: &RunResult) -> Result<(), NpyError> {
+    let dim = cfg.dim;
     let ents = Array2::from_shape_vec((d.entities.len(), dim), r.entity_embeddings(dim))
         .map_err(|e| NpyError::Shape(e.to_string()))?;
     let rdim = r.relation_dim.max(1);
     let rels = Array2::from_shape_vec((r.relations.len() / rdim, rdim), r.relations.clone())
         .map_err(|e| NpyError::Shape(e.to_string()))?;
-    write_array(&dir.join("entities.npy"), &ents)?;
-    write_array(&dir.join("relations.npy"), &rels)?;
-    write_text(&dir.join("entities.txt"), d.entities.iter())?;
-    write_text(&dir.join("relations.txt"), relation_names(d, rels.nrows()).iter())
+    let staged = Staged::new(dir)?;
+    let tmp = staged.path();
+    write_array(&tmp.join("entities.npy"), &ents)?;
+    write_array(&tmp.join("relations.npy"), &rels)?;
+    write_text(&tmp.join("entities.txt"), d.entities.iter())?;
+    write_text(&tmp.join("relations.txt"), relation_names(d, rels.nrows()).iter())?;
+    let model = super::manifest::model_name(cfg.score);
+    Manifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
+    staged.publish()?;
+    Ok(())
 }
 
 /// Names of the model's relation rows: the dataset's, then (with inverse relations) each name
@@ -130,8 +166,49 @@ pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
     names
 }
 
-/// Load `entities.npy` and `relations.npy` from `dir`.
-pub fn load(dir: &Path) -> Result<(Array2<f32>, Array2<f32>), NpyError> {
+/// Embeddings loaded by [`load`].
+#[derive(Debug)]
+pub struct Saved {
+    /// `entities × dim`.
+    pub entities: Array2<f32>,
+    /// `relation rows × dim`.
+    pub relations: Array2<f32>,
+    /// The manifest (`None` for a save from before manifests).
+    pub manifest: Option<Manifest>,
+}
+
+impl Saved {
+    /// The model to score these embeddings with: the saved one, which `given` (`--model`), if
+    /// any, must equal; `given` or `default` for a save from before manifests.
+    pub fn model(
+        &self,
+        dir: &Path,
+        given: Option<ScoreFn>,
+        default: ScoreFn,
+    ) -> Result<ScoreFn, NpyError> {
+        let Some(m) = &self.manifest else { return Ok(given.unwrap_or(default)) };
+        let path = dir.join(super::manifest::MANIFEST).display().to_string();
+        let saved = super::manifest::model_of(&m.model).ok_or_else(|| NpyError::Read {
+            path: path.clone(),
+            why: format!("unknown model {:?}", m.model),
+        })?;
+        match given {
+            Some(g) if g != saved => Err(NpyError::Model {
+                path,
+                saved: m.model.clone(),
+                given: super::manifest::model_name(g),
+            }),
+            _ => Ok(saved),
+        }
+    }
+}
+
+/// Load the save in `dir` for the dataset `d`: every file checked against `manifest.json`, the
+/// saved names against `d`'s (the first differing line is named), and the arrays' shapes
+/// against each other.
+pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
+    let manifest = Manifest::read(dir, "embeddings", &FILES)?;
+    same_names(&dir.join("entities.txt"), false, d.entities.iter())?;
     let (e, r) = (read_array(&dir.join("entities.npy"))?, read_array(&dir.join("relations.npy"))?);
     if e.ncols() != r.ncols() {
         return Err(NpyError::Shape(format!(
@@ -140,7 +217,8 @@ pub fn load(dir: &Path) -> Result<(Array2<f32>, Array2<f32>), NpyError> {
             r.ncols()
         )));
     }
-    Ok((e, r))
+    same_names(&dir.join("relations.txt"), false, relation_names(d, r.nrows()).iter())?;
+    Ok(Saved { entities: e, relations: r, manifest })
 }
 
 /// Filtered test metrics of loaded embeddings on `d` (its ids must match the saved names'
@@ -179,7 +257,7 @@ mod tests {
         let cfg = TrainConfig { dim: 8, epochs: 2, ..TrainConfig::default() };
         let r = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
         let dir = std::env::temp_dir().join(format!("ordo-kge-npy-{}", std::process::id()));
-        save(&dir, &d, cfg.dim, &r).unwrap();
+        save(&dir, &d, &cfg, &r).unwrap();
         let bytes = std::fs::read(dir.join("entities.npy")).unwrap();
         assert_eq!(&bytes[..6], b"\x93NUMPY");
         let header = String::from_utf8_lossy(&bytes[10..80]);
@@ -187,7 +265,9 @@ mod tests {
             header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8"),
             "{header}"
         );
-        let (e, rel) = load(&dir).unwrap();
+        let saved = load(&dir, &d).unwrap();
+        assert_eq!(saved.model(&dir, None, ScoreFn::DistMult).unwrap(), cfg.score);
+        let (e, rel) = (saved.entities, saved.relations);
         assert_eq!(e.as_slice().unwrap(), r.entity_embeddings(8).as_slice());
         assert_eq!(rel.as_slice().unwrap(), r.relations.as_slice());
         assert_eq!(evaluate_loaded(&d, cfg.score, &e, &rel).unwrap(), r.test);
@@ -196,7 +276,7 @@ mod tests {
         let umls = Dataset::load("umls").unwrap();
         assert!(matches!(evaluate_loaded(&umls, cfg.score, &e, &rel), Err(NpyError::Shape(_))));
         std::fs::remove_file(dir.join("relations.npy")).unwrap();
-        assert!(matches!(load(&dir), Err(NpyError::Read { .. })));
+        assert!(matches!(load(&dir, &d), Err(NpyError::Manifest(_))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,7 +7,6 @@
 use super::train::{EpochStats, RunResult};
 pub use crate::plot::PlotError;
 use crate::plot::{Chart, LineStyle, Series, line_chart_styled};
-use std::io::Write;
 use std::path::Path;
 
 /// The horizontal axis of a plot.
@@ -19,41 +18,47 @@ pub enum XAxis {
     Epoch,
 }
 
-/// One row per (mode, epoch): `mode,epoch,wall_s,epoch_s,loss,valid_mrr,valid_hits1,
-/// valid_hits3,valid_hits10`, then one `test` row per mode with epoch = -1.
+/// One row per (mode, epoch): `mode,epoch,wall_s,epoch_s,loss,mrr,hits1,hits3,hits10,split`
+/// with split `valid`, then one `test` row per mode (its last epoch, no epoch time or loss).
 pub fn write_csv(path: &Path, results: &[RunResult]) -> Result<(), PlotError> {
     let err = |source| PlotError::Io { path: path.display().to_string(), source };
-    let mut s = String::from("mode,epoch,wall_s,epoch_s,loss,mrr,hits1,hits3,hits10,split\n");
+    let mut w = csv::Writer::from_path(path).map_err(|e| err(e.into()))?;
+    let mut row = |cells: [String; 10]| w.write_record(cells).map_err(|e| err(e.into()));
+    row([
+        "mode", "epoch", "wall_s", "epoch_s", "loss", "mrr", "hits1", "hits3", "hits10", "split",
+    ]
+    .map(String::from))?;
     for r in results {
+        let m = |v: f64| format!("{v:.6}");
         for e in &r.epochs {
-            s += &format!(
-                "{},{},{:.4},{:.4},{:.6},{:.6},{:.6},{:.6},{:.6},valid\n",
-                r.mode.name(),
-                e.epoch,
-                e.wall_s,
-                e.epoch_s,
-                e.loss,
-                e.valid.mrr,
-                e.valid.hits1,
-                e.valid.hits3,
-                e.valid.hits10
-            );
+            row([
+                r.mode.name().into(),
+                e.epoch.to_string(),
+                format!("{:.4}", e.wall_s),
+                format!("{:.4}", e.epoch_s),
+                m(e.loss),
+                m(e.valid.mrr),
+                m(e.valid.hits1),
+                m(e.valid.hits3),
+                m(e.valid.hits10),
+                "valid".into(),
+            ])?;
         }
         let last = r.epochs.last();
-        s += &format!(
-            "{},{},{:.4},,,{:.6},{:.6},{:.6},{:.6},test\n",
-            r.mode.name(),
-            last.map_or(0, |e| e.epoch),
-            last.map_or(0.0, |e| e.wall_s),
-            r.test.mrr,
-            r.test.hits1,
-            r.test.hits3,
-            r.test.hits10
-        );
+        row([
+            r.mode.name().into(),
+            last.map_or(0, |e| e.epoch).to_string(),
+            format!("{:.4}", last.map_or(0.0, |e| e.wall_s)),
+            String::new(),
+            String::new(),
+            m(r.test.mrr),
+            m(r.test.hits1),
+            m(r.test.hits3),
+            m(r.test.hits10),
+            "test".into(),
+        ])?;
     }
-    let tmp = path.with_extension("csv.tmp");
-    std::fs::File::create(&tmp).and_then(|mut f| f.write_all(s.as_bytes())).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    w.flush().map_err(err)
 }
 
 /// Write `metrics.csv` ([`write_csv`]), `mrr_vs_time.png` and `mrr_vs_epoch.png`

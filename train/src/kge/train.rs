@@ -129,6 +129,24 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The options that shape the tables or the sequence of batches, as text (model, dim,
+    /// optimizer, reciprocal, seed, batch size, negatives, chunk, negative sampling): what a
+    /// checkpoint must agree with, and what a save records.
+    pub fn shaping(&self) -> String {
+        format!(
+            "model {:?} dim {} optimizer {:?} reciprocal {} seed {} batch {} negatives {} chunk {} sampling {:?}",
+            self.score,
+            self.dim,
+            self.optimizer,
+            self.reciprocal,
+            self.seed,
+            self.batch_size,
+            self.negatives,
+            self.chunk,
+            self.neg_sampling
+        )
+    }
+
     /// The batch sampler for a dataset.
     pub fn sampling(&self, d: &Dataset) -> Sampling {
         Sampling {

@@ -87,7 +87,8 @@ pub struct SgdArgs {
     /// Seed of the shuffle and the initial weights.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Write curve.csv, steps.csv and PNG plots here.
+    /// Write curve.csv, steps.csv and PNG plots here, then COMPLETE (the run id) once all are
+    /// written; locked for the run (see `ordo-train kge --help`).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }
@@ -153,6 +154,8 @@ pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
     let built = build(&spec)?;
     let opts = args.options()?;
     let data = FashionMnist::load(&args.data)?;
+    // Locked (and checked writable) before training; marked complete after the last file.
+    let out = args.out.as_deref().map(crate::outdir::OutputLock::take_out).transpose()?;
     eprintln!(
         "{}: m = {} threads, η = {}, μ = {}, batch {}, {}, {} train / {} test",
         spec.label(),
@@ -199,9 +202,10 @@ pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
     for line in worker_lines(&outcome.workers) {
         eprintln!("{line}");
     }
-    if let Some(dir) = &args.out {
-        write_outputs(dir, &spec.label(), &outcome)?;
-        eprintln!("wrote {}", dir.display());
+    if let Some(lock) = &out {
+        write_outputs(lock.dir(), &spec.label(), &outcome)?;
+        lock.complete()?;
+        eprintln!("wrote {}", lock.dir().display());
     }
     Ok(())
 }

@@ -2,7 +2,6 @@
 
 use super::train::TrainOutcome;
 use crate::plot::{Chart, Series, bar_chart, line_chart};
-use std::fmt::Write as _;
 use std::path::Path;
 
 /// Write `curve.csv` (one row per evaluation), `steps.csv` (one row per step), `workers.csv`
@@ -14,29 +13,48 @@ pub fn write_outputs(
     outcome: &TrainOutcome,
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let mut curve =
-        String::from("updates,started,wall_s,test_loss,test_acc,accept_rate,mean_tau\n");
+    let mut curve = csv::Writer::from_path(dir.join("curve.csv"))?;
+    curve.write_record([
+        "updates",
+        "started",
+        "wall_s",
+        "test_loss",
+        "test_acc",
+        "accept_rate",
+        "mean_tau",
+    ])?;
     for p in &outcome.curve {
-        writeln!(
-            curve,
-            "{},{},{:.4},{:.6},{:.6},{:.6},{:.4}",
-            p.updates, p.started, p.wall_s, p.test_loss, p.test_acc, p.accept_rate, p.mean_tau
-        )?;
+        curve.write_record([
+            p.updates.to_string(),
+            p.started.to_string(),
+            format!("{:.4}", p.wall_s),
+            format!("{:.6}", p.test_loss),
+            format!("{:.6}", p.test_acc),
+            format!("{:.6}", p.accept_rate),
+            format!("{:.4}", p.mean_tau),
+        ])?;
     }
-    std::fs::write(dir.join("curve.csv"), curve)?;
-    let mut steps = String::from("index,worker,accepted,tau,loss,end_s\n");
+    curve.flush()?;
+    let mut steps = csv::Writer::from_path(dir.join("steps.csv"))?;
+    steps.write_record(["index", "worker", "accepted", "tau", "loss", "end_s"])?;
     for s in &outcome.report.steps {
-        let tau = s.tau.map(|t| t.to_string()).unwrap_or_default();
-        let end = s.end.as_secs_f64();
-        writeln!(steps, "{},{},{},{tau},{},{end:.6}", s.index, s.worker, s.accepted(), s.loss)?;
+        steps.write_record([
+            s.index.to_string(),
+            s.worker.to_string(),
+            s.accepted().to_string(),
+            s.tau.map(|t| t.to_string()).unwrap_or_default(),
+            s.loss.to_string(),
+            format!("{:.6}", s.end.as_secs_f64()),
+        ])?;
     }
-    std::fs::write(dir.join("steps.csv"), steps)?;
+    steps.flush()?;
     if !outcome.workers.is_empty() {
-        let mut w = format!("worker,{}\n", WORKER_COLUMNS.join(","));
+        let mut w = csv::Writer::from_path(dir.join("workers.csv"))?;
+        w.write_record(std::iter::once("worker").chain(WORKER_COLUMNS))?;
         for (k, t) in outcome.workers.iter().enumerate() {
-            writeln!(w, "{k},{}", worker_cells(t).join(","))?;
+            w.write_record(std::iter::once(k.to_string()).chain(worker_cells(t)))?;
         }
-        std::fs::write(dir.join("workers.csv"), w)?;
+        w.flush()?;
     }
     let series = |f: fn(&super::train::EvalPoint) -> f64| {
         vec![Series {
