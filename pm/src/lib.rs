@@ -27,6 +27,7 @@ pub mod message;
 pub mod mode;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod mutation;
 pub mod node;
 pub mod routing;
 pub mod sampling;

@@ -38,7 +38,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use ordo::mutation::{self, Mutant};
+use crate::mutation::{self, Mutant};
 
 use crate::error::PmError;
 use crate::intent::{Intent, IntentBook, Transition};
