@@ -305,6 +305,9 @@ mod tests {
             assert_eq!(e.hook, format!("Mutant::{m:?}"));
             assert_eq!(e.equivalent, m.equivalent_because());
         }
-        assert_eq!(CATALOG.suites[1], Suite { checker: Checker::Loom, files: "core/tests/loom_*.rs" });
+        assert_eq!(
+            CATALOG.suites[1],
+            Suite { checker: Checker::Loom, files: "core/tests/loom_*.rs" }
+        );
     }
 }

@@ -39,6 +39,6 @@ pub mod transport;
 pub use error::PmError;
 pub use message::{Key, Message, NodeId, OwnerRecord, ToOwner};
 pub use mode::PmMode;
-pub use node::{Node, Outbox, PullOutcome, Replica};
+pub use node::{Node, Outbox, ProtocolState, PullOutcome, Replica};
 pub use stats::PmStats;
 pub use transport::{InProcessTransport, Transport};

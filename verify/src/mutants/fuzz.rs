@@ -11,7 +11,12 @@ use super::{Progress, glob};
 
 /// `cargo fuzz run` of one target for `seconds`, on a scratch corpus seeded from the committed
 /// one (`fuzz/corpus/<target>`, when present), with mutant `mutant` (or none) on.
-pub(crate) fn fuzz_command(root: &Path, target: &str, mutant: Option<&str>, seconds: u64) -> Command {
+pub(crate) fn fuzz_command(
+    root: &Path,
+    target: &str,
+    mutant: Option<&str>,
+    seconds: u64,
+) -> Command {
     let tag = mutant.unwrap_or("none");
     let scratch =
         std::env::temp_dir().join(format!("ordo-mutants-{}/{tag}/{target}", std::process::id()));

@@ -289,7 +289,9 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Table {
                 continue;
             }
             // The hooked module's own tests first, then the quick ones.
-            units.sort_by_key(|u| (!hooks.iter().any(|(_, h)| u.file.contains(h.as_str())), u.baseline));
+            units.sort_by_key(|u| {
+                (!hooks.iter().any(|(_, h)| u.file.contains(h.as_str())), u.baseline)
+            });
             let cost = units.iter().map(|u| u.baseline).sum::<Duration>()
                 + if in_process { Duration::from_secs(3) } else { Duration::ZERO };
             cells.push(Cell { row, col, name, checker: c, in_process, units, cost });
@@ -414,7 +416,8 @@ fn suite_files(root: &Path, files: &str) -> (PathBuf, Vec<String>) {
     let name = name.strip_suffix(".rs").unwrap_or(name);
     let (prefix, suffix) = name.split_once('*').unwrap_or((name, ""));
     let stems = glob(&root.join(dir), prefix, suffix);
-    let stems = if name.contains('*') { stems } else { stems.into_iter().filter(|s| s == name).collect() };
+    let stems =
+        if name.contains('*') { stems } else { stems.into_iter().filter(|s| s == name).collect() };
     (PathBuf::from(dir), stems)
 }
 
@@ -432,7 +435,10 @@ fn prepare(c: Checker, opts: &Options, progress: &dyn Progress) -> Result<Vec<Un
                 units.extend(prepare_fuzz(opts, progress, &dir, stems)?);
                 continue;
             }
-            progress.phase(&format!("build {} of {} ({})", c.name(), catalog.package, stems.join(", ")), 0);
+            progress.phase(
+                &format!("build {} of {} ({})", c.name(), catalog.package, stems.join(", ")),
+                0,
+            );
             let mut cmd = cargo_test(c, catalog, opts);
             cmd.args(["--no-run", "--message-format=json-render-diagnostics"]);
             for f in &stems {
@@ -569,7 +575,9 @@ fn glob(dir: &Path, prefix: &str, suffix: &str) -> Vec<String> {
         .flatten()
         .filter_map(|e| e.file_name().into_string().ok())
         .filter_map(|n| n.strip_suffix(".rs").map(str::to_string))
-        .filter(|n| n.starts_with(prefix) && n.ends_with(suffix) && n.len() >= prefix.len() + suffix.len())
+        .filter(|n| {
+            n.starts_with(prefix) && n.ends_with(suffix) && n.len() >= prefix.len() + suffix.len()
+        })
         .collect();
     out.sort();
     out
@@ -584,7 +592,9 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let (dir, stems) = suite_files(&root, "core/tests/loom_*.rs");
         assert_eq!(dir, PathBuf::from("core/tests"));
-        assert!(stems.contains(&"loom_mft".to_string()) && stems.iter().all(|s| s.starts_with("loom_")));
+        assert!(
+            stems.contains(&"loom_mft".to_string()) && stems.iter().all(|s| s.starts_with("loom_"))
+        );
         let (_, one) = suite_files(&root, "pm/tests/prop_conservation.rs");
         assert_eq!(one, vec!["prop_conservation".to_string()]);
     }

@@ -53,8 +53,7 @@ impl Sources {
             let mut modules = BTreeMap::new();
             for f in fs::read_dir(path.join("src")).into_iter().flatten().flatten() {
                 let p = f.path();
-                let Some(stem) = p.file_stem().and_then(|s| s.to_str()).map(str::to_string)
-                else {
+                let Some(stem) = p.file_stem().and_then(|s| s.to_str()).map(str::to_string) else {
                     continue;
                 };
                 if stem == "lib" || stem == "main" || !(p.is_dir() || is_rs(&p)) {
@@ -180,7 +179,8 @@ fn is_ident(ch: char) -> bool {
 /// Whether `text` names `m` as a path: `m::` after a non-identifier character.
 pub(crate) fn names_path(text: &str, m: &str) -> bool {
     let pat = format!("{m}::");
-    text.match_indices(&pat).any(|(i, _)| text[..i].chars().next_back().is_none_or(|c| !is_ident(c)))
+    text.match_indices(&pat)
+        .any(|(i, _)| text[..i].chars().next_back().is_none_or(|c| !is_ident(c)))
 }
 
 /// Whether `text` holds `word` as a whole identifier.
@@ -256,7 +256,8 @@ mod tests {
     fn reachability_follows_the_module_graph_of_every_crate() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let g = Sources::read(&root);
-        let reach = |file: &str, needle: &str| g.reaches(&text(&root, file), needle, &g.hooks(needle));
+        let reach =
+            |file: &str, needle: &str| g.reaches(&text(&root, file), needle, &g.hooks(needle));
         let mft = "Mutant::MftNoFence";
         assert!(g.hooks(mft).contains(&("core".into(), "mft".into())), "{:?}", g.hooks(mft));
         assert!(reach("core/tests/loom_mft.rs", mft));
