@@ -21,7 +21,8 @@
 //!    error and counts for nothing). Its duration orders the work and sets the unit's time limit
 //!    for the mutants (`10 ×` baseline `+ 30 s`, at least `--timeout`).
 //! 2. **Cells.** One job per (mutant, checker), over the units that can reach the mutant's hook
-//!    only ([`reach`]): a checker that no unit makes reachable is "n.a.", not run. A job stops at
+//!    only ([`reach`]; a crate's model suite only for that crate's own mutants): a checker that
+//!    no unit makes reachable is "n.a.", not run. A job stops at
 //!    its first failing unit (the kill), trying first the units of the hooked module's own test
 //!    file and then the quick ones. Jobs run on `jobs` threads (default: the available cores),
 //!    the costliest first. An equivalent mutant runs on the model and proptest only (it cannot
@@ -274,6 +275,8 @@ pub fn run(opts: &Options, progress: &dyn Progress) -> Table {
                 .get(&c)
                 .into_iter()
                 .flatten()
+                // A model suite checks its own crate's protocol: it runs for that crate's mutants.
+                .filter(|u| c != Checker::Model || u.dir == r.catalog.dir)
                 .filter(|u| !hooks.is_empty() && sources.reaches(&texts[&u.path], needle, &hooks))
                 .cloned()
                 .collect();
