@@ -21,7 +21,7 @@
 //!    error and counts for nothing). Its duration orders the work and sets the unit's time limit
 //!    for the mutants (`10 ×` baseline `+ 30 s`, at least `--timeout`).
 //! 2. **Cells.** One job per (mutant, checker), over the units that can reach the mutant's hook
-//!    only ([`reach`]; a crate's model suite only for that crate's own mutants): a checker that
+//!    only (`reach.rs`; a crate's model suite only for that crate's own mutants): a checker that
 //!    no unit makes reachable is "n.a.", not run. A job stops at
 //!    its first failing unit (the kill), trying first the units of the hooked module's own test
 //!    file and then the quick ones. Jobs run on `jobs` threads (default: the available cores),
