@@ -106,8 +106,8 @@
 pub mod dispatcher;
 pub mod engine;
 pub mod mft;
-// Public in every build: ordo-pm and ordo-mp put their hooks behind `mutation::active`, which is
-// a constant `false` without feature `mutants`; the catalog pulls in no test-only crate.
+// Public in every build: every crate's catalog is declared with `mutation_catalog!`, whose hooks
+// call `mutation::is_active`, a constant `false` without feature `mutants`; no test-only crate.
 pub mod mutation;
 pub mod outstanding;
 pub mod sgd;

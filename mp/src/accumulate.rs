@@ -1,6 +1,6 @@
 //! Gradient accumulation with `min_update_interval` (§3), shared by every parameterized node.
 
-use ordo::mutation::{self, Mutant};
+use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use ordo::mutation::{self, Mutant};
+use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;

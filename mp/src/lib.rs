@@ -16,6 +16,7 @@ pub mod gather;
 pub mod graph;
 pub mod message;
 pub mod models;
+pub mod mutation;
 pub mod node;
 pub mod nodes;
 pub mod optimizer;

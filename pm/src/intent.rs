@@ -11,7 +11,7 @@ use crate::message::Key;
 use crate::timing::ActionTiming;
 
 /// One intent signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Intent {
     /// The key.
     pub key: Key,
@@ -40,6 +40,24 @@ pub struct IntentBook {
     active: BTreeMap<u64, Vec<Intent>>,
     count: HashMap<Key, u32>,
     epoch: HashMap<Key, u64>,
+}
+
+/// Hashes every field, its maps in key order (the hash of one protocol state, for model
+/// checking: `Node::protocol_state`).
+impl std::hash::Hash for IntentBook {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.pending.hash(h);
+        self.active.hash(h);
+        sorted(&self.count).hash(h);
+        sorted(&self.epoch).hash(h);
+    }
+}
+
+/// The entries of `m` in key order.
+pub(crate) fn sorted<K: Ord + Copy, V: Copy>(m: &HashMap<K, V>) -> Vec<(K, V)> {
+    let mut v: Vec<(K, V)> = m.iter().map(|(&k, &v)| (k, v)).collect();
+    v.sort_unstable_by_key(|&(k, _)| k);
+    v
 }
 
 impl IntentBook {

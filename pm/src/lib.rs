@@ -27,6 +27,7 @@ pub mod message;
 pub mod mode;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub mod mutation;
 pub mod node;
 pub mod routing;
 pub mod sampling;
@@ -38,6 +39,6 @@ pub mod transport;
 pub use error::PmError;
 pub use message::{Key, Message, NodeId, OwnerRecord, ToOwner};
 pub use mode::PmMode;
-pub use node::{Node, Outbox, PullOutcome, Replica};
+pub use node::{Node, Outbox, ProtocolState, PullOutcome, Replica};
 pub use stats::PmStats;
 pub use transport::{InProcessTransport, Transport};

@@ -37,8 +37,9 @@
 //! concurrently refreshed replica, which this version does not do.
 
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 
-use ordo::mutation::{self, Mutant};
+use crate::mutation::{self, Mutant};
 
 use crate::error::PmError;
 use crate::intent::{Intent, IntentBook, Transition};
@@ -229,6 +230,13 @@ impl Node {
     pub fn last_intent_end(&self) -> Option<u64> {
         self.intents.last_end()
     }
+    /// The part of this node's state that decides its protocol steps, as a value to hash and
+    /// compare: what a model checker must tell apart (`pm/tests/model_node.rs` explores the
+    /// shipped node's transitions with stateright over it). See [`ProtocolState`].
+    pub fn protocol_state(&self) -> ProtocolState<'_> {
+        ProtocolState(self)
+    }
+
     /// Keys held locally (owned or replicated), in no particular order.
     pub fn local_keys(&self) -> impl Iterator<Item = Key> + '_ {
         self.owned.keys().chain(self.replicas.keys()).copied()
@@ -698,6 +706,75 @@ impl Node {
             r.version = version;
         }
     }
+}
+
+/// A node's protocol state ([`Node::protocol_state`]): its id, clock, intents, routing
+/// pointers, main copies, replicas, the keys listed for the next round and its next flush
+/// sequence number. Left out: the counters and statistics that no step reads to decide (`stats`,
+/// the timing estimate, a record's `moves`, pull and write request ids and their answers), so two
+/// nodes that differ only there are one state. Values compare by their bits.
+#[derive(Debug, Clone, Copy)]
+pub struct ProtocolState<'a>(&'a Node);
+
+impl ProtocolState<'_> {
+    fn feed<H: Hasher>(&self, h: &mut H) {
+        let n = self.0;
+        (n.me, n.clock, n.next_flush).hash(h);
+        n.intents.hash(h);
+        n.routing.hash(h);
+        n.pushed_replicas.hash(h);
+        n.dirty_owned.hash(h);
+        let mut owned: Vec<_> = n.owned.iter().collect();
+        owned.sort_unstable_by_key(|(k, _)| **k);
+        for (k, r) in owned {
+            (k, bits(&r.value), r.version, &r.holders, &r.ended, &r.replicas).hash(h);
+            (r.dirty, &r.flushed).hash(h);
+        }
+        let mut replicas: Vec<_> = n.replicas.iter().collect();
+        replicas.sort_unstable_by_key(|(k, _)| **k);
+        for (k, r) in replicas {
+            (k, bits(&r.value), bits(&r.delta), r.version).hash(h);
+            for (seq, d) in &r.in_flight {
+                (seq, bits(d)).hash(h);
+            }
+        }
+    }
+}
+
+impl Hash for ProtocolState<'_> {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        self.feed(h);
+    }
+}
+
+/// Equal when every field [`ProtocolState`] keeps is equal (compared through the same feed as
+/// the hash, with a collision-free recorder).
+impl PartialEq for ProtocolState<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        let (mut a, mut b) = (Recorder::default(), Recorder::default());
+        self.feed(&mut a);
+        other.feed(&mut b);
+        a.0 == b.0
+    }
+}
+
+impl Eq for ProtocolState<'_> {}
+
+/// A [`Hasher`] that keeps every byte it is fed, so equal records mean equal fields.
+#[derive(Default)]
+struct Recorder(Vec<u8>);
+
+impl Hasher for Recorder {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
 }
 
 /// An owner's value for a replica: value, version, and the highest flush sequence number of the

@@ -25,6 +25,16 @@ pub struct Routing {
     forward: HashMap<Key, NodeId>,
 }
 
+/// Hashes the pointers in key order (the hash of one protocol state, for model checking:
+/// `Node::protocol_state`).
+impl std::hash::Hash for Routing {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.nodes.hash(h);
+        crate::intent::sorted(&self.location).hash(h);
+        crate::intent::sorted(&self.forward).hash(h);
+    }
+}
+
 impl Routing {
     /// No pointers; every guess is the home node.
     pub fn new(nodes: usize) -> Self {

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ordo::mutation::Mutant;
+use ordo_mp::mutation::Mutant;
 use stateright::{Model, Property};
 
 /// The mutants this model is the checker of.

@@ -5,13 +5,13 @@
 //! - [`oac`]: the OAC protocol (readers, device, writers) as a transition system.
 //! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
 //! - [`passm`]: PASSM+ block ownership (one writer per block) as a stateright model.
-//! - [`mutants`]: the mutation catalog run against every checker.
+//! - [`ampnet`]: AMPNet's controller and joins as a stateright model.
+//! - [`mutants`]: the mutation table: every crate's catalog run against every checker.
 //! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
 //!
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
-pub mod adapm;
 pub mod ampnet;
 pub mod explore;
 pub mod interval;

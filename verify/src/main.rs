@@ -15,7 +15,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use ordo::mutation::Mutant;
 use ordo_verify::model::{Outcome, Search};
-use ordo_verify::mutants::{self, Checker, Options};
+use ordo_verify::mutants::{self, Checker, Options, Row};
 use ordo_verify::suite::{Bound, check_correct, check_mutant};
 
 #[derive(Parser)]
@@ -122,8 +122,8 @@ enum Cmd {
         #[arg(long, num_args = 0..=1, default_missing_value = "600")]
         long: Option<u64>,
         /// Only these mutants (comma-separated names); default all.
-        #[arg(long, value_delimiter = ',', value_parser = mutant)]
-        only: Vec<Mutant>,
+        #[arg(long, value_delimiter = ',', value_parser = row)]
+        only: Vec<Row>,
         /// The workspace root (default: the parent of this crate's directory).
         #[arg(long)]
         root: Option<PathBuf>,
@@ -166,6 +166,14 @@ fn sets(s: &str) -> Result<RowSets, String> {
 fn mutant(s: &str) -> Result<Mutant, String> {
     Mutant::from_name(s).ok_or_else(|| {
         let names: Vec<&str> = Mutant::ALL.iter().map(|m| m.name()).collect();
+        format!("unknown mutant `{s}`; one of {}", names.join(", "))
+    })
+}
+
+/// A mutant of any crate's catalog, for the table's `--only`.
+fn row(s: &str) -> Result<Row, String> {
+    mutants::row(s).ok_or_else(|| {
+        let names: Vec<&str> = mutants::all_rows().iter().map(|r| r.entry.name).collect();
         format!("unknown mutant `{s}`; one of {}", names.join(", "))
     })
 }
@@ -306,7 +314,7 @@ fn main() -> ExitCode {
                 jobs: jobs.unwrap_or_else(|| {
                     std::thread::available_parallelism().map_or(2, std::num::NonZero::get)
                 }),
-                mutants: if only.is_empty() { Mutant::ALL.to_vec() } else { only },
+                mutants: if only.is_empty() { mutants::all_rows() } else { only },
             };
             let bar = Bar::default();
             let table = mutants::run(&opts, &bar);

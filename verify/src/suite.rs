@@ -159,24 +159,22 @@ pub fn check_mutant(
     }
 }
 
-/// The mutants of the protocols modelled on stateright (AdaPM, AMPNet, PASSM+), checked at their CI
-/// bounds: `None` when `mutant` belongs to neither model; otherwise `Some(Some(why))` when the
-/// model finds a counterexample to the property the mutant breaks (the kill) and `Some(None)`
-/// when it survives.
-pub fn check_stateright_mutant(mutant: Mutant) -> Option<Option<String>> {
+/// Whether ordo-verify has a model of the protocol that the mutant named `name` changes (the
+/// model column runs it in process): OAC, the dispatcher, PASSM+, AMPNet. AdaPM's mutants are
+/// checked on the shipped node by `pm/tests/model_node.rs`, a suite of ordo-pm's catalog.
+pub fn has_model(name: &str) -> bool {
+    protocol_mutants().iter().any(|m| m.name() == name)
+        || crate::passm::PASSM_MUTANTS.iter().any(|m| m.name() == name)
+        || crate::ampnet::AMPNET_MUTANTS.iter().any(|m| m.name() == name)
+}
+
+/// The mutants of the protocols modelled on stateright (AMPNet, PASSM+), checked at their CI
+/// bounds: `None` when the mutant named `name` belongs to neither model; otherwise
+/// `Some(Some(why))` when the model finds a counterexample to the property the mutant breaks
+/// (the kill) and `Some(None)` when it survives.
+pub fn check_stateright_mutant(name: &str) -> Option<Option<String>> {
     use stateright::{Checker, Model};
-    if let Some((_, property)) = crate::adapm::MUTANTS.iter().find(|(m, _)| *m == mutant) {
-        let checker =
-            crate::adapm::AdaPmModel::new(3, 1, Some(mutant)).checker().spawn_bfs().join();
-        return Some(checker.discovery(property).map(|path| {
-            format!(
-                "{}-step counterexample ({} states): {property}",
-                path.into_actions().len(),
-                checker.unique_state_count()
-            )
-        }));
-    }
-    if crate::passm::PASSM_MUTANTS.contains(&mutant) {
+    if let Some(&mutant) = crate::passm::PASSM_MUTANTS.iter().find(|m| m.name() == name) {
         let model = crate::passm::Passm::ci(Some(mutant));
         let checker = model
             .clone()
@@ -194,7 +192,7 @@ pub fn check_stateright_mutant(mutant: Mutant) -> Option<Option<String>> {
             )
         }));
     }
-    if crate::ampnet::AMPNET_MUTANTS.contains(&mutant) {
+    if let Some(&mutant) = crate::ampnet::AMPNET_MUTANTS.iter().find(|m| m.name() == name) {
         let model = crate::ampnet::Ampnet::ci(Some(mutant));
         let checker = model.clone().checker().spawn_bfs().join();
         let broken = crate::ampnet::PROPERTIES.iter().find(|p| checker.discovery(p).is_some());

@@ -1,7 +1,7 @@
 //! The AMPNet protocol model: holds at the CI bound and kills each seeded AMPNet mutant on the
 //! property that mutant breaks.
 
-use ordo::mutation::Mutant;
+use ordo_mp::mutation::Mutant;
 use ordo_verify::ampnet::{AMPNET_MUTANTS, Ampnet, MAK_BOUND, MIN_UPDATE_INTERVAL, ONE_BACKWARD};
 use stateright::{Checker, Model};
 

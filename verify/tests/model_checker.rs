@@ -250,7 +250,7 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
         timeout: std::time::Duration::from_secs(60),
         target_dir: root.join("target"),
         jobs: 2,
-        mutants: protocol_mutants(),
+        mutants: protocol_mutants().iter().filter_map(|m| mutants::row(m.name())).collect(),
     };
     let table = mutants::run(&opts, &mutants::Quiet);
     let _ = std::fs::remove_dir_all(&root);
@@ -259,12 +259,12 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
     assert_eq!(table.baseline[0], Verdict::Survived);
     assert!(matches!(table.baseline[1], Verdict::NotApplicable(_)));
     for (m, row) in &table.rows {
-        assert!(matches!(row[1], Verdict::NotApplicable(_)), "{}", m.name());
+        assert!(matches!(row[1], Verdict::NotApplicable(_)), "{}", m.entry.name);
         assert_eq!(
             matches!(row[0], Verdict::Killed(_)),
-            m.equivalent_because().is_none(),
+            m.entry.equivalent.is_none(),
             "{}",
-            m.name()
+            m.entry.name
         );
     }
     assert!(table.passes(true) && table.passes(false));
@@ -275,6 +275,15 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
     let mut bad = table.clone();
     bad.baseline[0] = Verdict::Killed("baseline fails".into());
     assert!(!bad.passes(true) && !bad.passes(false));
+    // A catalog's `killed_by` is a demand: ordo-pm's mutants must fall to its proptest too.
+    let pm = mutants::row("pm-stale-owner-no-forward").unwrap();
+    assert_eq!(pm.entry.killed_by, &[Checker::Model, Checker::Proptest]);
+    let mut bad = table.clone();
+    bad.rows.push((pm, vec![Verdict::Killed("model".into()), Verdict::Survived]));
+    assert!(!bad.passes(true) && !bad.passes(false));
+    assert_eq!(bad.missed_demands(), vec![("pm-stale-owner-no-forward", Checker::Proptest)]);
+    bad.rows.last_mut().unwrap().1[1] = Verdict::Killed("proptest".into());
+    assert!(bad.passes(true) && bad.passes(false));
     let text = table.render();
     assert!(
         text.contains(&format!("Kill rate over non-equivalent mutants: {live}/{live}")),

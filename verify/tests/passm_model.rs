@@ -34,6 +34,6 @@ fn without_the_phase_gate_an_assm_writer_meets_the_passm_owner() {
 
 #[test]
 fn the_mutation_table_model_column_kills_it() {
-    let why = ordo_verify::suite::check_stateright_mutant(Mutant::PassmWritesForeignBlock);
+    let why = ordo_verify::suite::check_stateright_mutant(Mutant::PassmWritesForeignBlock.name());
     assert!(matches!(why, Some(Some(ref w)) if w.contains(ONE_WRITER)), "{why:?}");
 }

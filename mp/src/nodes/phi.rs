@@ -1,6 +1,6 @@
 //! `Phi`: the join of several control-flow paths.
 
-use ordo::mutation::{self, Mutant};
+use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;
