@@ -97,11 +97,16 @@ pub enum Mutant {
     /// ASSM reads and writes partitions without their locks: two workers' read-modify-writes
     /// of one partition interleave, which breaks *no update is lost*.
     AssmNoLock,
+    /// An engine writer writes a stamped batch as soon as it has it, without waiting for the
+    /// batches before it to finish and without giving up after an earlier batch's failed write:
+    /// later batches land on top of a failed one, which breaks *after a failed write the store
+    /// equals the replay of the prefix the error names*.
+    WritesNotHeldBack,
 }
 
 impl Mutant {
     /// Every mutant, in catalog order.
-    pub const ALL: [Mutant; 28] = [
+    pub const ALL: [Mutant; 29] = [
         Mutant::WriteIgnoresTs,
         Mutant::EvictStePlusOne,
         Mutant::ValidationSkipped,
@@ -130,6 +135,7 @@ impl Mutant {
         Mutant::PmStaleOwnerNoForward,
         Mutant::PassmWritesForeignBlock,
         Mutant::AssmNoLock,
+        Mutant::WritesNotHeldBack,
     ];
 
     /// The name used in `ORDO_MUTANT` and in reports.
@@ -163,6 +169,7 @@ impl Mutant {
             Mutant::PmStaleOwnerNoForward => "pm-stale-owner-no-forward",
             Mutant::PassmWritesForeignBlock => "passm-writes-foreign-block",
             Mutant::AssmNoLock => "assm-no-lock",
+            Mutant::WritesNotHeldBack => "writes-not-held-back",
         }
     }
 

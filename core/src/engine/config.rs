@@ -158,6 +158,11 @@ impl EngineConfig {
 
     /// Check the numbers.
     pub fn validate(&self) -> Result<(), EngineError> {
+        self.check()
+    }
+
+    /// [`validate`](EngineConfig::validate), as the error type of a caller's model.
+    pub(crate) fn check<E>(&self) -> Result<(), EngineError<E>> {
         let bad = |what: &'static str| Err(EngineError::Config(what));
         if self.readers == 0 {
             return bad("readers must be at least 1");

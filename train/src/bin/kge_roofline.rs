@@ -232,6 +232,7 @@ struct TimedStep {
 
 impl Model for TimedStep {
     type Data = KgeBatch;
+    type Error = StepError;
 
     fn row_width(&self) -> usize {
         self.model.row_width()
