@@ -329,7 +329,9 @@ fn a_failed_collect_stops_and_names_every_batch_it_left_unwritten() {
     let work = (0..40).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
     let err = engine.run_queued(&mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");
-    let EngineError::Stopped { cause, order, unwritten, stamped, .. } = &err else { panic!("{err}") };
+    let EngineError::Stopped { cause, order, unwritten, stamped, .. } = &err else {
+        panic!("{err}")
+    };
     let StopCause::StageFailed { stage: Stage::Device, batch_id, source } = cause else {
         panic!("{cause}")
     };

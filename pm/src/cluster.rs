@@ -253,9 +253,7 @@ impl RowStorage for NodeHandle {
     }
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
         check(self, row, values.len(), ts)?;
-        let req = self
-            .step(|n, o| n.write_if_newer(row, ts, values, o))
-            .map_err(residual)?;
+        let req = self.step(|n, o| n.write_if_newer(row, ts, values, o)).map_err(residual)?;
         self.wait(|n| n.take_write_reply(req)).map_err(residual)
     }
     /// The parameter manager keeps no table-wide newest version: every key's is asked.

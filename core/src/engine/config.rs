@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// How asynchronous the pipeline is, and what it promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Mode {
     /// One batch in flight: read, step, write, then the next. Equals the sequential order.
     Sync,
@@ -23,6 +24,7 @@ pub enum Mode {
 
 /// How `Async` writes a stepped row back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum AsyncWrite {
     /// Overwrite the row (the last writer wins).
     Overwrite,

@@ -112,7 +112,8 @@ pub use session::{Completion, Session, TrySubmitError};
 
 use crate::storage::RowStorage;
 
-/// Check one batch against a store of `rows` rows: ids strictly increasing and in range.
+/// Check one batch against a store of `rows` rows: ids strictly increasing and in range. The
+/// error is [`EngineError::InvalidBatch`], as the engine error of any model (`E`).
 pub fn validate_batch<D, E>(
     position: usize,
     batch: &Batch<D>,

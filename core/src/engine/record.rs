@@ -9,6 +9,7 @@ use std::time::Duration;
 
 /// How stale a batch was when the device validated it (`Oac` only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Staleness {
     /// Rows replaced from the validation cache: rows for which a newer version than the one read
     /// existed at validation.
@@ -20,6 +21,7 @@ pub struct Staleness {
 
 /// One stamped batch of the computation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Stamp {
     /// The batch's id.
     pub batch_id: u64,
@@ -39,6 +41,8 @@ pub struct Stamp {
 ///
 /// The order is what a trainer saves to reproduce a run: [`batch_ids`](RunReport::batch_ids)
 /// with [`replay_ids`] rebuilds the final state from the initial one without the run's input.
+/// With the `serde` feature the report, its [`Stamp`]s and [`Mode`] serialize, so the whole
+/// order (with its telemetry) can be saved in any serde format and loaded elsewhere.
 ///
 /// ```
 /// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Model, replay_ids, testing::MixModel};
@@ -59,6 +63,7 @@ pub struct Stamp {
 /// # Ok::<(), ordo::engine::EngineError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RunReport {
     /// The mode.
     pub mode: Mode,

@@ -127,7 +127,9 @@ impl WriteTask {
                 let at = self.undo.len();
                 self.undo.resize(at + cx.width, 0.0);
                 match cx.store.read(id, &mut self.undo[at..]) {
-                    Ok(_) => cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ()),
+                    Ok(_) => {
+                        cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ())
+                    }
                     Err(e) => {
                         self.undo.truncate(at);
                         Err(e)
