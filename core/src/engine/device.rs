@@ -143,6 +143,9 @@ impl<M: Model> DeviceStage<M> for CpuDevice {
     }
 }
 
+/// A collected batch for the writers, with a failed cache insert to report once it is written.
+pub(crate) type Collected<E> = (Stamped, Option<StopCause<E>>);
+
 /// A stepped, stamped batch on its way to the writers.
 pub(crate) struct Stamped {
     pub ts: u64,
@@ -272,7 +275,7 @@ impl Sequencer {
         &mut self,
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
-    ) -> Result<(Stamped, Option<StopCause<M::Error>>), StopCause<M::Error>> {
+    ) -> Result<Collected<M::Error>, StopCause<M::Error>> {
         let InFlight { ts, ids, mut values, original, registration, validated, insert, record } =
             self.in_flight.pop_front().expect("a batch in flight");
         let id = record.batch_id;

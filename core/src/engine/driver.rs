@@ -20,7 +20,7 @@
 //! flag included; the schedulers own only the queues between the stages.
 
 use super::context::{Progress, RunCtx, at};
-use super::device::{Sequencer, Stamped, panic_message};
+use super::device::{Collected, Sequencer, Stamped, panic_message};
 use super::device_queue::DeviceQueue;
 use super::error::Stage;
 use super::pipeline::StopState;
@@ -158,7 +158,7 @@ pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Siz
     cx: &RunCtx<'_, S>,
     queue: &mut Q,
     stop: &StopState<M::Error>,
-) -> Result<(Stamped, Option<StopCause<M::Error>>), Lost> {
+) -> Result<Collected<M::Error>, Lost> {
     let oldest = seq.oldest().expect("a batch in flight");
     guarded(Stage::Device, oldest.1, || seq.collect(cx, queue)).map_err(|cause| {
         let mut lost = seq.abandon();

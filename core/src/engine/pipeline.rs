@@ -88,6 +88,7 @@ impl<E> StopState<E> {
     }
 
     /// Take the first failure, if any, and the unwritten batches (sorted).
+    #[allow(clippy::type_complexity)] // the cause and its `(ts, id)` list, as `Stopped` holds them
     pub(crate) fn take(&self) -> Option<(StopCause<E>, Vec<(u64, u64)>)> {
         let cause = self.cause.lock().unwrap_or_else(|e| e.into_inner()).take()?;
         let mut unwritten =
