@@ -24,6 +24,7 @@ struct Synthetic {
 
 impl Model for Synthetic {
     type Data = f32;
+    type Error = StepError;
     fn row_width(&self) -> usize {
         WIDTH
     }

@@ -115,6 +115,7 @@ struct Factorization {
 
 impl Model for Factorization {
     type Data = Vec<Rating>;
+    type Error = StepError;
 
     fn row_width(&self) -> usize {
         RANK
@@ -125,15 +126,15 @@ impl Model for Factorization {
         for r in ratings {
             let ui = rows.position(u64::from(r.user)).ok_or("user row missing")?;
             let vi = rows.position(USERS as u64 + u64::from(r.item)).ok_or("item row missing")?;
-            let (u, v) = (rows.row(ui).to_vec(), rows.row(vi).to_vec());
-            let dot: f32 = u.iter().zip(&v).map(|(a, b)| a * b).sum();
+            // Both rows at once, in place: user rows and item rows never coincide.
+            let (u, v) = rows.pair_mut(ui, vi).ok_or("user and item share a row")?;
+            let dot: f32 = u.iter().zip(v.iter()).map(|(a, b)| a * b).sum();
             let err = self.mu + dot - r.value;
             err_sum += err;
-            for (x, (uk, vk)) in rows.row_mut(ui).iter_mut().zip(u.iter().zip(&v)) {
-                *x -= self.lr * (err * vk + self.l2 * uk);
-            }
-            for (x, (vk, uk)) in rows.row_mut(vi).iter_mut().zip(v.iter().zip(&u)) {
-                *x -= self.lr * (err * uk + self.l2 * vk);
+            for (uk, vk) in u.iter_mut().zip(v.iter_mut()) {
+                let (a, b) = (*uk, *vk);
+                *uk -= self.lr * (err * b + self.l2 * a);
+                *vk -= self.lr * (err * a + self.l2 * b);
             }
         }
         self.mu -= self.lr * err_sum / ratings.len().max(1) as f32;

@@ -34,6 +34,7 @@
 //! struct Mf;
 //! impl Model for Mf {
 //!     type Data = (u64, u64, f32);
+//!     type Error = StepError;
 //!     fn row_width(&self) -> usize { 1 }
 //!     fn step(&mut self, &(u, i, r): &(u64, u64, f32), rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 //!         let (pu, pi) = (rows.position(u).ok_or("no user")?, rows.position(4 + i).ok_or("no item")?);

@@ -282,6 +282,11 @@ crate::mutation_catalog! {
     /// ASSM reads and writes partitions without their locks: two workers' read-modify-writes
     /// of one partition interleave, which breaks *no update is lost*.
     AssmNoLock = "assm-no-lock";
+    /// An engine writer writes a stamped batch as soon as it has it, without waiting for the
+    /// batches before it to finish and without giving up after an earlier batch's failed write:
+    /// later batches land on top of a failed one, which breaks *after a failed write the store
+    /// equals the replay of the prefix the error names*.
+    WritesNotHeldBack = "writes-not-held-back";
 }
 
 #[cfg(test)]

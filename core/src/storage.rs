@@ -58,28 +58,24 @@ pub trait RowStorage: Send + Sync {
     fn prefetch(&self, _row: u64) {}
 
     /// The whole table, row-major (a snapshot per row; for checks and checkpoints at rest).
-    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
-        let width = self.width();
-        let mut all = vec![0.0; self.rows() * width];
-        if width > 0 {
-            for (r, chunk) in all.chunks_mut(width).enumerate() {
-                self.read(r as u64, chunk)?;
-            }
-        }
-        Ok(all)
-    }
+    ///
+    /// Required, like [`next_version`](RowStorage::next_version): each storage answers from
+    /// what it knows (a disk-backed store streams its file; a store in memory copies it).
+    /// [`read_all`] is the answer of a storage with nothing better: one
+    /// [`read`](RowStorage::read) per row.
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError>;
 
     /// One past the newest version any row holds (`0` if no row was ever written): the store
-    /// version the engine stamps its first batch with, so versions keep increasing across runs.
-    fn next_version(&self) -> Result<u64, StoreError> {
-        let mut next = 0;
-        for r in 0..self.rows() {
-            if let Some(ts) = self.version(r as u64)?.ts() {
-                next = next.max(ts + 1);
-            }
-        }
-        Ok(next)
-    }
+    /// version the engine stamps the first batch of a session with, so versions keep
+    /// increasing across sessions. The engine asks it once per session, at its start, while
+    /// nothing writes.
+    ///
+    /// **Contract:** the answer is greater than the version of every row (a larger answer is
+    /// allowed: versions then skip a range). Required, so that a large or disk-backed store
+    /// answers from what it keeps (e.g. a newest version stored in its header) instead of
+    /// scanning every row at each session start; [`scan_next_version`] is the scan, for a
+    /// storage that has nothing better.
+    fn next_version(&self) -> Result<u64, StoreError>;
 
     /// Read for the unordered (`Async`, Hogwild) mode: no version is needed, and an
     /// implementation may return a torn copy. Default: [`read`](RowStorage::read).
@@ -115,6 +111,31 @@ pub trait RowStorage: Send + Sync {
             }
         }
     }
+}
+
+/// [`RowStorage::next_version`] by asking every row's [`version`](RowStorage::version): for a
+/// storage that keeps no newest version of its own.
+pub fn scan_next_version<S: RowStorage + ?Sized>(storage: &S) -> Result<u64, StoreError> {
+    let mut next = 0;
+    for r in 0..storage.rows() {
+        if let Some(ts) = storage.version(r as u64)?.ts() {
+            next = next.max(ts + 1);
+        }
+    }
+    Ok(next)
+}
+
+/// [`RowStorage::snapshot`] by one [`read`](RowStorage::read) per row: for a storage with no
+/// faster way to copy itself.
+pub fn read_all<S: RowStorage + ?Sized>(storage: &S) -> Result<Vec<f32>, StoreError> {
+    let width = storage.width();
+    let mut all = vec![0.0; storage.rows() * width];
+    if width > 0 {
+        for (r, chunk) in all.chunks_mut(width).enumerate() {
+            storage.read(r as u64, chunk)?;
+        }
+    }
+    Ok(all)
 }
 
 /// Rows a loop that copies a list of rows asks the store to [`prefetch`](RowStorage::prefetch)
@@ -178,6 +199,10 @@ impl RowStorage for crate::store::RowStore {
         Ok(crate::store::RowStore::snapshot(self))
     }
 
+    fn next_version(&self) -> Result<u64, StoreError> {
+        Ok(crate::store::RowStore::next_version(self))
+    }
+
     fn read_unordered(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
         self.hogwild().read(row, out)
     }
@@ -218,6 +243,12 @@ mod tests {
         }
         fn prefetch(&self, row: u64) {
             self.0.lock().unwrap().push(row);
+        }
+        fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
+            read_all(self)
+        }
+        fn next_version(&self) -> Result<u64, StoreError> {
+            scan_next_version(self)
         }
     }
 

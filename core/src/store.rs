@@ -15,12 +15,31 @@
 
 use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU64, Ordering, atomic_u64_from, fence, spin_wait, touch};
+use std::sync::Arc;
 use thiserror::Error;
 
 const LOCK: u64 = 1 << 63;
 
-/// A bad argument to a store operation. The store is unchanged when one is returned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+/// Why a storage operation failed: a bad argument (the storage is then unchanged), or the
+/// storage's own failure (a disk, a network), kept whole so [`std::error::Error::source`]
+/// chains reach its cause. [`RowStore`] returns only the bad-argument kinds; a user's
+/// [`RowStorage`](crate::storage::RowStorage) reports its own I/O failure as
+/// [`Io`](StoreError::Io) (`?` on an [`std::io::Error`] converts) or any other error as
+/// [`Other`](StoreError::Other), and the engine hands it back to the caller unchanged.
+///
+/// Two errors are equal when they are the same kind with equal fields; the [`Io`](StoreError::Io)
+/// and [`Other`](StoreError::Other) kinds are equal only to clones of themselves (the same
+/// shared error).
+///
+/// ```
+/// use ordo::store::StoreError;
+/// let disk = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "short read");
+/// let err = StoreError::from(disk);
+/// assert!(matches!(&err, StoreError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof));
+/// assert_eq!(err.clone(), err);
+/// assert!(std::error::Error::source(&err).is_some());
+/// ```
+#[derive(Debug, Clone, Error)]
 pub enum StoreError {
     /// The row id is not below the number of rows.
     #[error("row {row} is out of range: the store has {rows} rows")]
@@ -44,7 +63,48 @@ pub enum StoreError {
         /// The offending timestamp.
         ts: u64,
     },
+    /// The storage's own I/O failed (shared, so the error stays cloneable).
+    #[error("storage I/O failed")]
+    Io(#[source] Arc<std::io::Error>),
+    /// The storage failed for a reason of its own.
+    #[error("storage failed")]
+    Other(#[source] Arc<dyn std::error::Error + Send + Sync + 'static>),
 }
+
+impl StoreError {
+    /// The storage's own failure, of any error type, as [`StoreError::Other`].
+    pub fn other(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        StoreError::Other(Arc::new(error))
+    }
+}
+
+impl From<std::io::Error> for StoreError {
+    fn from(error: std::io::Error) -> Self {
+        StoreError::Io(Arc::new(error))
+    }
+}
+
+impl PartialEq for StoreError {
+    fn eq(&self, other: &Self) -> bool {
+        use StoreError::*;
+        match (self, other) {
+            (RowOutOfRange { row: a, rows: b }, RowOutOfRange { row: c, rows: d }) => {
+                (a, b) == (c, d)
+            }
+            (DimMismatch { expected: a, got: b }, DimMismatch { expected: c, got: d }) => {
+                (a, b) == (c, d)
+            }
+            (TimestampTooLarge { ts: a }, TimestampTooLarge { ts: b }) => a == b,
+            (Io(a), Io(b)) => Arc::ptr_eq(a, b),
+            // Compare the data pointers only: two `dyn` pointers to one value may carry
+            // different vtables.
+            (Other(a), Other(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for StoreError {}
 
 /// What a read saw: the row's values belong to exactly this version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -347,6 +407,19 @@ impl RowStore {
         (0..self.rows)
             .map(|r| Version::from_word(self.row_words(r).0.load(Ordering::Acquire)))
             .collect()
+    }
+
+    /// One past the newest version any row holds (`0` if none was written): the engine's
+    /// session base. Loads each row's TID word once (the words are in memory, so this is one
+    /// pass over `rows` words; no value is copied); a store that keeps no TID word per row
+    /// would keep this number instead.
+    pub fn next_version(&self) -> u64 {
+        // Acquire: as in `version`.
+        (0..self.rows)
+            .filter_map(|r| Version::from_word(self.row_words(r).0.load(Ordering::Acquire)).ts())
+            .map(|ts| ts + 1)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The unsynchronized view of the same table that asynchronous (Hogwild) trainers use.

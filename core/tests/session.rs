@@ -152,6 +152,7 @@ fn a_malformed_batch_is_rejected_and_the_session_goes_on() {
 struct FailOn(u64);
 impl Model for FailOn {
     type Data = u64;
+    type Error = StepError;
     fn row_width(&self) -> usize {
         1
     }
@@ -305,7 +306,7 @@ impl<M: Model> DeviceQueue<M> for FailingCollect {
         model: &mut M,
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), SubmitError<M::Error>> {
         self.inner.submit(model, job, rows)
     }
     fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
@@ -328,7 +329,9 @@ fn a_failed_collect_stops_and_names_every_batch_it_left_unwritten() {
     let work = (0..40).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
     let err = engine.run_queued(&mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");
-    let EngineError::Stopped { cause, order, unwritten, stamped } = &err else { panic!("{err}") };
+    let EngineError::Stopped { cause, order, unwritten, stamped, .. } = &err else {
+        panic!("{err}")
+    };
     let StopCause::StageFailed { stage: Stage::Device, batch_id, source } = cause else {
         panic!("{cause}")
     };

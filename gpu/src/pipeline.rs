@@ -36,9 +36,9 @@ use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
 use crate::queue::{BatchQueue, Collected};
-use crate::sim_device::{apply_validation, step_unless_failed, version_words};
+use crate::sim_device::{apply_validation, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
-use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness, StepError};
+use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness};
 use std::sync::Arc;
 
 /// The three streams of the device stage.
@@ -294,15 +294,6 @@ impl<M: Model> DeviceStage<M> for CudaDevice {
         rows: &mut BatchRows<'_>,
     ) -> Result<Staleness, DeviceError> {
         Ok(self.validate_inner(read, rows)?)
-    }
-
-    fn step(
-        &mut self,
-        model: &mut M,
-        data: &M::Data,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), StepError> {
-        step_unless_failed(&mut self.error, model, data, rows)
     }
 
     fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {

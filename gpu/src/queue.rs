@@ -104,7 +104,7 @@ impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_,
         _model: &mut M,
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), SubmitError<M::Error>> {
         let refuse = |why| Err(SubmitError::Device(GpuError::Pipeline(why).into()));
         if job.ts != self.queue.next_ts() {
             return refuse("the queue's stamps are not the engine's: use a fresh queue");
@@ -151,6 +151,7 @@ impl<D> OnDevice<D> {
 
 impl<D: Send + Sync + 'static> Model for OnDevice<D> {
     type Data = D;
+    type Error = StepError;
     fn row_width(&self) -> usize {
         self.width
     }

@@ -4,7 +4,7 @@
 //! table algorithm run inside the real engine on machines without a GPU.
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache};
-use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness, StepError};
+use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness};
 use std::sync::Arc;
 
 /// The version words of the engine's read timestamps (`None` = before the run = version 0).
@@ -44,20 +44,6 @@ pub(crate) fn apply_validation(
         rows.row_mut(i).copy_from_slice(&values[i * w..(i + 1) * w]);
     }
     repaired(version_words(read), replaced)
-}
-
-/// The device stages' `step`: fail with the error kept since the last step (a failed cache
-/// operation must stop the engine), else run the model's step on the host.
-pub(crate) fn step_unless_failed<M: Model, E: std::error::Error + Send + Sync + 'static>(
-    error: &mut Option<E>,
-    model: &mut M,
-    data: &M::Data,
-    rows: &mut BatchRows<'_>,
-) -> Result<(), StepError> {
-    if let Some(e) = error.take() {
-        return Err(Box::new(e));
-    }
-    model.step(data, rows)
 }
 
 /// A device stage whose validation cache is [`SimValidationCache`]; the model step runs on the
@@ -102,15 +88,6 @@ impl<M: Model> DeviceStage<M> for SimDevice {
         );
         self.cache.validate(&mut b)?;
         Ok(apply_validation(read, &b.values, &b.replaced, rows))
-    }
-
-    fn step(
-        &mut self,
-        model: &mut M,
-        data: &M::Data,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), StepError> {
-        step_unless_failed(&mut self.error, model, data, rows)
     }
 
     fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {

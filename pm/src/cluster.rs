@@ -220,15 +220,14 @@ fn check(h: &NodeHandle, row: u64, len: usize, ts: u64) -> Result<(), StoreError
     Ok(())
 }
 
-/// After [`check`], the node accepts the call; a residual error can only be a width mismatch.
-fn residual(h: &NodeHandle, e: PmError) -> StoreError {
-    let expected = RowStorage::width(h);
+/// After [`check`], the node accepts the call; a residual error is the parameter manager's
+/// own (e.g. the owner did not answer), handed on whole.
+fn residual(e: PmError) -> StoreError {
     match e {
         PmError::KeyOutOfRange { key, keys } => {
             StoreError::RowOutOfRange { row: key, rows: keys as usize }
         }
-        // No StoreError says "the owner did not answer"; RowStorage has no transport errors.
-        _ => StoreError::DimMismatch { expected, got: 0 },
+        e => StoreError::other(e),
     }
 }
 
@@ -245,7 +244,7 @@ impl RowStorage for NodeHandle {
     }
     fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
         check(self, row, out.len(), 0)?;
-        let v = self.pull(&[row], out).map_err(|e| residual(self, e))?;
+        let v = self.pull(&[row], out).map_err(residual)?;
         Ok(version_of(v[0]))
     }
     fn version(&self, row: u64) -> Result<Version, StoreError> {
@@ -254,10 +253,16 @@ impl RowStorage for NodeHandle {
     }
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
         check(self, row, values.len(), ts)?;
-        let req = self
-            .step(|n, o| n.write_if_newer(row, ts, values, o))
-            .map_err(|e| residual(self, e))?;
-        self.wait(|n| n.take_write_reply(req)).map_err(|e| residual(self, e))
+        let req = self.step(|n, o| n.write_if_newer(row, ts, values, o)).map_err(residual)?;
+        self.wait(|n| n.take_write_reply(req)).map_err(residual)
+    }
+    /// The parameter manager keeps no table-wide newest version: every key's is asked.
+    fn next_version(&self) -> Result<u64, StoreError> {
+        ordo::storage::scan_next_version(self)
+    }
+    /// One pull per key.
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
+        ordo::storage::read_all(self)
     }
 }
 

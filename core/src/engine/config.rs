@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// How asynchronous the pipeline is, and what it promises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Mode {
     /// One batch in flight: read, step, write, then the next. Equals the sequential order.
     Sync,
@@ -23,6 +24,7 @@ pub enum Mode {
 
 /// How `Async` writes a stepped row back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum AsyncWrite {
     /// Overwrite the row (the last writer wins).
     Overwrite,
@@ -158,6 +160,11 @@ impl EngineConfig {
 
     /// Check the numbers.
     pub fn validate(&self) -> Result<(), EngineError> {
+        self.check()
+    }
+
+    /// [`validate`](EngineConfig::validate), as the error type of a caller's model.
+    pub(crate) fn check<E>(&self) -> Result<(), EngineError<E>> {
         let bad = |what: &'static str| Err(EngineError::Config(what));
         if self.readers == 0 {
             return bad("readers must be at least 1");

@@ -6,6 +6,7 @@ use crate::mft::Mft;
 use crate::outstanding::Outstanding;
 use crate::storage::RowStorage;
 use crate::store::Version;
+use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
@@ -19,10 +20,15 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     pub width: usize,
     /// Batch row buffers, reused across the session's batches.
     pub buffers: Arc<RowBuffers>,
+    /// The smallest ts whose writes did not all land (`u64::MAX` while none); see
+    /// [`WriteTask`](super::writer::WriteTask) for the hold-back it drives.
+    unwritten_from: AtomicU64,
+    /// Whether a roll-back write failed, so the store holds no prefix of the order.
+    torn: AtomicBool,
 }
 
 impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
-    pub fn new(store: &'s S, mode: Mode, slots: Option<usize>) -> Result<Self, EngineError> {
+    pub fn new<E>(store: &'s S, mode: Mode, slots: Option<usize>) -> Result<Self, EngineError<E>> {
         let base = store.next_version().map_err(EngineError::Storage)?;
         if base >= (1 << 62) {
             return Err(EngineError::TimestampsExhausted);
@@ -36,7 +42,39 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
             base,
             width: store.width(),
             buffers: Arc::default(),
+            unwritten_from: AtomicU64::new(u64::MAX),
+            torn: AtomicBool::new(false),
         })
+    }
+
+    /// Batch `ts` will not be fully written: hold back every later batch's writes.
+    pub fn hold_back(&self, ts: u64) {
+        // AcqRel: a read-modify-write, so concurrent calls keep the smallest; the writers that
+        // test it only need to see it eventually (they wait on the MFT, not on this).
+        self.unwritten_from.fetch_min(ts, Ordering::AcqRel);
+    }
+
+    /// Whether a batch before `ts` will not be fully written (so `ts` must not write).
+    pub fn held_back(&self, ts: u64) -> bool {
+        // Acquire: pairs with the AcqRel in `hold_back`.
+        self.unwritten_from.load(Ordering::Acquire) < ts
+    }
+
+    /// A roll-back write failed: the store holds no prefix of the order.
+    pub fn tear(&self) {
+        // Release: read after the writers are joined (or finished), which orders it anyway.
+        self.torn.store(true, Ordering::Release);
+    }
+
+    /// How many batches of an epoch's order the store holds exactly (`Some(p)`: the store
+    /// equals the replay of its first `p` batches), given the epoch's stamped count and its
+    /// unwritten `(ts, id)` (epoch-local, sorted). `None` where the mode makes no such claim
+    /// (`Async`, `Bounded(k > 1)`) or a roll-back failed. Call once the writers are done.
+    pub fn prefix(&self, stamped: u64, unwritten: &[(u64, u64)]) -> Option<u64> {
+        // Acquire: pairs with `tear`.
+        let exact = matches!(self.mode, Mode::Oac | Mode::Sync | Mode::Bounded(1))
+            && !self.torn.load(Ordering::Acquire);
+        exact.then(|| unwritten.first().map_or(stamped, |&(ts, _)| ts))
     }
 
     /// The run-local ts of a version read from the store (`None`: from before this run).
@@ -46,7 +84,11 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
 }
 
 /// Call the test hook, if any, at `point` of batch `id`.
-pub(crate) fn at(hook: Option<&StageHook>, point: HookPoint, id: u64) -> Result<(), StopCause> {
+pub(crate) fn at<E>(
+    hook: Option<&StageHook>,
+    point: HookPoint,
+    id: u64,
+) -> Result<(), StopCause<E>> {
     let Some(h) = hook else { return Ok(()) };
     match (h.0)(point, id) {
         HookAction::Continue => Ok(()),
@@ -65,6 +107,8 @@ pub(crate) enum Progress {
     Progressed,
     /// It could not act now (e.g. no free outstanding slot); nothing changed.
     Blocked,
+    /// It gave up without acting (a writer held back after an earlier batch's failure).
+    Abandoned,
     /// The task is complete.
     Done,
 }

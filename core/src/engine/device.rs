@@ -13,7 +13,7 @@ use super::reader::Staged;
 use super::validation_cache::ValidationCache;
 use super::{
     BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
-    Stamp, StepError, StopCause,
+    Stamp, StopCause,
 };
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
@@ -57,7 +57,7 @@ pub trait DeviceStage<M: Model> {
         model: &mut M,
         data: &M::Data,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), StepError> {
+    ) -> Result<(), M::Error> {
         model.step(data, rows)
     }
 
@@ -88,7 +88,7 @@ impl<M: Model, D: DeviceStage<M> + ?Sized> DeviceStage<M> for &mut D {
         model: &mut M,
         data: &M::Data,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), StepError> {
+    ) -> Result<(), M::Error> {
         (**self).step(model, data, rows)
     }
     fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
@@ -142,6 +142,9 @@ impl<M: Model> DeviceStage<M> for CpuDevice {
         self.cache.len()
     }
 }
+
+/// A collected batch for the writers, with a failed cache insert to report once it is written.
+pub(crate) type Collected<E> = (Stamped, Option<StopCause<E>>);
 
 /// A stepped, stamped batch on its way to the writers.
 pub(crate) struct Stamped {
@@ -223,7 +226,7 @@ impl Sequencer {
         model: &mut M,
         job: Staged<M::Data>,
         hook: Option<&StageHook>,
-    ) -> Result<(), StopCause> {
+    ) -> Result<(), StopCause<M::Error>> {
         at(hook, HookPoint::Device, job.id)?;
         let Staged {
             position,
@@ -272,7 +275,7 @@ impl Sequencer {
         &mut self,
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
-    ) -> Result<(Stamped, Option<StopCause>), StopCause> {
+    ) -> Result<Collected<M::Error>, StopCause<M::Error>> {
         let InFlight { ts, ids, mut values, original, registration, validated, insert, record } =
             self.in_flight.pop_front().expect("a batch in flight");
         let id = record.batch_id;
@@ -312,7 +315,7 @@ impl Sequencer {
 }
 
 /// A device-stage failure on batch `batch_id`.
-fn device_failed(batch_id: u64, source: DeviceError) -> StopCause {
+fn device_failed<E>(batch_id: u64, source: DeviceError) -> StopCause<E> {
     StopCause::StageFailed { stage: Stage::Device, batch_id, source: StageError::Device(source) }
 }
 

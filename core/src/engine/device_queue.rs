@@ -45,14 +45,15 @@ pub struct Submission<'a, D> {
 }
 
 /// Why a [`DeviceQueue`] refused a batch (it is then not stamped, and nothing of it is written).
+/// `E` is the model's step error ([`Model::Error`]).
 #[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
+pub enum SubmitError<E = StepError> {
     /// The device failed (eviction, validation, transfer, or queueing).
     #[error("device failed")]
     Device(#[source] DeviceError),
     /// The model step returned an error.
     #[error("model step failed")]
-    Step(#[source] StepError),
+    Step(#[source] E),
     /// The model step panicked (a queue that runs the host model's step catches the panic and
     /// reports its message here).
     #[error("model step panicked: {0}")]
@@ -91,7 +92,7 @@ pub trait DeviceQueue<M: Model> {
         model: &mut M,
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError>;
+    ) -> Result<(), SubmitError<M::Error>>;
 
     /// Wait for the oldest batch in flight and leave its stepped values in `rows` (the rows it
     /// was submitted with); returns what its validation measured.
@@ -113,7 +114,7 @@ pub trait DeviceQueue<M: Model> {
 /// anything in flight are forgotten ([`DeviceQueue::reset`]).
 pub(crate) fn start<M: Model, Q: DeviceQueue<M> + ?Sized>(
     device: &mut Q,
-) -> Result<(), EngineError> {
+) -> Result<(), EngineError<M::Error>> {
     if device.depth() == 0 {
         return Err(EngineError::Config("a device queue holds at least one batch"));
     }
@@ -121,7 +122,7 @@ pub(crate) fn start<M: Model, Q: DeviceQueue<M> + ?Sized>(
 }
 
 /// Run a model step, its error or panic as a [`SubmitError`].
-fn caught(step: impl FnOnce() -> Result<(), StepError>) -> Result<(), SubmitError> {
+fn caught<E>(step: impl FnOnce() -> Result<(), E>) -> Result<(), SubmitError<E>> {
     match catch_unwind(AssertUnwindSafe(step)) {
         Ok(r) => r.map_err(SubmitError::Step),
         Err(payload) => Err(SubmitError::StepPanicked(super::device::panic_message(&*payload))),
@@ -168,7 +169,7 @@ impl<M: Model, D: DeviceStage<M>> DeviceQueue<M> for OneInFlight<D> {
         model: &mut M,
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), SubmitError<M::Error>> {
         let mut staleness = Staleness::default();
         if job.validate {
             self.device.evict_before(job.ste).map_err(SubmitError::Device)?;
@@ -234,7 +235,7 @@ impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
         model: &mut M,
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError> {
+    ) -> Result<(), SubmitError<M::Error>> {
         if self.done.len() >= self.depth {
             return Err(SubmitError::Device("all slots are in flight".into()));
         }

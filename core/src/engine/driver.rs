@@ -20,7 +20,7 @@
 //! flag included; the schedulers own only the queues between the stages.
 
 use super::context::{Progress, RunCtx, at};
-use super::device::{Sequencer, Stamped, panic_message};
+use super::device::{Collected, Sequencer, Stamped, panic_message};
 use super::device_queue::DeviceQueue;
 use super::error::Stage;
 use super::pipeline::StopState;
@@ -94,14 +94,14 @@ pub(crate) fn block_on<F: Future>(f: F) -> F::Output {
 
 /// Read one batch to completion; `Ok(None)` if the run stopped while it waited for a slot.
 /// A panic in the reader is a [`StopCause::StageFailed`] of [`Stage::Reader`].
-pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized>(
+pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized, E>(
     cx: &RunCtx<'_, S>,
     position: usize,
     batch: Batch<D>,
     hook: Option<&StageHook>,
-    stop: &StopState,
+    stop: &StopState<E>,
     waiter: &W,
-) -> Result<Option<Staged<D>>, StopCause> {
+) -> Result<Option<Staged<D>>, StopCause<E>> {
     let id = batch.id;
     guarded(Stage::Reader, id, || at(hook, HookPoint::ReadStart, id))?;
     let mut task = ReadTask::new(position, batch, cx.width, &cx.buffers);
@@ -109,18 +109,18 @@ pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized>(
         match guarded(Stage::Reader, id, || task.advance(cx, hook))? {
             Progress::Done => return Ok(Some(task.into_staged(cx.mode))),
             Progress::Progressed => waiter.progressed().await,
-            Progress::Blocked if stop.is_stopped() => return Ok(None),
-            Progress::Blocked => waiter.blocked().await,
+            Progress::Blocked | Progress::Abandoned if stop.is_stopped() => return Ok(None),
+            Progress::Blocked | Progress::Abandoned => waiter.blocked().await,
         }
     }
 }
 
 /// Wait until the device may stamp its next batch (admission control: the next ts fits the MFT
 /// window). `false` if the run stopped while waiting.
-pub(crate) async fn admit<W: Waiter, S: RowStorage + ?Sized>(
+pub(crate) async fn admit<W: Waiter, S: RowStorage + ?Sized, E>(
     seq: &Sequencer,
     cx: &RunCtx<'_, S>,
-    stop: &StopState,
+    stop: &StopState<E>,
     waiter: &W,
 ) -> bool {
     while !seq.admits(cx) {
@@ -141,7 +141,7 @@ pub(crate) fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Size
     model: &mut M,
     job: Staged<M::Data>,
     hook: Option<&StageHook>,
-) -> Result<(), StopCause> {
+) -> Result<(), StopCause<M::Error>> {
     let id = job.id;
     guarded(Stage::Device, id, || seq.submit(cx, queue, model, job, hook))
 }
@@ -157,8 +157,8 @@ pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Siz
     seq: &mut Sequencer,
     cx: &RunCtx<'_, S>,
     queue: &mut Q,
-    stop: &StopState,
-) -> Result<(Stamped, Option<StopCause>), Lost> {
+    stop: &StopState<M::Error>,
+) -> Result<Collected<M::Error>, Lost> {
     let oldest = seq.oldest().expect("a batch in flight");
     guarded(Stage::Device, oldest.1, || seq.collect(cx, queue)).map_err(|cause| {
         let mut lost = seq.abandon();
@@ -166,6 +166,7 @@ pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Siz
             lost.insert(0, oldest);
         }
         for &(ts, id) in &lost {
+            cx.hold_back(ts);
             stop.unwritten(ts, id);
         }
         stop.fail(cause);
@@ -173,22 +174,25 @@ pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Siz
     })
 }
 
-/// Write one stamped batch to completion; on failure record it as unwritten and stop the run.
-/// Returns whether it was fully written. (A writer never blocks: it only awaits after acting.)
-pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized>(
+/// Write one stamped batch to completion; on failure roll back its landed rows, record it as
+/// unwritten and stop the run; held back after an earlier batch's failure, record it as
+/// unwritten (see [`WriteTask`] for the prefix this keeps). Returns whether it was fully
+/// written. (A writer blocks only while the batches before it write.)
+pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized, E>(
     cx: &RunCtx<'_, S>,
     stamped: Stamped,
     hook: Option<&StageHook>,
-    stop: &StopState,
+    stop: &StopState<E>,
     waiter: &W,
 ) -> bool {
     let (ts, id) = (stamped.ts, stamped.id);
+    let mut task = WriteTask::new(stamped);
     let res = async {
         guarded(Stage::Writer, id, || at(hook, HookPoint::WriteStart, id))?;
-        let mut task = WriteTask::new(stamped);
         loop {
             match guarded(Stage::Writer, id, || task.advance(cx, hook))? {
-                Progress::Done => return Ok(()),
+                Progress::Done => return Ok(true),
+                Progress::Abandoned => return Ok(false),
                 Progress::Progressed => waiter.progressed().await,
                 Progress::Blocked => waiter.blocked().await,
             }
@@ -196,21 +200,28 @@ pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized>(
     }
     .await;
     match res {
-        Ok(()) => true,
+        Ok(true) => true,
+        Ok(false) => {
+            stop.unwritten(ts, id);
+            false
+        }
         Err(cause) => {
+            task.roll_back(cx);
             stop.unwritten(ts, id);
             stop.fail(cause);
+            // After the cause: a writer held back by it finds the cause already in.
+            cx.hold_back(ts);
             false
         }
     }
 }
 
 /// Run `f`, turning a panic into a stage failure.
-pub(crate) fn guarded<T>(
+pub(crate) fn guarded<T, E>(
     stage: Stage,
     batch_id: u64,
-    f: impl FnOnce() -> Result<T, StopCause>,
-) -> Result<T, StopCause> {
+    f: impl FnOnce() -> Result<T, StopCause<E>>,
+) -> Result<T, StopCause<E>> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
         Err(StopCause::StageFailed {
             stage,

@@ -77,16 +77,16 @@ pub enum BatchError {
     },
 }
 
-/// Why a running pipeline stopped.
+/// Why a running pipeline stopped. `E` is the model's step error ([`Model::Error`](super::Model::Error)).
 #[derive(Debug, Error)]
-pub enum StopCause {
+pub enum StopCause<E = StepError> {
     /// The model step returned an error (the batch was not stamped).
     #[error("model step failed on batch {batch_id}: {source}")]
     StepFailed {
         /// The batch.
         batch_id: u64,
-        /// The model's error.
-        source: StepError,
+        /// The model's error, as its step returned it.
+        source: E,
     },
     /// The model step panicked (the batch was not stamped).
     #[error("model step panicked on batch {batch_id}: {message}")]
@@ -117,8 +117,14 @@ pub enum StopCause {
 }
 
 /// An engine error. The store is untouched when one of the input errors is returned.
+///
+/// `E` is the model's step error ([`Model::Error`](super::Model::Error)): a failed step comes
+/// back as `Stopped { cause: StopCause::StepFailed { source, .. }, .. }` with `source: E`, so
+/// the caller matches its own error type. Calls that run no model (e.g.
+/// [`Engine::new`](super::Engine::new)) return the default `EngineError<StepError>`; see
+/// [`EngineError::map_step`] to join them.
 #[derive(Debug, Error)]
-pub enum EngineError {
+pub enum EngineError<E = StepError> {
     /// A bad configuration.
     #[error("bad engine configuration: {0}")]
     Config(&'static str),
@@ -161,27 +167,71 @@ pub enum EngineError {
     DeviceReset(#[source] DeviceError),
     /// The pipeline stopped.
     ///
-    /// **What the store holds:** every batch of [`applied`](EngineError::applied) (the stamped
-    /// batches not in `unwritten`) is fully written; no batch that was not stamped (a failing
-    /// step, or one still queued) wrote anything; a batch of `unwritten` was stamped but a
-    /// writer failed on it, so some of its rows may hold its values and others not (each row
-    /// holds one whole version). The model's dense parameters include every stamped batch.
-    /// When `unwritten` is empty, replaying `order` from the initial state reproduces the store.
+    /// **What the store holds:** in `Oac`, `Sync` and `Bounded(1)`, exactly the first
+    /// `prefix` batches of `order`: the store equals [`replay`](super::replay) of
+    /// `order[..prefix]` from the epoch's initial state, whatever failed (a write, a step, the
+    /// device), because writers hold back every batch after one whose writes did not all land
+    /// and roll back the rows a failed batch wrote (the invariant on the engine's writer).
+    /// Every batch of `unwritten` is at `ts ≥ prefix`, so [`applied`](EngineError::applied) is
+    /// `order[..prefix]`. `prefix` is `None` in `Async` and `Bounded(k > 1)` (no order is
+    /// claimed), or if a roll-back write failed too (then a batch of `unwritten` may be partly
+    /// written; each row still holds one whole version). The model's dense parameters include
+    /// every stamped batch.
     #[error("pipeline stopped after stamping {stamped} batches ({} not fully written): {cause}", unwritten.len())]
     Stopped {
         /// The first failure.
         #[source]
-        cause: StopCause,
+        cause: StopCause<E>,
         /// How many batches were stamped (`ts = 0..stamped`, epoch-local).
         stamped: u64,
         /// Ids of the stamped batches, in computation order (`order[ts]`).
         order: Vec<u64>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,
+        /// How many batches of `order` the store holds: it equals the replay of
+        /// `order[..prefix]` (`None`: no prefix; see above).
+        prefix: Option<u64>,
     },
 }
 
-impl EngineError {
+impl<E> StopCause<E> {
+    /// The same cause with its step error mapped by `f`.
+    pub fn map_step<F>(self, f: impl FnOnce(E) -> F) -> StopCause<F> {
+        match self {
+            StopCause::StepFailed { batch_id, source } => {
+                StopCause::StepFailed { batch_id, source: f(source) }
+            }
+            StopCause::StepPanicked { batch_id, message } => {
+                StopCause::StepPanicked { batch_id, message }
+            }
+            StopCause::StageFailed { stage, batch_id, source } => {
+                StopCause::StageFailed { stage, batch_id, source }
+            }
+            StopCause::Injected { point, batch_id } => StopCause::Injected { point, batch_id },
+        }
+    }
+}
+
+impl<E> EngineError<E> {
+    /// The same error with its step error mapped by `f` (e.g. `EngineError<MyError>` into the
+    /// `EngineError<StepError>` of a call that runs no model, with `|e| StepError::new(e)`).
+    pub fn map_step<F>(self, f: impl FnOnce(E) -> F) -> EngineError<F> {
+        use EngineError::*;
+        match self {
+            Config(what) => Config(what),
+            WidthMismatch { model, store } => WidthMismatch { model, store },
+            InvalidBatch { position, batch_id, kind } => InvalidBatch { position, batch_id, kind },
+            Storage(e) => Storage(e),
+            UnknownBatch { batch_id } => UnknownBatch { batch_id },
+            Halted => Halted,
+            TimestampsExhausted => TimestampsExhausted,
+            DeviceReset(e) => DeviceReset(e),
+            Stopped { cause, stamped, order, unwritten, prefix } => {
+                Stopped { cause: cause.map_step(f), stamped, order, unwritten, prefix }
+            }
+        }
+    }
+
     /// For [`EngineError::Stopped`]: ids of the stamped batches whose every write landed, in
     /// computation order. `None` for other errors (nothing ran).
     pub fn applied(&self) -> Option<Vec<u64>> {

@@ -36,6 +36,7 @@
 //! struct Pull { bias: f32 }
 //! impl Model for Pull {
 //!     type Data = f32;
+//!     type Error = StepError;
 //!     fn row_width(&self) -> usize { 2 }
 //!     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 //!         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
@@ -106,17 +107,18 @@ pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCau
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
 pub use pipeline::Engine;
-pub use record::{RunReport, Staleness, Stamp, replay, replay_ids};
+pub use record::{RunReport, Staleness, Stamp, replay, replay_ids, replay_into};
 pub use session::{Completion, Session, TrySubmitError};
 
 use crate::storage::RowStorage;
 
-/// Check one batch against a store of `rows` rows: ids strictly increasing and in range.
-pub fn validate_batch<D>(
+/// Check one batch against a store of `rows` rows: ids strictly increasing and in range. The
+/// error is [`EngineError::InvalidBatch`], as the engine error of any model (`E`).
+pub fn validate_batch<D, E>(
     position: usize,
     batch: &Batch<D>,
     rows: usize,
-) -> Result<(), EngineError> {
+) -> Result<(), EngineError<E>> {
     let bad = |kind| Err(EngineError::InvalidBatch { position, batch_id: batch.id, kind });
     let mut prev: Option<u64> = None;
     for &r in &batch.rows {
@@ -141,7 +143,7 @@ fn prepare<M: Model, S: RowStorage + ?Sized>(
     model: &M,
     store: &S,
     batches: impl IntoIterator<Item = Batch<M::Data>>,
-) -> Result<Vec<Batch<M::Data>>, EngineError> {
+) -> Result<Vec<Batch<M::Data>>, EngineError<M::Error>> {
     if model.row_width() != store.width() {
         return Err(EngineError::WidthMismatch { model: model.row_width(), store: store.width() });
     }

@@ -77,12 +77,13 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
     readers: &[Vec<usize>],
     writers: usize,
 ) -> (M, RunReport) {
-    let cx = Arc::new(RunCtx::new(store, config.mode, config.in_flight_slots()).expect("ctx"));
+    let cx = RunCtx::new::<M::Error>(store, config.mode, config.in_flight_slots()).expect("ctx");
+    let cx = Arc::new(cx);
     let n = batches.len();
     let mut pending: Vec<Option<Batch<M::Data>>> = batches.into_iter().map(Some).collect();
     let input: Arc<Queue<Staged<M::Data>>> = Arc::new(Queue::new());
     let output: Arc<Queue<Stamped>> = Arc::new(Queue::new());
-    let stop = Arc::new(StopState::default());
+    let stop = Arc::new(StopState::<M::Error>::default());
     let mut handles = Vec::new();
     for assigned in readers {
         let mine: Vec<_> =

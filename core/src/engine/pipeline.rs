@@ -61,15 +61,24 @@ pub struct Engine {
 }
 
 /// The first failure of a run, and the stamped batches whose writes did not all land.
-#[derive(Default)]
-pub(crate) struct StopState {
+pub(crate) struct StopState<E> {
     stopped: AtomicBool,
-    cause: Mutex<Option<StopCause>>,
+    cause: Mutex<Option<StopCause<E>>>,
     unwritten: Mutex<Vec<(u64, u64)>>,
 }
 
-impl StopState {
-    pub(crate) fn fail(&self, cause: StopCause) {
+impl<E> Default for StopState<E> {
+    fn default() -> Self {
+        StopState {
+            stopped: AtomicBool::default(),
+            cause: Mutex::default(),
+            unwritten: Mutex::default(),
+        }
+    }
+}
+
+impl<E> StopState<E> {
+    pub(crate) fn fail(&self, cause: StopCause<E>) {
         let mut c = self.cause.lock().unwrap_or_else(|e| e.into_inner());
         c.get_or_insert(cause);
         // Release: pairs with the Acquire in `is_stopped`; the cause is behind the mutex anyway.
@@ -92,7 +101,8 @@ impl StopState {
     }
 
     /// Take the first failure, if any, and the unwritten batches (sorted).
-    pub(crate) fn take(&self) -> Option<(StopCause, Vec<(u64, u64)>)> {
+    #[allow(clippy::type_complexity)] // the cause and its `(ts, id)` list, as `Stopped` holds them
+    pub(crate) fn take(&self) -> Option<(StopCause<E>, Vec<(u64, u64)>)> {
         let cause = self.cause.lock().unwrap_or_else(|e| e.into_inner()).take()?;
         let mut unwritten =
             std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()));
@@ -124,7 +134,7 @@ impl Engine {
         model: &mut M,
         store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<RunReport, EngineError> {
+    ) -> Result<RunReport, EngineError<M::Error>> {
         self.run_with(&mut CpuDevice::new(), model, store, batches)
     }
 
@@ -135,7 +145,7 @@ impl Engine {
         model: &mut M,
         store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<RunReport, EngineError> {
+    ) -> Result<RunReport, EngineError<M::Error>> {
         self.run_queued(&mut OneInFlight::new(device), model, store, batches)
     }
 
@@ -177,7 +187,7 @@ impl Engine {
         model: &mut M,
         store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<RunReport, EngineError> {
+    ) -> Result<RunReport, EngineError<M::Error>> {
         let batches = prepare(model, store, batches)?;
         self.session_queued(queue, model, store, |session| {
             // Every batch was checked above, so a submit fails only once the pipeline stopped,
@@ -234,7 +244,7 @@ impl Engine {
         model: &mut M,
         store: &S,
         f: impl FnOnce(&mut Session<'_, M, S>) -> R,
-    ) -> Result<R, EngineError>
+    ) -> Result<R, EngineError<M::Error>>
     where
         M: Model,
         S: RowStorage + ?Sized,
@@ -250,7 +260,7 @@ impl Engine {
         model: &mut M,
         store: &S,
         f: impl FnOnce(&mut Session<'_, M, S>) -> R,
-    ) -> Result<R, EngineError>
+    ) -> Result<R, EngineError<M::Error>>
     where
         M: Model,
         S: RowStorage + ?Sized,
@@ -287,11 +297,11 @@ impl Engine {
 }
 
 /// Start the reader and writer threads of a session; the device runs on the session's thread.
-fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized>(
+fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 'env>(
     scope: &'scope thread::Scope<'scope, 'env>,
     config: &'env EngineConfig,
     cx: &'env RunCtx<'env, S>,
-    stop: &'env StopState,
+    stop: &'env StopState<E>,
 ) -> Lanes<D> {
     let hook = config.hook.as_ref();
     let observer = config.observer.as_ref().map(|o| &*o.0);

@@ -63,11 +63,11 @@ impl<D> ReadTask<D> {
     /// **Invariant (announce before read):** a timestamped batch reads no row before
     /// `Outstanding::register` returned, so every row it reads reflects every write with
     /// `ts < read_prefix` (see [`crate::outstanding::Outstanding`]); validation relies on it.
-    pub fn advance<S: RowStorage + ?Sized>(
+    pub fn advance<S: RowStorage + ?Sized, E>(
         &mut self,
         cx: &RunCtx<'_, S>,
         hook: Option<&StageHook>,
-    ) -> Result<Progress, StopCause> {
+    ) -> Result<Progress, StopCause<E>> {
         if self.is_done(cx) {
             return Ok(Progress::Done);
         }

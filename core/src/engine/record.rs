@@ -2,11 +2,14 @@
 //! sequential replay that is the oracle of every equivalence check.
 
 use super::{Batch, BatchRows, EngineError, Mode, Model, StopCause};
+use crate::storage::RowStorage;
+use crate::store::RowStore;
 use std::borrow::Borrow;
 use std::time::Duration;
 
 /// How stale a batch was when the device validated it (`Oac` only).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Staleness {
     /// Rows replaced from the validation cache: rows for which a newer version than the one read
     /// existed at validation.
@@ -18,6 +21,7 @@ pub struct Staleness {
 
 /// One stamped batch of the computation order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Stamp {
     /// The batch's id.
     pub batch_id: u64,
@@ -37,6 +41,8 @@ pub struct Stamp {
 ///
 /// The order is what a trainer saves to reproduce a run: [`batch_ids`](RunReport::batch_ids)
 /// with [`replay_ids`] rebuilds the final state from the initial one without the run's input.
+/// With the `serde` feature the report, its [`Stamp`]s and [`Mode`] serialize, so the whole
+/// order (with its telemetry) can be saved in any serde format and loaded elsewhere.
 ///
 /// ```
 /// use ordo::engine::{Batch, Engine, EngineConfig, Mode, Model, replay_ids};
@@ -70,6 +76,7 @@ pub struct Stamp {
 /// # Ok::<(), ordo::engine::EngineError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RunReport {
     /// The mode.
     pub mode: Mode,
@@ -123,18 +130,18 @@ impl RunReport {
 /// `rows × width`, the store's initial snapshot) with `model` (a fresh model for the dense
 /// parameters): the synchronous execution of a recorded computation order. `table` ends as the
 /// sequential result; the dense result is `model.dense()`. See [`replay_ids`] to replay by batch
-/// id, without the run's input `Vec`.
+/// id, without the run's input `Vec`, and [`replay_into`] to replay onto any [`RowStorage`].
 pub fn replay<M: Model>(
     model: &mut M,
     table: &mut [f32],
     batches: &[Batch<M::Data>],
     positions: &[usize],
-) -> Result<(), EngineError> {
-    for &p in positions {
-        let batch = batches.get(p).ok_or(EngineError::Config("replay position out of range"))?;
-        replay_one(model, table, p, batch)?;
-    }
-    Ok(())
+) -> Result<(), EngineError<M::Error>> {
+    on_table(table, model.row_width(), |store| {
+        replay_each(model, store, positions.len(), |i| {
+            batches.get(positions[i]).ok_or(EngineError::Config("replay position out of range"))
+        })
+    })
 }
 
 /// Replay a recorded computation order by batch **id** ([`RunReport::batch_ids`], which a
@@ -167,39 +174,98 @@ pub fn replay_ids<M: Model, B: Borrow<Batch<M::Data>>>(
     model: &mut M,
     table: &mut [f32],
     ids: &[u64],
-    mut batch_of: impl FnMut(u64) -> Option<B>,
-) -> Result<(), EngineError> {
-    for (p, &id) in ids.iter().enumerate() {
-        let batch = batch_of(id).ok_or(EngineError::UnknownBatch { batch_id: id })?;
-        replay_one(model, table, p, batch.borrow())?;
-    }
-    Ok(())
+    batch_of: impl FnMut(u64) -> Option<B>,
+) -> Result<(), EngineError<M::Error>> {
+    on_table(table, model.row_width(), |store| replay_into(model, store, ids, batch_of))
 }
 
-/// Step one batch on `table` (`position` only labels an error).
-fn replay_one<M: Model>(
+/// [`replay_ids`] onto any [`RowStorage`] (e.g. the trainer's own, over several tables or a
+/// file): each batch's rows are [`read`](RowStorage::read), stepped, and written back with
+/// [`write_if_newer`](RowStorage::write_if_newer) at versions `v, v + 1, …` from the storage's
+/// [`next_version`](RowStorage::next_version) `v`, one batch after the other. A storage failure
+/// is [`EngineError::Storage`]; a failed step is [`EngineError::Stopped`] with the batches before
+/// it applied (its `prefix`).
+///
+/// ```
+/// use ordo::engine::{Batch, BatchRows, Model, replay_into};
+/// use ordo::storage::RowStorage;
+/// use ordo::store::RowStore;
+///
+/// struct Double;
+/// impl Model for Double {
+///     type Data = ();
+///     type Error = std::convert::Infallible;
+///     fn row_width(&self) -> usize { 1 }
+///     fn step(&mut self, _: &(), rows: &mut BatchRows<'_>) -> Result<(), Self::Error> {
+///         rows.values_mut().iter_mut().for_each(|v| *v = 2.0 * *v + 1.0);
+///         Ok(())
+///     }
+/// }
+/// let store = RowStore::zeros(3, 1);
+/// let batch = |id: u64| Some(Batch { id, rows: vec![id % 3], data: () });
+/// replay_into(&mut Double, &store, &[0, 3, 1], batch)?;
+/// assert_eq!(store.snapshot(), vec![3.0, 1.0, 0.0]);
+/// # Ok::<(), ordo::engine::EngineError<std::convert::Infallible>>(())
+/// ```
+pub fn replay_into<M: Model, S: RowStorage + ?Sized, B: Borrow<Batch<M::Data>>>(
     model: &mut M,
+    storage: &S,
+    ids: &[u64],
+    mut batch_of: impl FnMut(u64) -> Option<B>,
+) -> Result<(), EngineError<M::Error>> {
+    replay_each(model, storage, ids.len(), |i| {
+        batch_of(ids[i]).ok_or(EngineError::UnknownBatch { batch_id: ids[i] })
+    })
+}
+
+/// The flat table as a [`RowStore`] for the replay `f`, copied back after it (also on error).
+fn on_table<E>(
     table: &mut [f32],
-    position: usize,
-    batch: &Batch<M::Data>,
-) -> Result<(), EngineError> {
+    width: usize,
+    f: impl FnOnce(&RowStore) -> Result<(), EngineError<E>>,
+) -> Result<(), EngineError<E>> {
+    let rows = table.len().checked_div(width).unwrap_or(0);
+    let store = RowStore::from_values(rows, width, table).map_err(EngineError::Storage)?;
+    let out = f(&store);
+    table.copy_from_slice(&store.snapshot());
+    out
+}
+
+/// Step the `n` batches `batch(0)`, `batch(1)`, … one by one on `storage`.
+fn replay_each<M: Model, S: RowStorage + ?Sized, B: Borrow<Batch<M::Data>>>(
+    model: &mut M,
+    storage: &S,
+    n: usize,
+    mut batch: impl FnMut(usize) -> Result<B, EngineError<M::Error>>,
+) -> Result<(), EngineError<M::Error>> {
     let width = model.row_width();
-    let rows = table.len() / width.max(1);
-    super::validate_batch(position, batch, rows)?;
-    let mut values = Vec::with_capacity(batch.rows.len() * width);
-    for &r in &batch.rows {
-        values.extend_from_slice(&table[r as usize * width..(r as usize + 1) * width]);
+    if width != storage.width() {
+        return Err(EngineError::WidthMismatch { model: width, store: storage.width() });
     }
-    let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
-    model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
-        cause: StopCause::StepFailed { batch_id: batch.id, source },
-        stamped: 0,
-        order: Vec::new(),
-        unwritten: Vec::new(),
-    })?;
-    for (i, &r) in batch.rows.iter().enumerate() {
-        table[r as usize * width..(r as usize + 1) * width]
-            .copy_from_slice(&values[i * width..(i + 1) * width]);
+    let base = storage.next_version().map_err(EngineError::Storage)?;
+    let mut values = Vec::new();
+    let mut done = Vec::with_capacity(n);
+    for p in 0..n {
+        let batch = batch(p)?;
+        let batch = batch.borrow();
+        super::validate_batch(p, batch, storage.rows())?;
+        values.clear();
+        values.resize(batch.rows.len() * width, 0.0);
+        for (&r, out) in batch.rows.iter().zip(values.chunks_mut(width.max(1))) {
+            storage.read(r, out).map_err(EngineError::Storage)?;
+        }
+        let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
+        model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
+            cause: StopCause::StepFailed { batch_id: batch.id, source },
+            stamped: p as u64,
+            order: done.clone(),
+            unwritten: Vec::new(),
+            prefix: Some(p as u64),
+        })?;
+        for (&r, row) in batch.rows.iter().zip(values.chunks(width.max(1))) {
+            storage.write_if_newer(r, base + p as u64, row).map_err(EngineError::Storage)?;
+        }
+        done.push(batch.id);
     }
     Ok(())
 }

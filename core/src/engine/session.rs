@@ -41,11 +41,11 @@ pub struct Completion {
 
 /// Why [`Session::try_submit`] did not take a batch.
 #[derive(Debug)]
-pub enum TrySubmitError<D> {
+pub enum TrySubmitError<D, E = super::StepError> {
     /// The pipeline is full; here is the batch back (try again later).
     Full(Batch<D>),
     /// The batch was rejected, or the session stopped ([`EngineError::Halted`]).
-    Failed(EngineError),
+    Failed(EngineError<E>),
 }
 
 /// The channels between the session (the device) and the reader and writer threads.
@@ -107,7 +107,7 @@ pub(crate) struct Lanes<D> {
 /// ```
 pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
     cx: &'a RunCtx<'a, S>,
-    stop: &'a StopState,
+    stop: &'a StopState<M::Error>,
     hook: Option<&'a StageHook>,
     observer: Option<&'a dyn Observer>,
     device: &'a mut dyn DeviceQueue<M>,
@@ -130,7 +130,7 @@ pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
 impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     pub(crate) fn new(
         cx: &'a RunCtx<'a, S>,
-        stop: &'a StopState,
+        stop: &'a StopState<M::Error>,
         hook: Option<&'a StageHook>,
         observer: Option<&'a dyn Observer>,
         device: &'a mut dyn DeviceQueue<M>,
@@ -160,7 +160,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// A malformed batch is rejected ([`EngineError::InvalidBatch`]) and nothing changes; after
     /// a failure inside the pipeline every call returns [`EngineError::Halted`] and
     /// [`finish`](Session::finish) returns the failure.
-    pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError> {
+    pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.accept(&batch)?;
         let position = self.submitted;
         if self.lanes.is_none() {
@@ -187,7 +187,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
 
     /// Feed one batch if there is room now; otherwise hand it back
     /// ([`TrySubmitError::Full`]). Does the device work that is ready either way.
-    pub fn try_submit(&mut self, batch: Batch<M::Data>) -> Result<(), TrySubmitError<M::Data>> {
+    pub fn try_submit(
+        &mut self,
+        batch: Batch<M::Data>,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
         if let Err(e) = self.accept(&batch) {
             return Err(TrySubmitError::Failed(e));
         }
@@ -211,7 +214,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     pub fn submit_all(
         &mut self,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<(), EngineError> {
+    ) -> Result<(), EngineError<M::Error>> {
         batches.into_iter().try_for_each(|b| self.submit(b))
     }
 
@@ -240,7 +243,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     ///
     /// On a failure the error says which batches were stamped and which of those are not fully
     /// written ([`EngineError::Stopped`]); the session is halted after it.
-    pub fn finish(&mut self) -> Result<RunReport, EngineError> {
+    pub fn finish(&mut self) -> Result<RunReport, EngineError<M::Error>> {
         while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
             self.device_step(true);
         }
@@ -263,7 +266,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             let unwritten: Vec<(u64, u64)> =
                 unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
             let order = order.iter().map(|s| s.batch_id).collect();
-            return Err(EngineError::Stopped { cause, stamped, order, unwritten });
+            let prefix = self.cx.prefix(stamped, &unwritten);
+            return Err(EngineError::Stopped { cause, stamped, order, unwritten, prefix });
         }
         self.running()?;
         let report = RunReport {
@@ -293,12 +297,12 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         self.lanes.as_ref().expect("threaded session")
     }
 
-    fn running(&self) -> Result<(), EngineError> {
+    fn running(&self) -> Result<(), EngineError<M::Error>> {
         if self.stop.is_stopped() { Err(EngineError::Halted) } else { Ok(()) }
     }
 
     /// Check a batch before it enters the pipeline.
-    fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError> {
+    fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.running()?;
         validate_batch(self.submitted, batch, self.cx.store.rows())
     }

@@ -91,9 +91,9 @@ fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
 }
 
 /// What the stages share: the run's context, the stop state, and the waiter.
-struct Shared<'s, S: RowStorage + ?Sized> {
+struct Shared<'s, S: RowStorage + ?Sized, E> {
     cx: RunCtx<'s, S>,
-    stop: StopState,
+    stop: StopState<E>,
     waiter: Stepped,
 }
 
@@ -101,21 +101,21 @@ struct Shared<'s, S: RowStorage + ?Sized> {
 type StageFuture<'s, T> = Pin<Box<dyn Future<Output = T> + 's>>;
 
 /// A reader: idle, reading a batch, or holding a read batch until the input queue has room.
-enum Reader<'s, D> {
+enum Reader<'s, D, E> {
     Idle,
-    Reading(StageFuture<'s, Result<Option<Staged<D>>, StopCause>>),
+    Reading(StageFuture<'s, Result<Option<Staged<D>>, StopCause<E>>>),
     Read(Staged<D>),
 }
 
 /// The pipeline's stages and queues, advanced by [`step`](Simulation::step).
 pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
-    shared: Rc<Shared<'s, S>>,
+    shared: Rc<Shared<'s, S, M::Error>>,
     config: EngineConfig,
     model: M,
     device: Box<dyn DeviceQueue<M> + 's>,
     seq: Sequencer,
     feed: VecDeque<(usize, Batch<M::Data>)>,
-    readers: Vec<Reader<'s, M::Data>>,
+    readers: Vec<Reader<'s, M::Data, M::Error>>,
     input: VecDeque<Staged<M::Data>>,
     output: VecDeque<Stamped>,
     writers: Vec<Option<StageFuture<'s, bool>>>,
@@ -133,7 +133,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         model: M,
         store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<Self, EngineError> {
+    ) -> Result<Self, EngineError<M::Error>> {
         Self::with_device(
             config,
             Box::new(OneInFlight::new(CpuDevice::new())),
@@ -151,9 +151,9 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         model: M,
         store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<Self, EngineError> {
+    ) -> Result<Self, EngineError<M::Error>> {
         start(&mut *device)?;
-        config.validate()?;
+        config.check()?;
         let batches = prepare(&model, store, batches)?;
         let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
         let shared = Rc::new(Shared { cx, stop: StopState::default(), waiter: Stepped::default() });
@@ -210,23 +210,29 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     }
 
     /// The run's state after a stage failed with `cause`.
-    fn stopped(&self, cause: StopCause) -> EngineError {
+    fn stopped(&self, cause: StopCause<M::Error>) -> EngineError<M::Error> {
         let unwritten = self.shared.stop.take().map(|(_, u)| u).unwrap_or_default();
         self.stopped_with(cause, unwritten)
     }
 
     /// The run's state after it stopped with `cause`, leaving batches `unwritten`.
-    fn stopped_with(&self, cause: StopCause, unwritten: Vec<(u64, u64)>) -> EngineError {
+    fn stopped_with(
+        &self,
+        cause: StopCause<M::Error>,
+        unwritten: Vec<(u64, u64)>,
+    ) -> EngineError<M::Error> {
         EngineError::Stopped {
             cause,
             stamped: self.seq.next_ts,
             order: self.seq.order.iter().map(|s| s.batch_id).collect(),
             unwritten,
+            // The simulation stops at the failure, with writes still in flight: no prefix.
+            prefix: None,
         }
     }
 
     /// Do `action`. `Ok(false)` if it could not act (nothing changed).
-    pub fn step(&mut self, action: Action) -> Result<bool, EngineError> {
+    pub fn step(&mut self, action: Action) -> Result<bool, EngineError<M::Error>> {
         let sh = Rc::clone(&self.shared);
         let acted = || !sh.waiter.blocked.get();
         match action {
@@ -346,7 +352,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         Ok(())
     }
 
-    fn failure(&self, message: String) -> EngineError {
+    fn failure(&self, message: String) -> EngineError<M::Error> {
         EngineError::Stopped {
             cause: StopCause::StageFailed {
                 stage: Stage::Simulation,
@@ -356,12 +362,13 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
             stamped: self.seq.next_ts,
             order: self.seq.order.iter().map(|s| s.batch_id).collect(),
             unwritten: Vec::new(),
+            prefix: None,
         }
     }
 
     /// Run to completion: each byte of `schedule` picks an enabled action (`byte % count`; if
     /// it is blocked, the next one that can act); then the first that can act, until done.
-    pub fn run(mut self, schedule: &[u8]) -> Result<(M, RunReport), EngineError> {
+    pub fn run(mut self, schedule: &[u8]) -> Result<(M, RunReport), EngineError<M::Error>> {
         let mut bytes = schedule.iter();
         while !self.is_done() {
             let cands = self.candidates();
@@ -418,7 +425,7 @@ pub fn compare_with_replay<M: Model>(
     report: &RunReport,
     store: &RowStore,
     dense: &[f32],
-) -> Result<Comparison, EngineError> {
+) -> Result<Comparison, EngineError<M::Error>> {
     let mut table = initial.to_vec();
     replay(&mut fresh, &mut table, batches, &report.positions())?;
     let got = store.snapshot();

@@ -25,6 +25,7 @@ impl MixModel {
 
 impl Model for MixModel {
     type Data = f32;
+    type Error = StepError;
 
     fn row_width(&self) -> usize {
         self.width

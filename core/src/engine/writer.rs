@@ -11,28 +11,67 @@ use crate::storage::prefetch_ahead;
 
 /// A writer working on one stamped batch, one action (write one row, finish, or deregister) per
 /// [`advance`](WriteTask::advance).
+///
+/// **Invariant (prefix state after a failed write):** in a timestamped mode, the store holds
+/// the writes of exactly the batches `ts < p` for some `p`, at every moment and so after any
+/// failure, with `p` the number of batches the error's `prefix` names. Two rules keep it:
+/// 1. *Hold-back:* a batch writes its first row only once every earlier batch has finished
+///    (`Mft::prefix() ≥ ts`, finish after visible), and never once an earlier batch was given
+///    up ([`RunCtx::held_back`]): it is then given up too, unwritten. So batches write one
+///    after the other in ts order, and no batch after a failed one writes anything.
+/// 2. *Roll-back:* before writing a row a batch copies the row's current values; if its write
+///    task fails after some rows landed, it writes those copies back (at version `ts + 1`,
+///    newer than its own writes; no later batch writes after it, by 1). By 1, when batch `f`
+///    writes, the store holds exactly the batches `< f`, so the copies are their values.
+///
+/// Hence after a failure of `f` the store equals the replay of the order's first `f` batches;
+/// if a roll-back write fails too, the error names no prefix (`None`). Rows of different
+/// batches are still written in parallel with the device and the readers; only writes of
+/// consecutive batches no longer overlap each other. Killed as mutant
+/// [`Mutant::WritesNotHeldBack`] by `core/tests/write_prefix.rs`.
 pub(crate) struct WriteTask {
     stamped: Stamped,
     next_row: usize,
     finished: bool,
+    /// Whether the hold-back let this batch start writing.
+    started: bool,
     scratch: Vec<f32>,
+    /// The values the landed rows held before this batch wrote them (rule 2).
+    undo: Vec<f32>,
 }
 
 impl WriteTask {
     pub fn new(stamped: Stamped) -> Self {
-        WriteTask { stamped, next_row: 0, finished: false, scratch: Vec::new() }
+        WriteTask {
+            stamped,
+            next_row: 0,
+            finished: false,
+            started: false,
+            scratch: Vec::new(),
+            undo: Vec::new(),
+        }
     }
 
     /// **Invariant (finish after visible):** `Mft::finish(ts)` is called only after every row
     /// write of `ts` has returned (each released by its row's TID word), so a batch that acquires
     /// a finished prefix `> ts` sees them; only then does the batch leave the outstanding set.
-    pub fn advance<S: RowStorage + ?Sized>(
+    pub fn advance<S: RowStorage + ?Sized, E>(
         &mut self,
         cx: &RunCtx<'_, S>,
         hook: Option<&StageHook>,
-    ) -> Result<Progress, StopCause> {
+    ) -> Result<Progress, StopCause<E>> {
         let n = self.stamped.block.len();
         let timed = cx.mode.timestamped();
+        if timed && !self.started && !mutation::active(Mutant::WritesNotHeldBack) {
+            let ts = self.stamped.ts;
+            if cx.held_back(ts) {
+                return Ok(Progress::Abandoned);
+            }
+            if cx.mft.prefix() < ts {
+                return Ok(Progress::Blocked);
+            }
+        }
+        self.started = true;
         let finish_first = mutation::active(Mutant::MftBeforeWritesVisible);
         if timed && !self.finished && (finish_first || self.next_row == n) {
             if !finish_first {
@@ -53,11 +92,26 @@ impl WriteTask {
         Ok(Progress::Done)
     }
 
-    fn write_row<S: RowStorage + ?Sized>(
+    /// After a failure of this task: write back the values its landed rows held before
+    /// (rule 2 of the invariant); a failed roll-back [`tears`](RunCtx::tear) the store.
+    pub fn roll_back<S: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, S>) {
+        if !cx.mode.timestamped() || self.undo.is_empty() {
+            return;
+        }
+        let block = &self.stamped.block;
+        let version = cx.base + self.stamped.ts + 1;
+        for (i, old) in self.undo.chunks(cx.width.max(1)).enumerate() {
+            if cx.store.write_if_newer(block.ids()[i], version, old).is_err() {
+                cx.tear();
+            }
+        }
+    }
+
+    fn write_row<S: RowStorage + ?Sized, E>(
         &mut self,
         cx: &RunCtx<'_, S>,
         i: usize,
-    ) -> Result<(), StopCause> {
+    ) -> Result<(), StopCause<E>> {
         let block = &self.stamped.block;
         prefetch_ahead(cx.store, block.ids(), i);
         let (id, row) = (block.ids()[i], block.row(i));
@@ -69,12 +123,24 @@ impl WriteTask {
                 self.scratch.extend(row.iter().zip(orig).map(|(n, o)| n - o));
                 cx.store.add_unordered(id, &self.scratch)
             }
-            _ => cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ()),
+            _ => {
+                let at = self.undo.len();
+                self.undo.resize(at + cx.width, 0.0);
+                match cx.store.read(id, &mut self.undo[at..]) {
+                    Ok(_) => {
+                        cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ())
+                    }
+                    Err(e) => {
+                        self.undo.truncate(at);
+                        Err(e)
+                    }
+                }
+            }
         };
         res.map_err(|e| self.fail(e.into()))
     }
 
-    fn fail(&self, source: StageError) -> StopCause {
+    fn fail<E>(&self, source: StageError) -> StopCause<E> {
         StopCause::StageFailed { stage: Stage::Writer, batch_id: self.stamped.id, source }
     }
 }

@@ -15,6 +15,7 @@ pub struct Pull;
 
 impl Model for Pull {
     type Data = f32;
+    type Error = StepError;
     fn row_width(&self) -> usize {
         1
     }

@@ -61,14 +61,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ndarray::Array2;
-use ordo::engine::{BatchRows, Model, StepError};
+use ordo::engine::{BatchRows, Model};
 use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
 use ordo_train::kge::score::Loss;
-use ordo_train::kge::step::KgeModel;
+use ordo_train::kge::step::{KgeModel, NonFiniteLoss};
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
 use std::hint::black_box;
 use std::time::Instant;
@@ -232,12 +232,13 @@ struct TimedStep {
 
 impl Model for TimedStep {
     type Data = KgeBatch;
+    type Error = NonFiniteLoss;
 
     fn row_width(&self) -> usize {
         self.model.row_width()
     }
 
-    fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         let (t, cpu) = (Instant::now(), process_cpu_s());
         let stepped = self.model.step(data, rows);
         self.seconds += t.elapsed().as_secs_f64();

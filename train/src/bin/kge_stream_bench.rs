@@ -17,6 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
 use ordo::engine::{CpuDevice, Engine, EngineConfig, EngineError, Mode};
 use ordo_train::kge::data::Dataset;
+use ordo_train::kge::step::NonFiniteLoss;
 use ordo_train::kge::train::TrainConfig;
 use std::time::{Duration, Instant};
 
@@ -61,7 +62,7 @@ fn measure(
                 s.finish()?;
                 busy += start.elapsed();
             }
-            Ok::<(), EngineError>(())
+            Ok::<(), EngineError<NonFiniteLoss>>(())
         })??;
     } else {
         for epoch in 0..cfg.epochs {

@@ -188,15 +188,16 @@ impl CudaKgeModel {
 
 impl Model for CudaKgeModel {
     type Data = KgeBatch;
+    type Error = StepError;
 
     fn row_width(&self) -> usize {
         2 * self.cfg.dim
     }
 
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-        let loss = self.step_inner(b, rows)?;
+        let loss = self.step_inner(b, rows).map_err(StepError::new)?;
         if !loss.is_finite() {
-            return Err(Box::new(NonFiniteLoss { batch: b.id, loss: loss as f32 }));
+            return Err(StepError::new(NonFiniteLoss { batch: b.id, loss: loss as f32 }));
         }
         self.loss_sum += loss;
         self.positives += b.pos.len() as u64;

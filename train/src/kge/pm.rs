@@ -35,7 +35,7 @@ use super::gpu::Device;
 use super::step::KgeModel;
 use super::train::{TrainConfig, TrainError, metrics};
 use indicatif::ProgressBar;
-use ordo::engine::{Batch, BatchRows, Model};
+use ordo::engine::{Batch, BatchRows, Model, StepError};
 use ordo_pm::cluster::{Cluster, NodeHandle};
 use ordo_pm::{Key, PmError, PmMode, PmStats};
 use rand::rngs::StdRng;
@@ -546,7 +546,9 @@ fn run_node(
         model.set_dense(&dense);
         let mut batch_rows = BatchRows::new(&batch.rows, ew, &mut rows)
             .expect("the batch's rows are sorted and the buffer is rows × width");
-        model.step(&batch.data, &mut batch_rows).map_err(TrainError::Step)?;
+        model
+            .step(&batch.data, &mut batch_rows)
+            .map_err(|e| TrainError::Step(StepError::new(e)))?;
         positives += batch.data.pos.len() as u64;
         loss_sum += model.take_loss() * batch.data.pos.len() as f64;
         // The additive update: each pulled row's change by this step.

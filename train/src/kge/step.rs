@@ -18,7 +18,7 @@ use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
 use ndarray::linalg::general_mat_mul;
 use ndarray::{ArrayView2, ArrayViewMut2};
-use ordo::engine::{BatchRows, Model, StepError};
+use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
 use thiserror::Error;
 
@@ -630,12 +630,13 @@ fn scatter_add(
 
 impl Model for KgeModel {
     type Data = KgeBatch;
+    type Error = NonFiniteLoss;
 
     fn row_width(&self) -> usize {
         self.cfg.row_width()
     }
 
-    fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         if rayon::current_num_threads() > 1 {
             // On one of rayon's threads, so the step's joins hand work to the other without a
             // round trip through the pool's injector each.
@@ -652,12 +653,12 @@ impl Model for KgeModel {
 
 impl KgeModel {
     /// [`Model::step`] on the calling thread.
-    fn step_on(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    fn step_on(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         let dim = self.cfg.dim;
         let mut grad = std::mem::take(&mut self.grad);
         let batch_loss = self.gradients(b, rows, &mut grad);
         if !batch_loss.is_finite() {
-            return Err(Box::new(NonFiniteLoss { batch: b.id, loss: batch_loss }));
+            return Err(NonFiniteLoss { batch: b.id, loss: batch_loss });
         }
         let (lr, opt) = (self.cfg.lr, self.cfg.optimizer);
         // Each row's update reads only its own gradient and state: any split gives the same bits.

@@ -290,6 +290,7 @@ impl Stepper {
 
 impl Model for Stepper {
     type Data = KgeBatch;
+    type Error = StepError;
 
     fn row_width(&self) -> usize {
         match &self.step {
@@ -304,7 +305,7 @@ impl Model for Stepper {
         rows: &mut ordo::engine::BatchRows<'_>,
     ) -> Result<(), StepError> {
         let (stepped, (sum, positives)) = match &mut self.step {
-            Step::Cpu(m) => (m.step(b, rows), m.take_loss_sum()),
+            Step::Cpu(m) => (m.step(b, rows).map_err(StepError::new), m.take_loss_sum()),
             Step::Cuda(m) => (m.step(b, rows), m.take_loss_sum()),
         };
         self.loss_sum.set(self.loss_sum.get() + sum);
