@@ -28,6 +28,7 @@ pub mod mode;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod node;
+pub mod rng;
 pub mod routing;
 pub mod sampling;
 pub mod sim;
