@@ -6,7 +6,7 @@ use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, check_port};
 use crate::state::State;
 
 /// Where instances come from: instance `i` is a state and one payload per controller output.
@@ -73,7 +73,7 @@ impl Controller {
     ///
     /// ```
     /// let c = ordo_mp::Controller::new(vec![true, false]);
-    /// assert_eq!(ordo_mp::Node::outputs(&c), 2);
+    /// assert_eq!(c.outputs(), 2);
     /// ```
     pub fn new(grads: Vec<bool>) -> Controller {
         Controller {
@@ -227,24 +227,32 @@ impl Controller {
     }
 }
 
-impl Node for Controller {
-    fn kind(&self) -> &'static str {
-        "Controller"
-    }
-    fn inputs(&self) -> usize {
+/// The controller's node semantics. It is no [`Node`](crate::Node): a graph gets its one
+/// controller from [`GraphBuilder::controller`](crate::GraphBuilder::controller), which hands
+/// back its id, and holds it by type.
+impl Controller {
+    /// The kind named in errors and traces.
+    pub const KIND: &'static str = "Controller";
+
+    /// Number of input ports (1: the loss's results).
+    pub fn inputs(&self) -> usize {
         1
     }
-    fn outputs(&self) -> usize {
+
+    /// Number of output ports (one per instance payload).
+    pub fn outputs(&self) -> usize {
         self.grads.len()
     }
-    fn forward(
+
+    /// Handle a result arriving on input `port`.
+    pub fn forward(
         &mut self,
         port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
+        check_port(Self::KIND, "input", port, 1)?;
         if x.dim() != (1, 3) {
             return Err(MpError::Shape {
                 kind: "Controller",
@@ -259,14 +267,16 @@ impl Node for Controller {
         });
         self.arrived(state, e)
     }
-    fn backward(
+
+    /// Handle a gradient arriving back on output `port`.
+    pub fn backward(
         &mut self,
         port: usize,
         state: State,
         _g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, self.grads.len())?;
+        check_port(Self::KIND, "output", port, self.grads.len())?;
         if !self.grads[port] {
             return Err(MpError::Unexpected {
                 kind: "Controller",
@@ -276,11 +286,10 @@ impl Node for Controller {
         }
         self.arrived(state, e)
     }
-    fn pending(&self) -> usize {
+
+    /// Instances active now (zero at the end of every complete run).
+    pub fn pending(&self) -> usize {
         self.waiting.len()
-    }
-    fn as_controller(&mut self) -> Option<&mut Controller> {
-        Some(self)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use thiserror::Error;
 
-use crate::graph::NodeId;
+use crate::node_id::NodeId;
 use crate::state::State;
 
 /// Everything that can go wrong building or running an AMPNet graph.

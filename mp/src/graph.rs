@@ -4,11 +4,9 @@ use crate::controller::Controller;
 use crate::error::MpError;
 use crate::message::{Direction, Message, Payload};
 use crate::node::{Node, Out};
+use crate::node_id::NodeId;
 use crate::optimizer::OptState;
-
-/// A node's index in its graph.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct NodeId(pub usize);
+use crate::slot::Slot;
 
 /// Where messages go: the edges in both directions, each node's worker, the controller.
 #[derive(Debug, Clone)]
@@ -51,7 +49,7 @@ impl Topology {
 /// A validated graph: every port connected exactly once, exactly one controller, every node on
 /// an existing worker.
 pub struct Graph {
-    pub(crate) nodes: Vec<Box<dyn Node>>,
+    pub(crate) nodes: Vec<Slot>,
     pub(crate) topo: Topology,
     replicas: Vec<Vec<NodeId>>,
     /// Per replica group: its parameters at the last synchronization (at build: the start).
@@ -63,7 +61,7 @@ pub struct Graph {
 /// ```
 /// use ordo_mp::{Controller, GraphBuilder, nodes::{Linear, SoftmaxLoss}, optimizer::Optimizer};
 /// let mut b = GraphBuilder::new();
-/// let c = b.add(Controller::new(vec![true, false]));
+/// let c = b.controller(Controller::new(vec![true, false])).unwrap();
 /// let l = b.add(Linear::new(ndarray::Array2::zeros((4, 3)), Optimizer::sgd(0.1), 1).unwrap());
 /// let loss = b.add(SoftmaxLoss::new());
 /// b.connect(c, 0, l, 0).unwrap();
@@ -75,7 +73,9 @@ pub struct Graph {
 /// ```
 #[derive(Default)]
 pub struct GraphBuilder {
-    nodes: Vec<Box<dyn Node>>,
+    nodes: Vec<Slot>,
+    /// The controller, once [`GraphBuilder::controller`] has given it.
+    controller: Option<NodeId>,
     fwd: Vec<Vec<Option<(NodeId, usize)>>>,
     bwd: Vec<Vec<Option<(NodeId, usize)>>>,
     place: Vec<Option<usize>>,
@@ -90,10 +90,27 @@ impl GraphBuilder {
 
     /// Add a node.
     pub fn add(&mut self, node: impl Node + 'static) -> NodeId {
-        self.fwd.push(vec![None; node.outputs()]);
-        self.bwd.push(vec![None; node.inputs()]);
+        let (inputs, outputs) = (node.inputs(), node.outputs());
+        self.push(Slot::Node(Box::new(node)), inputs, outputs)
+    }
+
+    /// Add the graph's controller and get its id: a graph has exactly one, so a second is
+    /// [`MpError::Controllers`].
+    pub fn controller(&mut self, controller: Controller) -> Result<NodeId, MpError> {
+        if self.controller.is_some() {
+            return Err(MpError::Controllers(2));
+        }
+        let (inputs, outputs) = (controller.inputs(), controller.outputs());
+        let id = self.push(Slot::Controller(controller), inputs, outputs);
+        self.controller = Some(id);
+        Ok(id)
+    }
+
+    fn push(&mut self, slot: Slot, inputs: usize, outputs: usize) -> NodeId {
+        self.fwd.push(vec![None; outputs]);
+        self.bwd.push(vec![None; inputs]);
         self.place.push(None);
-        self.nodes.push(Box::new(node));
+        self.nodes.push(slot);
         NodeId(self.nodes.len() - 1)
     }
 
@@ -166,12 +183,9 @@ impl GraphBuilder {
     /// (heavy) nodes first so that the `h`-th heavy node lands on worker `h mod W` (§3.1), then
     /// the light ones continuing the rotation.
     pub fn build(mut self, workers: usize) -> Result<Graph, MpError> {
-        let controllers = self.nodes.iter().filter(|n| n.kind() == "Controller").count();
-        if controllers != 1 {
-            return Err(MpError::Controllers(controllers));
-        }
-        let controller =
-            NodeId(self.nodes.iter().position(|n| n.kind() == "Controller").unwrap_or(0));
+        let Some(controller) = self.controller else {
+            return Err(MpError::Controllers(0));
+        };
         if workers == 0 {
             return Err(MpError::Placement { node: controller, worker: 0, workers });
         }
@@ -192,10 +206,10 @@ impl GraphBuilder {
         let bwd = unconnected(&self.bwd, "input")?;
         let mut place = vec![0; self.nodes.len()];
         let mut next = 0;
-        let heavy = |n: &dyn Node| !n.params().is_empty();
+        let heavy = |n: &Slot| n.node().is_some_and(|n| !n.params().is_empty());
         let order = (0..self.nodes.len())
-            .filter(|&n| heavy(&*self.nodes[n]))
-            .chain((0..self.nodes.len()).filter(|&n| !heavy(&*self.nodes[n])));
+            .filter(|&n| heavy(&self.nodes[n]))
+            .chain((0..self.nodes.len()).filter(|&n| !heavy(&self.nodes[n])));
         for n in order {
             place[n] = match self.place[n] {
                 Some(w) if w < workers => w,
@@ -209,7 +223,7 @@ impl GraphBuilder {
         for g in &self.replicas {
             let shapes: Vec<Vec<_>> = g
                 .iter()
-                .map(|n| self.nodes[n.0].params().iter().map(|p| p.dim()).collect())
+                .map(|n| params(&self.nodes[n.0]).iter().map(|p| p.dim()).collect())
                 .collect();
             if shapes.windows(2).any(|w| w[0] != w[1]) {
                 return Err(MpError::Config("replicas with different parameter shapes".into()));
@@ -218,9 +232,10 @@ impl GraphBuilder {
         // Every replica starts as its group's first (see `replicas`).
         for g in &self.replicas {
             let Some((first, rest)) = g.split_first() else { continue };
-            let start: Vec<Payload> = self.nodes[first.0].params().into_iter().cloned().collect();
+            let start: Vec<Payload> = params(&self.nodes[first.0]).into_iter().cloned().collect();
             for n in rest {
-                for (p, s) in self.nodes[n.0].params_mut().into_iter().zip(&start) {
+                let Some(node) = self.nodes[n.0].node_mut() else { continue };
+                for (p, s) in node.params_mut().into_iter().zip(&start) {
                     p.assign(s);
                 }
             }
@@ -229,12 +244,12 @@ impl GraphBuilder {
             .replicas
             .iter()
             .map(|g| match g.first() {
-                Some(n) => self.nodes[n.0].params().into_iter().cloned().collect(),
+                Some(n) => params(&self.nodes[n.0]).into_iter().cloned().collect(),
                 None => Vec::new(),
             })
             .collect();
         let replicas = self.replicas.iter().map(Vec::len).max().unwrap_or(1);
-        if let Some(c) = self.nodes[controller.0].as_controller() {
+        if let Some(c) = self.nodes[controller.0].controller() {
             c.set_replicas(replicas);
         }
         Ok(Graph {
@@ -257,9 +272,15 @@ impl Graph {
         self.nodes.is_empty()
     }
 
-    /// The node `n`.
-    pub fn node(&self, n: NodeId) -> Result<&dyn Node, MpError> {
-        self.nodes.get(n.0).map(|b| &**b).ok_or(MpError::UnknownNode(n))
+    /// The node `n`; `None` for the controller (see [`Graph::controller`]).
+    pub fn node(&self, n: NodeId) -> Result<Option<&dyn Node>, MpError> {
+        self.nodes.get(n.0).map(Slot::node).ok_or(MpError::UnknownNode(n))
+    }
+
+    /// Cache entries node `n` holds now (the controller: its active instances); zero for every
+    /// node after a complete run.
+    pub fn pending(&self, n: NodeId) -> Result<usize, MpError> {
+        self.nodes.get(n.0).map(Slot::pending).ok_or(MpError::UnknownNode(n))
     }
 
     /// The topology (edges, placement).
@@ -270,12 +291,12 @@ impl Graph {
     /// The controller.
     pub fn controller(&mut self) -> &mut Controller {
         let c = self.topo.controller.0;
-        self.nodes[c].as_controller().expect("build checked that this node is the controller")
+        self.nodes[c].controller().expect("the builder put the controller at its id")
     }
 
     /// A copy of every node's parameters, by node.
     pub fn params(&self) -> Vec<Vec<Payload>> {
-        self.nodes.iter().map(|n| n.params().into_iter().cloned().collect()).collect()
+        self.nodes.iter().map(|n| params(n).into_iter().cloned().collect()).collect()
     }
 
     /// Per parameterized (PPT) node: its id, kind and the staleness of the gradients it has
@@ -284,13 +305,16 @@ impl Graph {
         self.nodes
             .iter()
             .enumerate()
-            .filter_map(|(i, n)| n.staleness().map(|h| (NodeId(i), n.kind(), *h)))
+            .filter_map(|(i, n)| {
+                let n = n.node()?;
+                n.staleness().map(|h| (NodeId(i), n.kind(), *h))
+            })
             .collect()
     }
 
     /// Emulate a device of `flops` flop/s in every compute node (`None`: compute).
     pub fn emulate(&mut self, flops: Option<f64>) {
-        for n in &mut self.nodes {
+        for n in self.nodes.iter_mut().filter_map(Slot::node_mut) {
             n.emulate(flops);
         }
     }
@@ -309,7 +333,7 @@ impl Graph {
 
     /// The optimizer of every parameterized node.
     fn optimizers(&mut self) -> impl Iterator<Item = &mut OptState> {
-        self.nodes.iter_mut().filter_map(|n| n.opt_state_mut())
+        self.nodes.iter_mut().filter_map(Slot::node_mut).filter_map(|n| n.opt_state_mut())
     }
 
     /// Replace each replica group's parameters by their mean (the end-of-epoch
@@ -370,10 +394,10 @@ fn moments_of(n: &mut dyn Node) -> Option<Vec<&mut Payload>> {
 /// element-wise over the replica group `group`: the sum from +0.0 in the group's order, divided
 /// by the group's size, so every replica gets the same bits. `None` if no node of the group
 /// has such arrays.
-fn group_mean(nodes: &mut [Box<dyn Node>], group: &[NodeId], get: Arrays) -> Option<Vec<Payload>> {
+fn group_mean(nodes: &mut [Slot], group: &[NodeId], get: Arrays) -> Option<Vec<Payload>> {
     let mut sum: Option<Vec<Payload>> = None;
     for n in group {
-        let Some(arrays) = get(nodes[n.0].as_mut()) else { continue };
+        let Some(arrays) = nodes[n.0].node_mut().and_then(get) else { continue };
         let sum =
             sum.get_or_insert_with(|| arrays.iter().map(|a| Payload::zeros(a.raw_dim())).collect());
         for (s, a) in sum.iter_mut().zip(arrays) {
@@ -388,10 +412,15 @@ fn group_mean(nodes: &mut [Box<dyn Node>], group: &[NodeId], get: Arrays) -> Opt
 }
 
 /// Give every node of `group` the arrays `values` in place of those `get` gives.
-fn assign_all(nodes: &mut [Box<dyn Node>], group: &[NodeId], get: Arrays, values: &[Payload]) {
+fn assign_all(nodes: &mut [Slot], group: &[NodeId], get: Arrays, values: &[Payload]) {
     for n in group {
-        for (a, v) in get(nodes[n.0].as_mut()).into_iter().flatten().zip(values) {
+        for (a, v) in nodes[n.0].node_mut().and_then(get).into_iter().flatten().zip(values) {
             a.assign(v);
         }
     }
+}
+
+/// A node's parameters (none for the controller).
+fn params(n: &Slot) -> Vec<&Payload> {
+    n.node().map(Node::params).unwrap_or_default()
 }

@@ -3,7 +3,7 @@
 //! A model is a static IR graph ([`GraphBuilder`], [`nodes`]) whose nodes live on workers that
 //! talk only by [`Message`]s; the [`Controller`] pumps instances and bounds the instances in
 //! flight by `max_active_keys`; parameterized nodes update after `min_update_interval`
-//! gradients. [`run`] executes a graph on threads; [`trace::replay`] replays a run's recorded
+//! gradients. [`run`] executes a graph on threads; [`replay::replay`] replays a run's recorded
 //! order sequentially.
 #![warn(missing_docs)]
 
@@ -18,11 +18,15 @@ pub mod message;
 pub mod models;
 pub mod mutation;
 pub mod node;
+pub mod node_id;
 pub mod nodes;
 pub mod optimizer;
+pub mod ppt;
 pub mod queue;
 pub mod recorded;
+pub mod replay;
 pub mod runtime;
+pub(crate) mod slot;
 pub mod staleness;
 pub mod state;
 pub mod text;
@@ -30,8 +34,9 @@ pub mod trace;
 
 pub use controller::{Controller, InstanceResult, Source};
 pub use error::MpError;
-pub use graph::{Graph, GraphBuilder, NodeId};
+pub use graph::{Graph, GraphBuilder};
 pub use message::{Direction, Message, Payload};
 pub use node::{Emit, Node, Out};
+pub use node_id::NodeId;
 pub use runtime::{RunConfig, RunReport, run};
 pub use state::State;

@@ -1,6 +1,6 @@
 //! Messages, the only way workers talk (paper §3, Algorithm 1).
 
-use crate::graph::NodeId;
+use crate::node_id::NodeId;
 use crate::state::State;
 
 /// A payload: a row-major `f32` matrix (rows are the examples of an instance).

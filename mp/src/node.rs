@@ -1,6 +1,5 @@
 //! The IR node interface: every node has a forward and a backward semantics (paper §4).
 
-use crate::controller::Controller;
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::state::State;
@@ -58,6 +57,20 @@ impl Emit {
     pub fn backward(&mut self, port: usize, state: State, payload: Payload) {
         self.out.push(Out::Backward { port, state, payload });
     }
+
+    /// Emit `parts` forward, the `o`-th on output `o`, all with `state` (a fan-out).
+    pub fn forward_each(&mut self, state: &State, parts: impl IntoIterator<Item = Payload>) {
+        for (port, p) in parts.into_iter().enumerate() {
+            self.forward(port, state.clone(), p);
+        }
+    }
+
+    /// Emit `parts` backward, the `i`-th on input `i`, all with `state` (a fan-in's gradient).
+    pub fn backward_each(&mut self, state: &State, parts: impl IntoIterator<Item = Payload>) {
+        for (port, p) in parts.into_iter().enumerate() {
+            self.backward(port, state.clone(), p);
+        }
+    }
 }
 
 /// An IR node. Handlers must be deterministic functions of the node's own state and the
@@ -113,10 +126,6 @@ pub trait Node: Send {
     /// Replace computation by sleeping as long as a device of `flops` flop/s would take
     /// (Appendix C); `None` computes. Nodes without a compute cost ignore it.
     fn emulate(&mut self, _flops: Option<f64>) {}
-    /// The controller, if this node is it.
-    fn as_controller(&mut self) -> Option<&mut Controller> {
-        None
-    }
 }
 
 /// Check that `port` is below `n`, or name the port in an error.
@@ -129,6 +138,6 @@ pub(crate) fn check_port(
     if port < n {
         Ok(())
     } else {
-        Err(MpError::NoSuchPort { node: crate::graph::NodeId(usize::MAX), kind, side, port })
+        Err(MpError::NoSuchPort { node: crate::node_id::NodeId(usize::MAX), kind, side, port })
     }
 }

@@ -11,11 +11,11 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use crate::controller::{InstanceResult, Source};
 use crate::device::DeviceClock;
 use crate::error::MpError;
-use crate::graph::{Graph, NodeId, Topology};
-use crate::message::{Direction, Payload};
-use crate::node::{Emit, Node};
+use crate::graph::{Graph, Topology};
+use crate::node::Emit;
+use crate::node_id::NodeId;
 use crate::queue::{Envelope, LocalQueue};
-use crate::state::State;
+use crate::slot::Slot;
 use crate::trace::{Applied, Trace};
 
 /// How a run goes.
@@ -72,23 +72,7 @@ impl RunReport {
     }
 }
 
-/// Apply one message to a node.
-pub fn apply(
-    node: &mut dyn Node,
-    dir: Direction,
-    port: usize,
-    state: State,
-    payload: Payload,
-    e: &mut Emit,
-) -> Result<(), MpError> {
-    match dir {
-        Direction::Forward => node.forward(port, state, payload, e),
-        Direction::Backward => node.backward(port, state, payload, e),
-        Direction::Update => node.update(state, e),
-    }
-}
-
-/// Fail if any node holds cache entries (run after a complete run).
+/// Fail if any node (the controller included) holds cache entries (run after a complete run).
 pub fn leak_check(graph: &Graph) -> Result<(), MpError> {
     for (n, node) in graph.nodes.iter().enumerate() {
         if node.pending() > 0 {
@@ -107,7 +91,7 @@ type WorkerOutcome = Result<(Vec<(NodeId, Applied)>, u64), MpError>;
 
 struct Worker<'a> {
     id: usize,
-    nodes: HashMap<NodeId, &'a mut Box<dyn Node>>,
+    nodes: HashMap<NodeId, &'a mut Slot>,
     topo: &'a Topology,
     inboxes: &'a [Sender<Envelope>],
     queue: LocalQueue,
@@ -142,7 +126,7 @@ impl Worker<'_> {
     /// After a controller step: stop everyone once every instance completed.
     fn controller_done(&mut self, n: NodeId) -> bool {
         n == self.topo.controller
-            && self.nodes.get_mut(&n).and_then(|c| c.as_controller()).is_some_and(|c| c.finished())
+            && self.nodes.get_mut(&n).and_then(|c| c.controller()).is_some_and(|c| c.finished())
     }
 
     fn run(
@@ -154,7 +138,7 @@ impl Worker<'_> {
         let c = self.topo.controller;
         if self.nodes.contains_key(&c) {
             let mut e = Emit::new(self.train);
-            if let Some(ctrl) = self.nodes.get_mut(&c).and_then(|n| n.as_controller()) {
+            if let Some(ctrl) = self.nodes.get_mut(&c).and_then(|n| n.controller()) {
                 ctrl.start(&mut e)?;
             }
             if self.record {
@@ -192,7 +176,7 @@ impl Worker<'_> {
             }
             let mut e = Emit::new(self.train);
             let began = Instant::now();
-            apply(&mut ***node, m.dir, m.port, m.state, m.payload, &mut e)?;
+            node.apply(m.dir, m.port, m.state, m.payload, &mut e)?;
             let done = self.device.run(at, began.elapsed(), e.device);
             self.applied += 1;
             self.send(m.node, e, done);
@@ -221,7 +205,7 @@ pub fn run(
     let (txs, rxs): (Vec<_>, Vec<_>) = (0..workers).map(|_| unbounded::<Envelope>()).unzip();
     let abort = AtomicBool::new(false);
     let topo = graph.topo.clone();
-    let mut per_worker: Vec<HashMap<NodeId, &mut Box<dyn Node>>> =
+    let mut per_worker: Vec<HashMap<NodeId, &mut Slot>> =
         (0..workers).map(|_| HashMap::new()).collect();
     for (n, node) in graph.nodes.iter_mut().enumerate() {
         per_worker[topo.place[n]].insert(NodeId(n), node);

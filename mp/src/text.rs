@@ -21,9 +21,10 @@ use thiserror::Error;
 
 use crate::controller::Controller;
 use crate::error::MpError;
-use crate::graph::{Graph, GraphBuilder, NodeId};
+use crate::graph::{Graph, GraphBuilder};
 use crate::models::Init;
 use crate::models::rnn::{by_replica, enter_loop, exit_loop, loop_end};
+use crate::node_id::NodeId;
 use crate::nodes::{Concat, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
 use crate::optimizer::Optimizer;
 
@@ -121,7 +122,7 @@ pub fn parse(
                                 other => Err(err(format!("`{other}`: grad or nograd expected"))),
                             })
                             .collect::<Result<Vec<bool>, _>>()?;
-                        b.add(Controller::new(grads))
+                        b.controller(Controller::new(grads)).map_err(graph)?
                     }
                     ("Linear", _) => {
                         let w = init(arg(0, "input size")?, arg(1, "output size")?);

@@ -77,7 +77,15 @@ fn check(mui: usize) {
     let want = sequential(&dims, &in_order, lr, mui, 9);
     let got: Vec<Vec<Payload>> = linears
         .iter()
-        .map(|&l| g.node(l).unwrap().params().into_iter().cloned().collect())
+        .map(|&l| {
+            g.node(l)
+                .unwrap()
+                .expect("a layer, not the controller")
+                .params()
+                .into_iter()
+                .cloned()
+                .collect()
+        })
         .collect();
     let want: Vec<Vec<Payload>> = want.into_iter().map(|(w, b)| vec![w, b]).collect();
     assert!(

@@ -14,7 +14,7 @@ use ordo_mp::{Controller, GraphBuilder, MpError, RunConfig, run};
 #[test]
 fn unconnected_port_is_an_error() {
     let mut b = GraphBuilder::new();
-    let c = b.add(Controller::new(vec![true, false]));
+    let c = b.controller(Controller::new(vec![true, false])).unwrap();
     let r = b.add(Relu::new());
     b.connect(c, 0, r, 0).unwrap();
     assert!(matches!(b.build(1), Err(MpError::Unconnected { .. })));
@@ -23,7 +23,7 @@ fn unconnected_port_is_an_error() {
 #[test]
 fn port_errors() {
     let mut b = GraphBuilder::new();
-    let c = b.add(Controller::new(vec![true]));
+    let c = b.controller(Controller::new(vec![true])).unwrap();
     let r = b.add(Relu::new());
     assert!(matches!(b.connect(c, 5, r, 0), Err(MpError::NoSuchPort { .. })));
     b.connect(c, 0, r, 0).unwrap();
@@ -36,9 +36,12 @@ fn controller_count_and_placement_are_checked() {
     let mut b = GraphBuilder::new();
     b.add(Relu::new());
     assert!(matches!(b.build(1), Err(MpError::Controllers(0))));
+    let mut b = GraphBuilder::new();
+    b.controller(Controller::new(vec![])).unwrap();
+    assert!(matches!(b.controller(Controller::new(vec![])), Err(MpError::Controllers(2))));
     let (_, _) = mlp(&[3, 2], &mut common::init(0), Optimizer::sgd(0.1), 1, 1).unwrap();
     let mut b = GraphBuilder::new();
-    let c = b.add(Controller::new(vec![]));
+    let c = b.controller(Controller::new(vec![])).unwrap();
     b.place(c, 3).unwrap();
     // The controller's result input is unconnected: either error is a typed one.
     assert!(b.build(2).is_err());
@@ -60,7 +63,7 @@ fn shape_mismatch_fails_the_run() {
 fn a_graph_that_cannot_complete_stalls_with_an_error() {
     // A Concat whose second parent never sends: the instance never completes.
     let mut b = GraphBuilder::new();
-    let c = b.add(Controller::new(vec![true, false, true]));
+    let c = b.controller(Controller::new(vec![true, false, true])).unwrap();
     let cat = b.add(Concat::new(2));
     let l = b.add(Linear::new(common::matrix(4, 2, 1.0, 0), Optimizer::sgd(0.1), 1).unwrap());
     let loss = b.add(SoftmaxLoss::new());
@@ -105,7 +108,7 @@ fn mak_bound_holds_and_caches_end_empty() {
         assert!(rep.max_active <= mak, "mak {mak}: {} in flight", rep.max_active);
         assert_eq!(rep.results.len(), 40);
         for n in 0..g.len() {
-            assert_eq!(g.node(ordo_mp::NodeId(n)).unwrap().pending(), 0);
+            assert_eq!(g.pending(ordo_mp::NodeId(n)).unwrap(), 0);
         }
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ordo_mp::models::mlp::mlp;
 use ordo_mp::models::rnn::{RnnSpec, rnn};
 use ordo_mp::optimizer::Optimizer;
-use ordo_mp::trace::replay;
+use ordo_mp::replay::replay;
 use ordo_mp::{Graph, MpError, Payload, RunConfig, State, run};
 
 type Build = dyn Fn() -> Graph;

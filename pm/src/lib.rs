@@ -29,6 +29,7 @@ pub mod mode;
 pub mod mpi;
 pub mod mutation;
 pub mod node;
+pub mod rng;
 pub mod routing;
 pub mod sampling;
 pub mod sim;

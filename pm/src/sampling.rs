@@ -1,19 +1,17 @@
 //! Local sampling (paper 002 §3): draw negatives among the keys a node holds locally (owned or
 //! replicated), so sampling causes no remote access.
 
-use rand::RngExt;
-
 use crate::message::Key;
 use crate::node::Node;
+use crate::rng::index;
 
 /// Up to `n` keys drawn uniformly (with replacement) from those `node` holds locally and that
 /// `accept` admits (e.g. "is an entity, not a relation"); fewer only if none is held.
 ///
 /// ```
-/// use rand::SeedableRng;
 /// use ordo_pm::{Node, PmMode, sampling::sample_local};
 /// let node = Node::new(0, 2, 10, 1, PmMode::Static, |_| vec![0.0]).unwrap();
-/// let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+/// let mut rng = ordo_pm::rng::seeded(1);
 /// let s = sample_local(&node, 5, &mut rng, |_| true);
 /// assert_eq!(s.len(), 5);
 /// assert!(s.iter().all(|k| k % 2 == 0)); // node 0 owns the even keys
@@ -29,5 +27,5 @@ pub fn sample_local<R: rand::Rng + ?Sized>(
         return Vec::new();
     }
     pool.sort_unstable(); // HashMap order is random per process: keep draws seed-determined
-    (0..n).map(|_| pool[rng.random_range(0..pool.len())]).collect()
+    (0..n).map(|_| pool[index(rng, pool.len())]).collect()
 }

@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use crate::rng::{RunRng, index, seeded};
 
 use crate::error::PmError;
 use crate::message::{Key, Message, NodeId};
@@ -103,7 +102,7 @@ pub enum Violation {
 pub struct Simulation {
     nodes: Vec<Node>,
     channels: BTreeMap<(NodeId, NodeId), VecDeque<Message>>,
-    rng: StdRng,
+    rng: RunRng,
     sequential: Vec<Vec<f32>>,
     relocations: u64,
     versions: BTreeMap<(NodeId, Key), u64>,
@@ -129,7 +128,7 @@ impl Simulation {
         Ok(Simulation {
             nodes: ns,
             channels: BTreeMap::new(),
-            rng: StdRng::seed_from_u64(seed),
+            rng: seeded(seed),
             sequential: (0..keys).map(init).collect(),
             relocations: 0,
             versions: BTreeMap::new(),
@@ -256,7 +255,7 @@ impl Simulation {
         if busy.is_empty() {
             return Ok(false);
         }
-        let (from, to) = busy[self.rng.random_range(0..busy.len())];
+        let (from, to) = busy[index(&mut self.rng, busy.len())];
         let msg = self.channels.get_mut(&(from, to)).and_then(VecDeque::pop_front).expect("busy");
         let mut out = Vec::new();
         self.nodes[to].handle(from, msg, &mut out);

@@ -7,8 +7,7 @@ use ordo::storage::RowStorage;
 use ordo::store::{StoreError, Version};
 use ordo_pm::PmMode;
 use ordo_pm::cluster::Cluster;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use ordo_pm::rng::{below, between, seeded};
 use std::time::Duration;
 
 const NODES: usize = 3;
@@ -21,18 +20,18 @@ fn run(mode: PmMode, seed: u64) {
             .map(|n| {
                 let h = cluster.handle(n).unwrap();
                 sc.spawn(move || {
-                    let mut rng = StdRng::seed_from_u64(seed * 31 + n as u64);
+                    let mut rng = seeded(seed * 31 + n as u64);
                     let mut sum = vec![0i64; KEYS as usize];
                     let mut row = [0.0f32];
                     for _ in 0..400 {
-                        let key = rng.random_range(0..KEYS);
-                        match rng.random_range(0..4u8) {
+                        let key = below(&mut rng, KEYS);
+                        match below(&mut rng, 4) {
                             0 => {
-                                let start = h.clock() + rng.random_range(0..3u64);
-                                h.intent(&[key], start, start + rng.random_range(1..6u64)).unwrap()
+                                let start = h.clock() + below(&mut rng, 3);
+                                h.intent(&[key], start, start + 1 + below(&mut rng, 5)).unwrap()
                             }
                             1 => {
-                                let d = rng.random_range(-3i64..4);
+                                let d = between(&mut rng, -3, 4);
                                 h.push(&[key], &[d as f32]).unwrap();
                                 sum[key as usize] += d;
                             }

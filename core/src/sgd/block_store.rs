@@ -1,18 +1,33 @@
-//! The shared model of paper 003's Algorithm 1: the parameter vector `x` in shared memory, split
-//! into the partitions of a [`Blocks`], each with a lock (ASSM) and each split into rows with a
-//! sequence word (consistent lock-free reads in PASSM).
+//! The dense parameter store of both shared-memory runtimes: the parameter vector `x` in shared
+//! memory, split into the partitions of a [`Blocks`], each with a lock (paper 003's ASSM) and
+//! each split into rows with a sequence word (consistent lock-free reads in PASSM); and, for
+//! paper 001's Algorithm 1, a shared momentum velocity written Hogwild beside it.
 
 use super::Blocks;
 use crate::mutation::{Mutant, active};
 use crate::sync::{AtomicU32, AtomicU64, Mutex, Ordering, fence, spin_wait};
 use std::time::{Duration, Instant};
 
-/// Words per row: the unit of a consistent lock-free read (the last row of a block is shorter).
+/// Words per row: the unit of a consistent lock-free read (the last row of a block is shorter),
+/// and the granule at which Hogwild writers are spread over the vector.
 pub const ROW_WORDS: usize = 256;
 
 /// The shared parameter vector `x`, partitioned into blocks of rows.
 ///
-/// **Invariants.**
+/// One store serves both runtimes, each with its own write discipline (a store is written by
+/// one discipline for its whole life: the runtime that builds it is the only writer):
+/// * **Blocked** (paper 003; built by [`new`](Self::new)): rows are written by
+///   [`sub_scaled_locked`](Self::sub_scaled_locked) and
+///   [`sub_scaled_owned`](Self::sub_scaled_owned); momentum is each worker's own.
+/// * **Hogwild** (paper 001, Algorithm 1; built by [`hogwild`](Self::hogwild)): the store also
+///   holds a *shared* velocity `v`, and every word is updated by
+///   [`momentum_step`](Self::momentum_step) / [`momentum_range`](Self::momentum_range) with
+///   relaxed loads and stores and no lock (Hogwild semantics, paper 001 §3 and its ref. 14):
+///   concurrent updates never tear a word and never race in Rust's sense, but may interleave
+///   between words and lose concurrent updates of one word, which Hogwild SGD tolerates.
+///
+/// **Invariants** (of a blocked store; a Hogwild store keeps every sequence word even, so its
+/// reads are word-consistent only, as paper 001 allows):
 /// * *No torn row:* a row read by [`read_block`](Self::read_block) or
 ///   [`read_block_locked`](Self::read_block_locked) holds the values of one completed write of
 ///   that row (every word from the same write), never a mix of two writes.
@@ -34,6 +49,9 @@ pub struct BlockStore {
     /// `first_row[b]`: block `b`'s first row; `first_row[c]`: the number of rows.
     first_row: Vec<usize>,
     locks: Box<[Mutex<()>]>,
+    /// The shared momentum velocity of a Hogwild store (one word per parameter, starting at
+    /// zero); empty in a blocked store.
+    velocity: Box<[AtomicU32]>,
     /// Writes begun (each block write takes one number; see [`take_version`](Self::take_version)).
     version: AtomicU64,
 }
@@ -59,9 +77,25 @@ impl BlockStore {
             words: init.iter().map(|x| AtomicU32::new(x.to_bits())).collect(),
             seqs: (0..rows).map(|_| AtomicU64::new(0)).collect(),
             locks: (0..blocks.len()).map(|_| Mutex::new(())).collect(),
+            velocity: Box::new([]),
             first_row,
             blocks,
             version: AtomicU64::new(0),
+        }
+    }
+
+    /// A Hogwild store for paper 001's Algorithm 1: `init` as one block, with a shared velocity
+    /// of zeros.
+    ///
+    /// ```
+    /// let s = ordo::sgd::BlockStore::hogwild(&[1.0, 2.0]);
+    /// s.momentum_range(0, &[1.0, -1.0], 0.5, 0.0); // v ← 0·v + g; x ← x − 0.5·v
+    /// assert_eq!(s.to_vec(), [0.5, 2.5]);
+    /// ```
+    pub fn hogwild(init: &[f32]) -> Self {
+        Self {
+            velocity: init.iter().map(|_| AtomicU32::new(0f32.to_bits())).collect(),
+            ..Self::new(Blocks::whole(init.len()), init)
         }
     }
 
@@ -196,6 +230,35 @@ impl BlockStore {
         self.sub_scaled_rows(b, step, u);
     }
 
+    /// Paper 001's update of the words `start..start + grad.len()` with the shared velocity,
+    /// Hogwild: `v_j ← μ·v_j + g_j; x_j ← x_j − η·v_j` word by word (see the type's Hogwild
+    /// discipline). Only for a store built by [`hogwild`](Self::hogwild).
+    pub fn momentum_range(&self, start: usize, grad: &[f32], lr: f32, momentum: f32) {
+        debug_assert_eq!(self.velocity.len(), self.words.len(), "not a Hogwild store");
+        let end = start + grad.len();
+        let words = self.words[start..end].iter().zip(&self.velocity[start..end]);
+        for ((x, v), g) in words.zip(grad) {
+            // Relaxed loads/stores: Hogwild update, see the type's discipline (a concurrent
+            // update of the same word may be lost; that is the accepted semantics).
+            let vel = momentum * f32::from_bits(v.load(Ordering::Relaxed)) + g;
+            v.store(vel.to_bits(), Ordering::Relaxed);
+            let x_new = f32::from_bits(x.load(Ordering::Relaxed)) - lr * vel;
+            x.store(x_new.to_bits(), Ordering::Relaxed);
+        }
+    }
+
+    /// Paper 001's update of every word ([`momentum_range`](Self::momentum_range) over
+    /// `grad.len() == len()` words), visiting the words from row `lane · rows / lanes` on and
+    /// wrapping around: concurrent writers given different lanes sweep different rows at a time
+    /// instead of fighting over the same cache lines. The order of the words does not change the
+    /// result of a lone update (each word's update reads only that word).
+    pub fn momentum_step(&self, lane: usize, lanes: usize, grad: &[f32], lr: f32, momentum: f32) {
+        let rows = self.len().div_ceil(ROW_WORDS);
+        let first = (rows * lane / lanes.max(1) * ROW_WORDS).min(self.len());
+        self.momentum_range(first, &grad[first..], lr, momentum);
+        self.momentum_range(0, &grad[..first], lr, momentum);
+    }
+
     /// Copy all of `x` into `out`, row-consistently (for monitors and the final result).
     pub fn copy_into(&self, out: &mut [f32]) {
         for b in 0..self.blocks.len() {
@@ -208,5 +271,30 @@ impl BlockStore {
         let mut v = vec![0.0; self.len()];
         self.copy_into(&mut v);
         v
+    }
+}
+
+#[cfg(all(test, not(ordo_loom)))]
+mod tests {
+    use super::*;
+
+    /// Paper 001's update from any lane is the same lone update: the lane only changes the
+    /// order in which words are visited, and each word's update reads only that word.
+    #[test]
+    fn a_lone_momentum_step_is_the_same_from_every_lane() {
+        let n = 3 * ROW_WORDS + 17;
+        let init: Vec<f32> = (0..n).map(|j| (j % 13) as f32 - 6.0).collect();
+        let g: Vec<f32> = (0..n).map(|j| ((j * 7) % 11) as f32 * 0.25 - 1.0).collect();
+        let reference = BlockStore::hogwild(&init);
+        for _ in 0..2 {
+            reference.momentum_range(0, &g, 0.1, 0.9);
+        }
+        for (lane, lanes) in [(0, 1), (1, 2), (2, 3), (3, 4), (5, 7)] {
+            let s = BlockStore::hogwild(&init);
+            for _ in 0..2 {
+                s.momentum_step(lane, lanes, &g, 0.1, 0.9);
+            }
+            assert_eq!(s.to_vec(), reference.to_vec(), "lane {lane} of {lanes}");
+        }
     }
 }

@@ -64,6 +64,12 @@ impl Blocks {
         Ok(Self { offsets, first_layer })
     }
 
+    /// One block of one layer of `n` parameters: the whole vector, as paper 001's Hogwild
+    /// store holds it.
+    pub fn whole(n: usize) -> Self {
+        Self { offsets: vec![0, n], first_layer: vec![0, 1] }
+    }
+
     /// Number of blocks `c`.
     pub fn len(&self) -> usize {
         self.first_layer.len() - 1

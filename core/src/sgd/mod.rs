@@ -10,20 +10,21 @@
 //! runtime's help (one update from `m` gradients), so it is a runtime mode, not a dispatcher.
 //!
 //! **Momentum lives in the global model.** The velocity `v` is a second array of atomic words
-//! next to `θ` and each accepted gradient `g` does `v ← μ·v + g; θ ← θ − η·v` word by word
-//! ([`SharedParams::apply`]). So a run with one worker, or with the sequential or sync modes,
-//! is exactly sequential SGD with momentum, and asynchronous runs update both arrays with the
-//! same Hogwild interleavings (lost updates allowed, torn words impossible).
+//! next to `θ` in the run's [`BlockStore`] (built by [`BlockStore::hogwild`]) and each accepted
+//! gradient `g` does `v ← μ·v + g; θ ← θ − η·v` word by word ([`BlockStore::momentum_step`]).
+//! So a run with one worker, or with the sequential or sync modes, is exactly sequential SGD
+//! with momentum, and asynchronous runs update both arrays with the same Hogwild interleavings
+//! (lost updates allowed, torn words impossible).
 //!
 //! The caller decides when to stop ([`Stop`]: accepted updates or wall time) and may watch the
 //! run through a monitor closure called with periodic [`Snapshot`]s ([`Every`]); the closure
 //! can stop the run on a metric (e.g. a target test accuracy) by returning [`Control::Stop`].
 //!
 //! **Paper 003's methods** (ASSM, PASSM, PASSM+; [`run_async_subgradient`]) share the workers,
-//! records and monitor of this runtime but keep their own model store: the parameter vector split
-//! into layer-aligned [`Blocks`] ([`BlockStore`]), each worker with a *private* momentum, written
-//! under per-block locks (ASSM, [`assm`]) or lock-free by the block's owner (PASSM, [`passm`]),
-//! switched at epochs by a [`BlockSchedule`] (PASSM+). The model computes restricted subgradients
+//! records, monitor and dense store of this runtime, with their own write discipline: the
+//! parameter vector split into layer-aligned [`Blocks`] ([`BlockStore::new`]), each worker with a
+//! *private* momentum, written under per-block locks (ASSM, [`assm`]) or lock-free by the
+//! block's owner (PASSM, [`passm`]), switched at epochs by a [`BlockSchedule`] (PASSM+). The model computes restricted subgradients
 //! through [`LayeredModel`].
 //!
 //! Everything here is compiled under every cfg, so the public API is the same under
@@ -37,7 +38,6 @@ pub mod assm;
 mod block_store;
 mod blocks;
 mod config;
-mod params;
 pub mod passm;
 mod phase_gate;
 mod record;
@@ -49,7 +49,6 @@ mod sync_sgd;
 pub use block_store::{BlockStore, ROW_WORDS};
 pub use blocks::Blocks;
 pub use config::{Control, Every, SgdConfig, SgdError, Snapshot, Stop};
-pub use params::SharedParams;
 pub use phase_gate::PhaseGate;
 pub use record::{BlockRunReport, RunReport, StepEvent, StepRecord, WorkerTelemetry};
 pub use runtime::run_dispatched;

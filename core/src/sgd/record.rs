@@ -10,7 +10,7 @@ pub struct StepRecord {
     /// The worker that ran it.
     pub worker: u32,
     /// Staleness of an accepted step (updates begun between its model copy and its own
-    /// apply, see [`SharedParams`](super::SharedParams)); `None` for a rejected step.
+    /// apply, see [`BlockStore::momentum_step`](super::BlockStore::momentum_step)); `None` for a rejected step.
     pub tau: Option<u64>,
     /// The minibatch loss at the copied model.
     pub loss: f32,

@@ -1,8 +1,8 @@
 //! Algorithm 1 of paper 001: dispatcher-driven workers with Hogwild updates, and the monitor.
 
 use super::{
-    BlockStore, Control, Every, GradientModel, RunReport, SgdConfig, SgdError, SharedParams,
-    Snapshot, StepEvent, StepRecord,
+    BlockStore, Control, Every, GradientModel, RunReport, SgdConfig, SgdError, Snapshot, StepEvent,
+    StepRecord,
 };
 use crate::dispatcher::Dispatcher;
 use crate::sync::{AtomicBool, AtomicU64, Mutex, Ordering};
@@ -18,18 +18,6 @@ pub(super) trait ModelView: Sync {
     fn copy_into(&self, out: &mut [f32]);
 }
 
-impl ModelView for SharedParams {
-    fn version(&self) -> u64 {
-        SharedParams::version(self)
-    }
-    fn len(&self) -> usize {
-        SharedParams::len(self)
-    }
-    fn copy_into(&self, out: &mut [f32]) {
-        SharedParams::copy_into(self, out)
-    }
-}
-
 impl ModelView for BlockStore {
     fn version(&self) -> u64 {
         BlockStore::version(self)
@@ -43,7 +31,7 @@ impl ModelView for BlockStore {
 }
 
 /// What the workers and the monitor of one run share.
-pub(super) struct Shared<P = SharedParams> {
+pub(super) struct Shared<P = BlockStore> {
     pub params: P,
     /// Set by anyone who ends the run (limit reached, monitor, a worker leaving).
     pub stop: AtomicBool,
@@ -109,12 +97,12 @@ pub(super) fn check_args<M: GradientModel>(
 ///
 /// Each worker: `try_start_step` (yield and retry on `None`) → copy θ → `model.gradient` on
 /// batch `i` (the step's start index, the paper's `GetBatch(i)`) → `finish_step` → if accepted,
-/// [`SharedParams::apply`] with η = `cfg.lr`, μ = `cfg.momentum`. `on_step`, if given, sees
+/// [`BlockStore::momentum_step`] with η = `cfg.lr`, μ = `cfg.momentum`. `on_step`, if given, sees
 /// every step right after the decision. `monitor` is called on this thread per `cfg.every`
 /// and may stop the run. All threads are joined before this returns.
 ///
 /// **Staleness.** An accepted step's `τ` is the number of model updates that took a version
-/// number ([`SharedParams::take_version`]) after the step read the version just before copying
+/// number ([`BlockStore::take_version`]) after the step read the version just before copying
 /// θ, and before its own. Invariant: `finish_step` and the version ticket of an accepted step
 /// happen together under the *accept lock*, and the version read before a copy takes the same
 /// lock, so τ is counted in the dispatcher's accept order: every step accepted before this
@@ -166,9 +154,9 @@ pub fn run_dispatched<M: GradientModel, D: Dispatcher + ?Sized>(
     on_step: Option<&(dyn Fn(&StepEvent) + Sync)>,
 ) -> Result<RunReport, SgdError> {
     check_args(model, threads, init, cfg)?;
-    let shared = Shared::new(SharedParams::new(init));
+    let shared = Shared::new(BlockStore::hogwild(init));
     Ok(run_workers(&shared, threads, cfg, monitor, |w| {
-        worker(model, dispatcher, w, &shared, cfg, on_step)
+        worker(model, dispatcher, (w, threads), &shared, cfg, on_step)
     }))
 }
 
@@ -204,11 +192,11 @@ pub(super) fn run_workers<P: ModelView>(
     }
 }
 
-/// One worker of Algorithm 1.
+/// One worker of Algorithm 1: worker `w` of `threads`.
 fn worker<M: GradientModel, D: Dispatcher + ?Sized>(
     model: &M,
     dispatcher: &D,
-    w: usize,
+    (w, threads): (usize, usize),
     shared: &Shared,
     cfg: &SgdConfig,
     on_step: Option<&(dyn Fn(&StepEvent) + Sync)>,
@@ -244,7 +232,7 @@ fn worker<M: GradientModel, D: Dispatcher + ?Sized>(
             dispatcher.finish_step(w, i).then(|| shared.params.take_version())
         };
         let tau = version.map(|version| {
-            shared.params.apply_range(0, &grad, cfg.lr, cfg.momentum);
+            shared.params.momentum_step(w, threads, &grad, cfg.lr, cfg.momentum);
             if cfg.stop.max_updates.is_some_and(|max| version + 1 >= max) {
                 shared.request_stop();
             }

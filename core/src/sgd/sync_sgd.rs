@@ -2,7 +2,7 @@
 
 use super::runtime::{Shared, StopOnDrop, check_args, run_workers};
 use super::{
-    Control, GradientModel, RunReport, SgdConfig, SgdError, SharedParams, Snapshot, StepRecord,
+    BlockStore, Control, GradientModel, RunReport, SgdConfig, SgdError, Snapshot, StepRecord,
 };
 use crate::sync::{AtomicBool, Ordering};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
@@ -32,7 +32,7 @@ pub fn run_sync<M: GradientModel>(
     monitor: &mut dyn FnMut(&Snapshot<'_>) -> Control,
 ) -> Result<RunReport, SgdError> {
     check_args(model, m, init, cfg)?;
-    let shared = Shared::new(SharedParams::new(init));
+    let shared = Shared::new(BlockStore::hogwild(init));
     let n = init.len();
     let round = Round {
         barrier: Barrier::new(m),
@@ -101,7 +101,7 @@ fn sync_worker<M: GradientModel>(
         }
         let scale = 1.0 / m as f32;
         sum.iter_mut().for_each(|s| *s *= scale);
-        shared.params.apply_range(range.start, &sum, cfg.lr, cfg.momentum);
+        shared.params.momentum_range(range.start, &sum, cfg.lr, cfg.momentum);
         if w == 0 {
             let version = shared.params.take_version();
             let done = cfg.stop.max_updates.is_some_and(|max| version + 1 >= max);

@@ -2,8 +2,9 @@
 
 use crate::controller::Controller;
 use crate::error::MpError;
-use crate::graph::{Graph, GraphBuilder, NodeId};
+use crate::graph::{Graph, GraphBuilder};
 use crate::models::Init;
+use crate::node_id::NodeId;
 use crate::nodes::{Linear, Relu, SoftmaxLoss};
 use crate::optimizer::Optimizer;
 
@@ -26,7 +27,7 @@ pub fn mlp(
         return Err(MpError::Config("an MLP needs two sizes and a worker".into()));
     }
     let mut b = GraphBuilder::new();
-    let ctrl = b.add(Controller::new(vec![true, false]));
+    let ctrl = b.controller(Controller::new(vec![true, false]))?;
     b.place(ctrl, 0)?;
     let mut chain = vec![ctrl];
     let mut linears = Vec::new();

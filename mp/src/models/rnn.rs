@@ -2,8 +2,9 @@
 
 use crate::controller::Controller;
 use crate::error::MpError;
-use crate::graph::{Graph, GraphBuilder, NodeId};
+use crate::graph::{Graph, GraphBuilder};
 use crate::models::Init;
+use crate::node_id::NodeId;
 use crate::nodes::{Concat, Cond, Isu, Linear, Phi, Relu, SoftmaxLoss, Ungroup};
 use crate::optimizer::Optimizer;
 use crate::state::State;
@@ -63,7 +64,7 @@ pub fn rnn(spec: RnnSpec, init: Init, workers: usize) -> Result<(Graph, Vec<Node
         return Err(MpError::Config("an RNN needs a replica and a worker".into()));
     }
     let mut b = GraphBuilder::new();
-    let ctrl = b.add(Controller::new(vec![true, true, false]));
+    let ctrl = b.controller(Controller::new(vec![true, true, false]))?;
     let ungroup = b.add(Ungroup::new());
     let enter = b.add(enter_loop());
     let phi = b.add(Phi::new(2));
@@ -147,7 +148,12 @@ mod tests {
         let (mut g, cells) = rnn(spec, &mut init, 3).unwrap();
         let shift = |g: &mut Graph, by: [f32; 2]| {
             for (c, d) in cells.iter().zip(by) {
-                g.nodes[c.0].params_mut().into_iter().for_each(|p| p.mapv_inplace(|v| v + d));
+                g.nodes[c.0]
+                    .node_mut()
+                    .unwrap()
+                    .params_mut()
+                    .into_iter()
+                    .for_each(|p| p.mapv_inplace(|v| v + d));
             }
         };
         let w = |g: &Graph| g.params()[cells[1].0][0][[0, 0]];
@@ -169,12 +175,12 @@ mod tests {
         let mut init = |din, dout| Payload::from_elem((din, dout), 0.5);
         let (mut g, cells) = rnn(spec, &mut init, 3).unwrap();
         for (c, v) in cells.iter().zip([1.0, 4.0]) {
-            let o = g.nodes[c.0].opt_state_mut().unwrap();
+            let o = g.nodes[c.0].node_mut().unwrap().opt_state_mut().unwrap();
             o.moments_mut().into_iter().for_each(|m| m.fill(v));
         }
         g.average_replica_moments();
         for c in &cells {
-            let o = g.nodes[c.0].opt_state_mut().unwrap();
+            let o = g.nodes[c.0].node_mut().unwrap().opt_state_mut().unwrap();
             assert!(o.moments_mut().iter().all(|m| m.iter().all(|&x| x == 2.5)));
         }
     }

@@ -59,9 +59,7 @@ impl Node for Bcast {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "input", port, 1)?;
-        for o in 0..self.outputs {
-            e.forward(o, state.clone(), x.clone());
-        }
+        e.forward_each(&state, (0..self.outputs).map(|_| x.clone()));
         Ok(())
     }
     fn backward(
@@ -71,8 +69,9 @@ impl Node for Bcast {
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, self.outputs)?;
-        if let Some(parts) = self.cache.add("Bcast", state.clone(), port, self.outputs, g)? {
+        if let Some(parts) =
+            self.cache.arrive("Bcast", "output", (port, self.outputs), &state, g)?
+        {
             e.backward(0, state, sum("Bcast", parts)?);
         }
         Ok(())

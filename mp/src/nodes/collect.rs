@@ -45,8 +45,7 @@ impl Node for Collect {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, self.parts)?;
-        if let Some(parts) = self.cache.add("Collect", state.clone(), port, self.parts, x)? {
+        if let Some(parts) = self.cache.arrive("Collect", "input", (port, self.parts), &state, x)? {
             let merged = merge("Collect", &parts, &state, &self.assign)?;
             e.forward(0, state, merged);
         }
@@ -60,11 +59,7 @@ impl Node for Collect {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "output", port, 1)?;
-        for (p, part) in
-            partition("Collect", &g, &state, &self.assign, self.parts)?.into_iter().enumerate()
-        {
-            e.backward(p, state.clone(), part);
-        }
+        e.backward_each(&state, partition("Collect", &g, &state, &self.assign, self.parts)?);
         Ok(())
     }
     fn pending(&self) -> usize {

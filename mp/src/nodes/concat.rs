@@ -44,8 +44,8 @@ impl Node for Concat {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, self.inputs)?;
-        let Some(parts) = self.cache.add("Concat", state.clone(), port, self.inputs, x)? else {
+        let Some(parts) = self.cache.arrive("Concat", "input", (port, self.inputs), &state, x)?
+        else {
             return Ok(());
         };
         let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
@@ -72,11 +72,13 @@ impl Node for Concat {
                 detail: format!("gradient has {} columns", g.ncols()),
             });
         }
-        let mut at = 0;
-        for (i, w) in widths.into_iter().enumerate() {
-            e.backward(i, state.clone(), g.slice(ndarray::s![.., at..at + w]).to_owned());
-            at += w;
-        }
+        let starts = widths.iter().scan(0, |at, w| {
+            *at += w;
+            Some(*at - w)
+        });
+        let parts =
+            starts.zip(&widths).map(|(at, w)| g.slice(ndarray::s![.., at..at + w]).to_owned());
+        e.backward_each(&state, parts);
         Ok(())
     }
     fn pending(&self) -> usize {

@@ -90,11 +90,7 @@ impl Node for Distribute {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         check_port(self.kind(), "input", port, 1)?;
-        for (p, part) in
-            partition("Distribute", &x, &state, &self.assign, self.parts)?.into_iter().enumerate()
-        {
-            e.forward(p, state.clone(), part);
-        }
+        e.forward_each(&state, partition("Distribute", &x, &state, &self.assign, self.parts)?);
         Ok(())
     }
     fn backward(
@@ -104,8 +100,8 @@ impl Node for Distribute {
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, self.parts)?;
-        if let Some(parts) = self.cache.add("Distribute", state.clone(), port, self.parts, g)? {
+        let arrived = self.cache.arrive("Distribute", "output", (port, self.parts), &state, g)?;
+        if let Some(parts) = arrived {
             let merged = merge("Distribute", &parts, &state, &self.assign)?;
             e.backward(0, state, merged);
         }

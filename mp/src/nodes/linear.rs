@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use crate::accumulate::Accumulator;
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::ppt::PptLearner;
 use crate::recorded::Recorded;
 use crate::staleness::StalenessHistogram;
 use crate::state::State;
@@ -26,8 +26,7 @@ use crate::state::State;
 pub struct Linear {
     w: Payload,
     b: Payload,
-    opt: OptState,
-    acc: Accumulator,
+    learner: PptLearner,
     /// Forward inputs and the parameter version they read, by state.
     acts: Recorded<(Payload, u64)>,
     emulate: Option<f64>,
@@ -41,13 +40,11 @@ impl Linear {
     /// `min_update_interval` ≥ 1.
     pub fn new(w: Payload, opt: Optimizer, min_update_interval: usize) -> Result<Linear, MpError> {
         let b = Payload::zeros((1, w.ncols()));
-        let opt = OptState::new(opt, &[&w, &b]);
-        let acc = Accumulator::new(&[&w, &b], min_update_interval)?;
+        let learner = PptLearner::new(&[&w, &b], opt, min_update_interval)?;
         Ok(Linear {
             w,
             b,
-            opt,
-            acc,
+            learner,
             acts: Recorded::new("Linear"),
             emulate: None,
             input_gradient: true,
@@ -72,13 +69,13 @@ impl Linear {
 
     /// The gradients accumulated since the last update (sums, for `W` and `b`).
     pub fn accumulated(&self) -> (&Payload, &Payload, usize) {
-        let s = self.acc.sums();
-        (&s[0], &s[1], self.acc.accumulated())
+        let acc = self.learner.accumulator();
+        (&acc.sums()[0], &acc.sums()[1], acc.accumulated())
     }
 
     /// Updates applied so far.
     pub fn updates(&self) -> u64 {
-        self.acc.updates()
+        self.learner.accumulator().updates()
     }
 
     /// Charge `flops` to the emulated device (Appendix C), if emulating.
@@ -122,7 +119,7 @@ impl Node for Linear {
             x.dot(&self.w) + &self.b
         };
         if e.train {
-            self.acts.insert(state.clone(), (x, self.acc.version()));
+            self.acts.insert(state.clone(), (x, self.learner.version()));
         }
         e.forward(0, state, y);
         Ok(())
@@ -148,34 +145,32 @@ impl Node for Linear {
             self.charge(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64, e);
             Payload::zeros(x.raw_dim())
         } else {
-            let sums = self.acc.sums_mut();
+            let sums = self.learner.sums_mut();
             // `sums[0] += xᵀ g` in place: no temporary of W's size per gradient.
             ndarray::linalg::general_mat_mul(1.0, &x.t(), &g, 1.0, &mut sums[0]);
             sums[1] += &g.sum_axis(ndarray::Axis(0)).insert_axis(ndarray::Axis(0));
             if self.input_gradient { g.dot(&self.w.t()) } else { Payload::zeros((0, 0)) }
         };
-        e.out.extend(self.acc.added(read));
+        self.learner.added(read, e);
         e.backward(0, state, dx);
         Ok(())
     }
 
     fn update(&mut self, state: State, e: &mut Emit) -> Result<(), MpError> {
-        let means = self.acc.take_mean("Linear", state)?;
         if self.emulate.is_some() {
             // Clipping adds the norm's multiply-add per weight to the update's one flop.
-            let per_weight = if self.opt.clip_norm().is_some() { 3.0 } else { 1.0 };
+            let per_weight = if self.learner.opt_state().clip_norm().is_some() { 3.0 } else { 1.0 };
             self.charge(per_weight * (self.w.nrows() * self.w.ncols()) as f64, e);
-        } else {
-            self.opt.step(&mut [&mut self.w, &mut self.b], &means);
         }
-        Ok(())
+        let step = self.emulate.is_none();
+        self.learner.update("Linear", state, &mut [&mut self.w, &mut self.b], step)
     }
 
     fn pending(&self) -> usize {
         self.acts.len()
     }
     fn staleness(&self) -> Option<&StalenessHistogram> {
-        Some(self.acc.staleness())
+        Some(self.learner.staleness())
     }
     fn params(&self) -> Vec<&Payload> {
         vec![&self.w, &self.b]
@@ -187,6 +182,6 @@ impl Node for Linear {
         self.emulate = flops;
     }
     fn opt_state_mut(&mut self) -> Option<&mut OptState> {
-        Some(&mut self.opt)
+        Some(self.learner.opt_state_mut())
     }
 }

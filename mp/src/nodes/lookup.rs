@@ -2,11 +2,11 @@
 
 use crate::recorded::Recorded;
 
-use crate::accumulate::Accumulator;
 use crate::error::MpError;
 use crate::message::Payload;
 use crate::node::{Emit, Node, check_port};
 use crate::optimizer::{OptState, Optimizer};
+use crate::ppt::PptLearner;
 use crate::staleness::StalenessHistogram;
 use crate::state::State;
 
@@ -18,8 +18,7 @@ use crate::state::State;
 #[derive(Debug)]
 pub struct Lookup {
     table: Payload,
-    opt: OptState,
-    acc: Accumulator,
+    learner: PptLearner,
     /// Forward ids and the parameter version they read, by state.
     ids: Recorded<(Vec<usize>, u64)>,
 }
@@ -36,9 +35,8 @@ impl Lookup {
         opt: Optimizer,
         min_update_interval: usize,
     ) -> Result<Lookup, MpError> {
-        let opt = OptState::new(opt, &[&table]);
-        let acc = Accumulator::new(&[&table], min_update_interval)?;
-        Ok(Lookup { table, opt, acc, ids: Recorded::new("Lookup") })
+        let learner = PptLearner::new(&[&table], opt, min_update_interval)?;
+        Ok(Lookup { table, learner, ids: Recorded::new("Lookup") })
     }
 }
 
@@ -70,7 +68,7 @@ impl Node for Lookup {
         }
         let y = self.table.select(ndarray::Axis(0), &ids);
         if e.train {
-            self.ids.insert(state.clone(), (ids, self.acc.version()));
+            self.ids.insert(state.clone(), (ids, self.learner.version()));
         }
         e.forward(0, state, y);
         Ok(())
@@ -90,25 +88,23 @@ impl Node for Lookup {
                 detail: format!("gradient {:?}", g.dim()),
             });
         }
-        let sum = &mut self.acc.sums_mut()[0];
+        let sum = &mut self.learner.sums_mut()[0];
         for (r, &i) in ids.iter().enumerate() {
             let mut row = sum.row_mut(i);
             row += &g.row(r);
         }
-        e.out.extend(self.acc.added(read));
+        self.learner.added(read, e);
         e.backward(0, state, Payload::zeros((ids.len(), 1)));
         Ok(())
     }
     fn update(&mut self, state: State, _e: &mut Emit) -> Result<(), MpError> {
-        let means = self.acc.take_mean("Lookup", state)?;
-        self.opt.step(&mut [&mut self.table], &means);
-        Ok(())
+        self.learner.update("Lookup", state, &mut [&mut self.table], true)
     }
     fn pending(&self) -> usize {
         self.ids.len()
     }
     fn staleness(&self) -> Option<&StalenessHistogram> {
-        Some(self.acc.staleness())
+        Some(self.learner.staleness())
     }
     fn params(&self) -> Vec<&Payload> {
         vec![&self.table]
@@ -117,6 +113,6 @@ impl Node for Lookup {
         vec![&mut self.table]
     }
     fn opt_state_mut(&mut self) -> Option<&mut OptState> {
-        Some(&mut self.opt)
+        Some(self.learner.opt_state_mut())
     }
 }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, Node};
 use crate::state::State;
 
 /// Softmax cross-entropy. Input 0: logits (`B × C`); input 1: labels (`B × 1`, class indices as
@@ -74,8 +74,7 @@ impl Node for SoftmaxLoss {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 2)?;
-        let Some(parts) = self.cache.add("SoftmaxLoss", state.clone(), port, 2, x)? else {
+        let Some(parts) = self.cache.arrive("SoftmaxLoss", "input", (port, 2), &state, x)? else {
             return Ok(());
         };
         let (loss, correct, grad) = softmax_xent(&parts[0], &parts[1])?;

@@ -8,8 +8,7 @@ use std::process::ExitCode;
 
 use ordo_pm::PmMode;
 use ordo_pm::mpi::run_node;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use ordo_pm::rng::{below, between, seeded};
 
 const KEYS: u64 = 16;
 const OPS: usize = 600;
@@ -23,17 +22,17 @@ enum Op {
 }
 
 fn ops(rank: usize) -> Vec<Op> {
-    let mut rng = StdRng::seed_from_u64(1000 + rank as u64);
+    let mut rng = seeded(1000 + rank as u64);
     let mut clock = 0;
     (0..OPS)
         .map(|_| {
-            let key = rng.random_range(0..KEYS);
-            match rng.random_range(0..4u8) {
+            let key = below(&mut rng, KEYS);
+            match below(&mut rng, 4) {
                 0 => {
-                    let start = clock + rng.random_range(0..3u64);
-                    Op::Intent(key, start, start + rng.random_range(1..6u64))
+                    let start = clock + below(&mut rng, 3);
+                    Op::Intent(key, start, start + 1 + below(&mut rng, 5))
                 }
-                1 => Op::Push(key, rng.random_range(-3i64..4)),
+                1 => Op::Push(key, between(&mut rng, -3, 4)),
                 2 => Op::Pull(key),
                 _ => {
                     clock += 1;

@@ -37,9 +37,8 @@ use super::train::{TrainConfig, TrainError, metrics};
 use indicatif::ProgressBar;
 use ordo::engine::{Batch, BatchRows, Model, StepError};
 use ordo_pm::cluster::{Cluster, NodeHandle};
+use ordo_pm::rng;
 use ordo_pm::{Key, PmError, PmMode, PmStats};
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -593,13 +592,13 @@ fn with_local_negatives(
         .map(|&(hd, r, tl)| Triple { h: global(hd), r, t: global(tl) })
         .collect();
     let per_side = positives.len().div_ceil(s.chunk.max(1)) * s.negatives;
-    let mut rng = StdRng::seed_from_u64(s.seed ^ planned.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mut rng = rng::seeded(s.seed ^ planned.id.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let entities = layout.entities as Key;
     // Intent until the end of this clock: the drawn keys stay here until the push.
     let end = h.clock() + 1;
     let mut drawn = h.sample_local(2 * per_side, &mut rng, |k| k < entities, end)?;
     if drawn.is_empty() {
-        drawn = (0..2 * per_side).map(|_| rng.random_range(0..entities)).collect();
+        drawn = (0..2 * per_side).map(|_| rng::below(&mut rng, entities)).collect();
     }
     let neg: Vec<u32> = drawn.into_iter().map(|k| k as u32).collect();
     let (neg_t, neg_h) = neg.split_at(per_side);

@@ -1,0 +1,79 @@
+//! A graph's node as the graph holds it: its one controller by type, or any other node.
+
+use crate::controller::Controller;
+use crate::error::MpError;
+use crate::message::{Direction, Payload};
+use crate::node::{Emit, Node};
+use crate::state::State;
+
+/// One node of a built graph. The controller is held as itself, so the graph, the runtime and
+/// the replay reach it without asking nodes what they are.
+pub(crate) enum Slot {
+    /// The graph's controller ([`GraphBuilder::controller`](crate::GraphBuilder::controller)).
+    Controller(Controller),
+    /// Any other node.
+    Node(Box<dyn Node>),
+}
+
+impl Slot {
+    /// The node's kind, for errors and traces.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Slot::Controller(_) => Controller::KIND,
+            Slot::Node(n) => n.kind(),
+        }
+    }
+
+    /// Cache entries held now (see [`Node::pending`]).
+    pub(crate) fn pending(&self) -> usize {
+        match self {
+            Slot::Controller(c) => c.pending(),
+            Slot::Node(n) => n.pending(),
+        }
+    }
+
+    /// The node, unless it is the controller.
+    pub(crate) fn node(&self) -> Option<&dyn Node> {
+        match self {
+            Slot::Controller(_) => None,
+            Slot::Node(n) => Some(&**n),
+        }
+    }
+
+    /// The node, mutably, unless it is the controller.
+    pub(crate) fn node_mut(&mut self) -> Option<&mut dyn Node> {
+        match self {
+            Slot::Controller(_) => None,
+            Slot::Node(n) => Some(&mut **n),
+        }
+    }
+
+    /// The controller, if this slot holds it.
+    pub(crate) fn controller(&mut self) -> Option<&mut Controller> {
+        match self {
+            Slot::Controller(c) => Some(c),
+            Slot::Node(_) => None,
+        }
+    }
+
+    /// Apply one message.
+    pub(crate) fn apply(
+        &mut self,
+        dir: Direction,
+        port: usize,
+        state: State,
+        payload: Payload,
+        e: &mut Emit,
+    ) -> Result<(), MpError> {
+        match (self, dir) {
+            (Slot::Node(n), Direction::Forward) => n.forward(port, state, payload, e),
+            (Slot::Node(n), Direction::Backward) => n.backward(port, state, payload, e),
+            (Slot::Node(n), Direction::Update) => n.update(state, e),
+            (Slot::Controller(c), Direction::Forward) => c.forward(port, state, payload, e),
+            (Slot::Controller(c), Direction::Backward) => c.backward(port, state, payload, e),
+            (Slot::Controller(_), Direction::Update) => {
+                Err(MpError::Unexpected { kind: Controller::KIND, what: "update", state })
+            }
+        }
+    }
+}
