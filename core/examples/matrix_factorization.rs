@@ -197,7 +197,7 @@ fn train(
             );
         }
         Ok::<(), ordo::engine::EngineError>(())
-    })??;
+    })?;
     Ok((store, model, order))
 }
 

@@ -62,7 +62,7 @@ fn measure(
                 busy += start.elapsed();
             }
             Ok::<(), EngineError>(())
-        })??;
+        })?;
     } else {
         for epoch in 0..cfg.epochs {
             let epoch_batches = sampling.epoch_batches(&d.train, epoch);
