@@ -1,27 +1,5 @@
 //! A session the caller owns across calls ([`Engine::start`]): the pipeline of
 //! [`Engine::session_queued`] run on a device thread of its own, fed over a bounded channel.
-//!
-//! **Why a device thread around the scoped session, rather than stages re-founded on `Arc`.**
-//! The scoped [`Session`] borrows its store, model and device and runs the device stage on the
-//! caller's thread, inside its calls: no `'static` bound, no extra hop, and the whole-epoch
-//! calls and the trainers keep their speed. A caller that must hold a session between calls
-//! (an event loop, a binding whose interpreter lock must be released while it waits) needs the
-//! opposite: a value that owns everything, is `Send`, and advances without being called. The
-//! device thread gives exactly that on top of the same code, so both ways run one pipeline and
-//! one equivalence proof: the owned session is a thin client of the scoped one.
-//!
-//! **Back-pressure.** [`OwnedSession::submit`] checks the batch on the caller's thread (a bad
-//! batch is refused at once, typed) and blocks while the command channel (`input_depth` deep)
-//! is full, which happens only while the pipeline behind it is full; the model step runs on the
-//! device thread meanwhile. [`OwnedSession::try_submit`] hands the batch back instead.
-//!
-//! **Order and drop.** The device thread moves each stamp and completion into an outbox as soon
-//! as the scoped session makes it, so [`OwnedSession::drain_order`] and
-//! [`OwnedSession::completions`] never wait for the device, and memory stays flat for a caller
-//! that drains them. [`OwnedSession::close`] stops the pipeline, writes every stamped batch,
-//! joins the threads and returns the model with the stamped part of the epoch (the stamps not
-//! drained); dropping the session does the same and drops the report, so a caller that must
-//! not lose the partial order either drains it as it goes or calls `close`.
 
 use super::pipeline::POLL;
 use super::{
@@ -86,7 +64,29 @@ pub struct Closed<M> {
 
 /// A running pipeline the caller owns ([`Engine::start`]): `Send`, fed from any thread with
 /// back-pressure, joined on [`close`](OwnedSession::close) or drop. The model step runs on the
-/// session's own device thread; see the [module docs](self) for why.
+/// session's own device thread.
+///
+/// **Why a device thread around the scoped session, rather than stages re-founded on `Arc`.**
+/// The scoped [`Session`] borrows its store, model and device and runs the device stage on the
+/// caller's thread, inside its calls: no `'static` bound, no extra hop, and the whole-epoch
+/// calls and the trainers keep their speed. A caller that must hold a session between calls
+/// (an event loop, a binding whose interpreter lock must be released while it waits) needs the
+/// opposite: a value that owns everything, is `Send`, and advances without being called. The
+/// device thread gives exactly that on top of the same code, so both ways run one pipeline and
+/// one equivalence proof: the owned session is a thin client of the scoped one.
+///
+/// **Back-pressure.** [`OwnedSession::submit`] checks the batch on the caller's thread (a bad
+/// batch is refused at once, typed) and blocks while the command channel (`input_depth` deep)
+/// is full, which happens only while the pipeline behind it is full; the model step runs on the
+/// device thread meanwhile. [`OwnedSession::try_submit`] hands the batch back instead.
+///
+/// **Order and drop.** The device thread moves each stamp and completion into an outbox as soon
+/// as the scoped session makes it, so [`OwnedSession::drain_order`] and
+/// [`OwnedSession::completions`] never wait for the device, and memory stays flat for a caller
+/// that drains them. [`OwnedSession::close`] stops the pipeline, writes every stamped batch,
+/// joins the threads and returns the model with the stamped part of the epoch (the stamps not
+/// drained); dropping the session does the same and drops the report, so a caller that must
+/// not lose the partial order either drains it as it goes or calls `close`.
 ///
 /// An event loop that must not block interleaves [`try_submit`](OwnedSession::try_submit) with
 /// its other work:
@@ -229,10 +229,10 @@ fn serve<M: Model, S: RowStorage + ?Sized>(
             }
         };
         match command {
+            // A batch was checked on the caller's thread: it fails only once the pipeline
+            // stopped, and the next `finish` says why.
             Some(Command::Submit(batch)) => {
-                if s.submit(batch).is_err() {
-                    shared.halt();
-                }
+                let _ = s.submit(batch).inspect_err(|_| shared.halt());
             }
             Some(Command::Finish(reply)) => {
                 let report = s.finish().map(|mut report| {

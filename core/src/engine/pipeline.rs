@@ -244,7 +244,7 @@ impl Engine {
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();
         let observer = self.config.observer.as_ref().map(|o| &*o.0);
-        let out = if self.config.mode == Mode::Sync {
+        if self.config.mode == Mode::Sync {
             let mut session = Session::new(&cx, &stop, hook, observer, device, model, None);
             let out = f(&mut session);
             session.shut_down();
@@ -258,8 +258,7 @@ impl Engine {
                 session.shut_down();
                 out
             })
-        };
-        out
+        }
     }
 }
 
