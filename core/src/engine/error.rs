@@ -154,8 +154,8 @@ pub enum EngineError {
         /// The id.
         batch_id: u64,
     },
-    /// The session stopped on an earlier failure; [`Session::finish`](super::Session::finish)
-    /// returns that failure.
+    /// The session stopped on an earlier failure ([`Session::finish`](super::Session::finish)
+    /// returns that failure), or was closed ([`Session::close`](super::Session::close)).
     #[error("the session stopped on an earlier failure; finish() returns it")]
     Halted,
     /// The store's versions are too close to the TID word's limit to stamp this run.
