@@ -198,7 +198,7 @@ fn train(
             );
         }
         Ok::<(), ordo::engine::EngineError>(())
-    })??;
+    })?;
     Ok((store, model, order))
 }
 

@@ -22,6 +22,14 @@
 //!    [`submit`](engine::Session::submit)s batches from any iterator (queues are bounded, so a
 //!    full pipeline blocks the loader), and [`finish`](engine::Session::finish)es each epoch,
 //!    which returns the epoch's [`RunReport`](engine::RunReport): the computation order.
+//!    A stream that never ends takes the order as it is stamped
+//!    ([`drain_order`](engine::Session::drain_order)) and runs in flat memory; a bad batch
+//!    (empty, unsorted, out of range) is refused with a typed
+//!    [`InvalidBatch`](engine::EngineError::InvalidBatch) before it enters the pipeline.
+//!    A trainer that cannot put its loop in one closure (an event loop, a binding) owns its
+//!    session instead: [`Engine::start`](engine::Engine::start) returns an
+//!    [`OwnedSession`](engine::OwnedSession) that is `Send` and runs the device on its own
+//!    thread.
 //! 5. **The order is the proof.** In [`Mode::Oac`](engine::Mode::Oac) the store and dense
 //!    parameters equal, bit for bit, [`replay_ids`](engine::replay_ids) of the recorded batch
 //!    ids on the initial state: the synchronous run. The example checks it and exits 1 if not.
@@ -56,7 +64,7 @@
 //!         order.extend(s.finish()?.batch_ids());
 //!     }
 //!     Ok::<_, ordo::engine::EngineError>(order)
-//! })??;
+//! })?;
 //! let mut table = initial;
 //! replay_ids(&mut Mf, &mut table, &order, |id| Some(batch(id)))?;
 //! assert_eq!(store.snapshot(), table); // bit for bit

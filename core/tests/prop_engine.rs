@@ -20,7 +20,8 @@ use std::time::Duration;
 /// hot set with probability `hot/8`, else uniformly, so overlap ranges from none to total.
 fn batch_set() -> impl Strategy<Value = (usize, usize, Vec<Batch<f32>>)> {
     (1usize..40, 1usize..4, 0u32..=8, 1usize..24).prop_flat_map(|(rows, width, hot, n)| {
-        let batch = (prop::collection::vec((0u32..8, 0..rows as u64, 0u64..3), 0..6), -8i8..8);
+        // At least one pick, so no batch is empty (an empty batch is rejected: `BatchError::Empty`).
+        let batch = (prop::collection::vec((0u32..8, 0..rows as u64, 0u64..3), 1..6), -8i8..8);
         prop::collection::vec(batch, n).prop_map(move |bs| {
             let batches = bs
                 .into_iter()
@@ -252,6 +253,7 @@ fn malformed_batches_are_rejected_before_anything_runs() {
         (vec![0, 5], BatchError::RowOutOfRange { row: 5, rows: 4 }),
         (vec![2, 1], BatchError::Unsorted { prev: 2, next: 1 }),
         (vec![1, 1], BatchError::Duplicate { row: 1 }),
+        (vec![], BatchError::Empty),
     ];
     for (rows, kind) in cases {
         let store = store(4, 2);
@@ -308,7 +310,9 @@ fn order_of(mode: Mode, positions: &[usize]) -> RunReport {
         mode,
         order: positions
             .iter()
-            .map(|&p| Stamp {
+            .enumerate()
+            .map(|(ts, &p)| Stamp {
+                ts: ts as u64,
                 batch_id: p as u64,
                 position: p,
                 read_prefix: 0,

@@ -55,7 +55,6 @@ proptest! {
                     })
                     .collect::<Result<Vec<_>, _>>()
             })
-            .unwrap()
             .unwrap();
         let mut ts_base = reports[0].ts_base;
         for r in &reports {
@@ -88,7 +87,7 @@ fn every_batch_completes_once_and_written() {
             while s.pending() > 0 {
                 done.extend(s.completions());
             }
-            (done, s.finish().unwrap())
+            Ok::<_, EngineError>((done, s.finish()?))
         })
         .unwrap();
     assert!(done.iter().all(|c| c.written));
@@ -125,7 +124,7 @@ fn try_submit_hands_the_batch_back_when_the_pipeline_is_full() {
                 }
             }
             assert!(back.is_some(), "10 batches never filled a depth-1 pipeline");
-            s.finish().unwrap()
+            s.finish()
         })
         .unwrap();
     assert_eq!(report.order.len(), 10);
@@ -142,7 +141,7 @@ fn a_malformed_batch_is_rejected_and_the_session_goes_on() {
             let bad = s.submit(Batch { id: 1, rows: vec![9], data: 1.0 });
             assert!(matches!(bad, Err(EngineError::InvalidBatch { batch_id: 1, .. })), "{bad:?}");
             s.submit(Batch { id: 2, rows: vec![1], data: 1.0 }).unwrap();
-            s.finish().unwrap()
+            s.finish()
         })
         .unwrap();
     assert_eq!(report.batch_ids().len(), 2);
@@ -173,7 +172,10 @@ fn a_failure_halts_the_session_and_finish_says_which_batches_were_stamped() {
         let (err, after) = engine
             .session(&mut CpuDevice::new(), &mut FailOn(5), &store, |s| {
                 let _ = s.submit_all((0..20).map(|i| Batch { id: i, rows: vec![i % 4], data: i }));
-                (s.finish(), s.submit(Batch { id: 99, rows: vec![0], data: 0 }))
+                Ok::<_, EngineError>((
+                    s.finish(),
+                    s.submit(Batch { id: 99, rows: vec![0], data: 0 }),
+                ))
             })
             .unwrap();
         let Err(EngineError::Stopped {
@@ -282,6 +284,7 @@ fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
                 assert_eq!(s.model().dense(), fresh.dense(), "epoch {e}");
                 assert!(report.rows_replaced > 0, "epoch {e}: validation had stale rows to repair");
             }
+            Ok::<_, EngineError>(())
         })
         .unwrap();
     assert_eq!(gate.held(), 3, "every epoch's first write waited for later reads");

@@ -169,6 +169,7 @@ struct InFlight {
 
 /// What the computation order records of a batch before the device has collected it.
 struct Record {
+    ts: u64,
     batch_id: u64,
     position: usize,
     read_prefix: u64,
@@ -177,8 +178,8 @@ struct Record {
 
 impl Record {
     fn stamp(self, staleness: Staleness, cache_rows: usize) -> Stamp {
-        let Record { batch_id, position, read_prefix, ste } = self;
-        Stamp { batch_id, position, read_prefix, staleness, ste, cache_rows }
+        let Record { ts, batch_id, position, read_prefix, ste } = self;
+        Stamp { ts, batch_id, position, read_prefix, staleness, ste, cache_rows }
     }
 }
 
@@ -187,6 +188,8 @@ impl Record {
 #[derive(Default)]
 pub(crate) struct Sequencer {
     pub next_ts: u64,
+    /// Stamps collected and not yet handed out (by the session's `drain_order` or `finish`):
+    /// the only record of the order that grows with the batches, so its owner empties it.
     pub order: Vec<Stamp>,
     pub cache_peak: usize,
     pub rows_validated: u64,
@@ -262,7 +265,7 @@ impl Sequencer {
             registration,
             validated: validate,
             insert,
-            record: Record { batch_id: id, position, read_prefix, ste },
+            record: Record { ts, batch_id: id, position, read_prefix, ste },
         });
         Ok(())
     }

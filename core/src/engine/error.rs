@@ -53,6 +53,11 @@ pub enum StageError {
 /// What is wrong with a batch (it was rejected before entering the pipeline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum BatchError {
+    /// The batch touches no row. A step on no rows could only change the dense parameters, and
+    /// an empty batch is almost always a loader's bug (an exhausted shard, a filter that kept
+    /// nothing), so it is refused like any other malformed batch.
+    #[error("the batch has no rows")]
+    Empty,
     /// A row id is not below the store's row count.
     #[error("row {row} is out of range: the store has {rows} rows")]
     RowOutOfRange {
@@ -155,8 +160,8 @@ pub enum EngineError<E = StepError> {
         /// The id.
         batch_id: u64,
     },
-    /// The session stopped on an earlier failure; [`Session::finish`](super::Session::finish)
-    /// returns that failure.
+    /// The session stopped on an earlier failure ([`Session::finish`](super::Session::finish)
+    /// returns that failure), or was closed ([`Session::close`](super::Session::close)).
     #[error("the session stopped on an earlier failure; finish() returns it")]
     Halted,
     /// The store's versions are too close to the TID word's limit to stamp this run.
@@ -184,7 +189,9 @@ pub enum EngineError<E = StepError> {
         cause: StopCause<E>,
         /// How many batches were stamped (`ts = 0..stamped`, epoch-local).
         stamped: u64,
-        /// Ids of the stamped batches, in computation order (`order[ts]`).
+        /// Ids of the stamped batches, in computation order: `order[ts]`, or, if the session
+        /// handed part of the epoch's order out ([`Session::drain_order`](super::Session::drain_order)),
+        /// the batches stamped `stamped - order.len()..stamped`.
         order: Vec<u64>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,
@@ -232,15 +239,17 @@ impl<E> EngineError<E> {
         }
     }
 
-    /// For [`EngineError::Stopped`]: ids of the stamped batches whose every write landed, in
-    /// computation order. `None` for other errors (nothing ran).
+    /// For [`EngineError::Stopped`]: ids of the stamped batches of `order` whose every write
+    /// landed, in computation order. `None` for other errors (nothing ran).
     pub fn applied(&self) -> Option<Vec<u64>> {
-        let EngineError::Stopped { order, unwritten, .. } = self else { return None };
+        let EngineError::Stopped { order, unwritten, stamped, .. } = self else { return None };
+        // `order` is the tail of the epoch's stamps that was not handed out before the stop.
+        let first = stamped - order.len() as u64;
         Some(
             order
                 .iter()
                 .enumerate()
-                .filter(|&(ts, _)| !unwritten.iter().any(|&(u, _)| u == ts as u64))
+                .filter(|&(i, _)| !unwritten.iter().any(|&(u, _)| u == first + i as u64))
                 .map(|(_, &id)| id)
                 .collect(),
         )

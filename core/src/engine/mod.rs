@@ -79,6 +79,7 @@ pub mod model;
 #[doc(hidden)]
 pub mod model_harness;
 mod observer;
+mod owned_session;
 mod pipeline;
 mod reader;
 mod record;
@@ -106,20 +107,25 @@ pub use device_queue::{DeviceQueue, OneInFlight, Submission, SubmitError};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
+pub use owned_session::{Closed, OwnedSession};
 pub use pipeline::Engine;
 pub use record::{RunReport, Staleness, Stamp, replay, replay_ids, replay_into};
 pub use session::{Completion, Session, TrySubmitError};
 
 use crate::storage::RowStorage;
 
-/// Check one batch against a store of `rows` rows: ids strictly increasing and in range. The
-/// error is [`EngineError::InvalidBatch`], as the engine error of any model (`E`).
+/// Check one batch against a store of `rows` rows: at least one row, ids strictly increasing
+/// and in range. The error is [`EngineError::InvalidBatch`], as the engine error of any model
+/// (`E`).
 pub fn validate_batch<D, E>(
     position: usize,
     batch: &Batch<D>,
     rows: usize,
 ) -> Result<(), EngineError<E>> {
     let bad = |kind| Err(EngineError::InvalidBatch { position, batch_id: batch.id, kind });
+    if batch.rows.is_empty() {
+        return bad(BatchError::Empty);
+    }
     let mut prev: Option<u64> = None;
     for &r in &batch.rows {
         if r >= rows as u64 {

@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// # struct Pull { bias: f32 }
 /// # impl Model for Pull {
 /// #     type Data = f32;
+/// #     type Error = StepError;
 /// #     fn row_width(&self) -> usize { 1 }
 /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);

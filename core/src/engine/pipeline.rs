@@ -32,6 +32,7 @@ pub(crate) const POLL: Duration = Duration::from_millis(2);
 /// # struct Pull { bias: f32 }
 /// # impl Model for Pull {
 /// #     type Data = f32;
+/// #     type Error = StepError;
 /// #     fn row_width(&self) -> usize { 1 }
 /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
@@ -159,6 +160,7 @@ impl Engine {
     /// # struct Pull { bias: f32 }
     /// # impl Model for Pull {
     /// #     type Data = f32;
+    /// #     type Error = StepError;
     /// #     fn row_width(&self) -> usize { 1 }
     /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
     /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
@@ -194,37 +196,39 @@ impl Engine {
             // and `finish` then returns why.
             let _ = session.submit_all(batches);
             session.finish()
-        })?
+        })
     }
 
     /// Start the pipeline once and run `f` with a [`Session`] on it: `f` streams batches in with
     /// [`Session::submit`] (blocking on back-pressure) or [`Session::try_submit`], takes
-    /// per-batch [`Session::completions`], and ends each epoch with [`Session::finish`]. The
-    /// reader and writer threads live until `f` returns; the device stage runs on this thread,
-    /// inside the session's calls. Returns what `f` returns.
+    /// per-batch [`Session::completions`] and the order as it is stamped
+    /// ([`Session::drain_order`]), and ends each epoch with [`Session::finish`]. The reader and
+    /// writer threads live until `f` returns; the device stage runs on this thread, inside the
+    /// session's calls. Returns what `f` returns; a failure to start the session (a width
+    /// mismatch, a failed device reset) comes back as `f`'s error type, so one `?` handles both.
+    /// To hold a session across calls instead (an event loop, a binding), see
+    /// [`Engine::start`].
     ///
     /// Batches of an epoch not finished when `f` returns: those already stamped are written,
-    /// the others are not applied.
+    /// the others are not applied ([`Session::close`] does this and reports the stamped part).
     ///
     /// ```
     /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
+    /// use ordo::store::RowStore;
     /// # use ordo::engine::{BatchRows, Model, StepError};
-    /// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
-    /// # struct Pull { bias: f32 }
-    /// # impl Model for Pull {
+    /// # struct Nudge;
+    /// # impl Model for Nudge {
     /// #     type Data = f32;
+    /// #     type Error = StepError;
     /// #     fn row_width(&self) -> usize { 1 }
-    /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-    /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
-    /// #         self.bias += 0.01;
+    /// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
     /// #         Ok(())
     /// #     }
-    /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
     /// # }
-    /// use ordo::store::RowStore;
     /// let store = RowStore::zeros(8, 1);
     /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
-    /// let mut model = Pull { bias: 0.0 };
+    /// let mut model = Nudge;
     /// let reports = engine.session(&mut CpuDevice::new(), &mut model, &store, |s| {
     ///     (0..3u64)
     ///         .map(|epoch| {
@@ -233,54 +237,57 @@ impl Engine {
     ///             s.finish()
     ///         })
     ///         .collect::<Result<Vec<_>, _>>()
-    /// })??;
+    /// })?;
     /// assert_eq!(reports.len(), 3);
     /// assert!(reports.iter().all(|r| r.order.len() == 20));
     /// # Ok::<(), ordo::engine::EngineError>(())
     /// ```
-    pub fn session<M, S, D, R>(
+    pub fn session<M, S, D, R, E>(
         &self,
         device: &mut D,
         model: &mut M,
         store: &S,
-        f: impl FnOnce(&mut Session<'_, M, S>) -> R,
-    ) -> Result<R, EngineError<M::Error>>
+        f: impl FnOnce(&mut Session<'_, M, S>) -> Result<R, E>,
+    ) -> Result<R, E>
     where
         M: Model,
         S: RowStorage + ?Sized,
         D: DeviceStage<M>,
+        E: From<EngineError<M::Error>>,
     {
         self.session_queued(&mut OneInFlight::new(device), model, store, f)
     }
 
     /// [`session`](Engine::session) on a device that keeps batches in flight ([`DeviceQueue`]).
-    pub fn session_queued<M, S, Q, R>(
+    pub fn session_queued<M, S, Q, R, E>(
         &self,
         device: &mut Q,
         model: &mut M,
         store: &S,
-        f: impl FnOnce(&mut Session<'_, M, S>) -> R,
-    ) -> Result<R, EngineError<M::Error>>
+        f: impl FnOnce(&mut Session<'_, M, S>) -> Result<R, E>,
+    ) -> Result<R, E>
     where
         M: Model,
         S: RowStorage + ?Sized,
         Q: DeviceQueue<M>,
+        E: From<EngineError<M::Error>>,
     {
         if model.row_width() != store.width() {
             return Err(EngineError::WidthMismatch {
                 model: model.row_width(),
                 store: store.width(),
-            });
+            }
+            .into());
         }
         let cx = RunCtx::new(store, self.config.mode, self.config.in_flight_slots())?;
         start(device)?;
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();
         let observer = self.config.observer.as_ref().map(|o| &*o.0);
-        let out = if self.config.mode == Mode::Sync {
+        if self.config.mode == Mode::Sync {
             let mut session = Session::new(&cx, &stop, hook, observer, device, model, None);
             let out = f(&mut session);
-            session.close();
+            session.shut_down();
             out
         } else {
             thread::scope(|scope| {
@@ -288,11 +295,10 @@ impl Engine {
                 let mut session =
                     Session::new(&cx, &stop, hook, observer, device, model, Some(lanes));
                 let out = f(&mut session);
-                session.close();
+                session.shut_down();
                 out
             })
-        };
-        Ok(out)
+        }
     }
 }
 

@@ -23,6 +23,8 @@ pub struct Staleness {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Stamp {
+    /// Its stamp: its place in the computation order (epoch-local, `0, 1, 2, …`).
+    pub ts: u64,
     /// The batch's id.
     pub batch_id: u64,
     /// Its position in the run's input (what [`replay`] uses, robust to repeated ids).
@@ -51,6 +53,7 @@ pub struct Stamp {
 /// # struct Pull { bias: f32 }
 /// # impl Model for Pull {
 /// #     type Data = f32;
+/// #     type Error = StepError;
 /// #     fn row_width(&self) -> usize { 1 }
 /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
@@ -80,7 +83,10 @@ pub struct Stamp {
 pub struct RunReport {
     /// The mode.
     pub mode: Mode,
-    /// The computation order: `order[ts]` is the batch stamped `ts` (run-local).
+    /// The computation order: the batches stamped in the epoch, in stamp order. From `ts = 0`
+    /// (`order[ts]` is the batch stamped `ts`), unless the session handed part of the epoch's
+    /// order out earlier ([`Session::drain_order`](super::Session::drain_order)): then it
+    /// holds the stamps after the last one handed out (each names its own [`Stamp::ts`]).
     pub order: Vec<Stamp>,
     /// The store version of run-local `ts = 0` (store versions continue across runs).
     pub ts_base: u64,
@@ -156,6 +162,7 @@ pub fn replay<M: Model>(
 /// # struct Pull { bias: f32 }
 /// # impl Model for Pull {
 /// #     type Data = f32;
+/// #     type Error = StepError;
 /// #     fn row_width(&self) -> usize { 1 }
 /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
 /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);

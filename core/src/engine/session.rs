@@ -4,7 +4,17 @@
 //! Queues are bounded (`input_depth` between the submitter and the readers and between the
 //! readers and the device, `output_depth` between the device and the writers), so a blocked
 //! [`Session::submit`] means the pipeline is full: it does device work on the caller's thread
-//! until there is room. Nothing is collected; the caller's data loader is the only buffer.
+//! until there is room. Batches are never collected; the caller's data loader is the only
+//! batch buffer.
+//!
+//! **What the session keeps.** Its working state is bounded by the pipeline's depths (the
+//! queues, the batches on the device, the MFT window, the validation cache up to the STE). The
+//! one record that grows with the batches is what it hands back: a [`Stamp`] per stamped batch
+//! (the computation order) and a [`Completion`] per written batch. Each is kept until the
+//! caller takes it — [`Session::drain_order`] and [`Session::completions`] as the run goes, or
+//! [`Session::finish`] at the end of an epoch, whose [`RunReport`] holds the stamps not drained
+//! — so a session that is never finished (an online trainer) runs in flat memory as long as it
+//! drains both; [`Session::retained`] counts what is kept.
 //!
 //! **Epochs.** One session stamps `ts = 0, 1, 2, …` across all its epochs (one MFT and one
 //! outstanding set); [`Session::finish`] waits until every batch submitted since the last
@@ -19,7 +29,7 @@ use super::error::Stage;
 use super::pipeline::{POLL, StopState};
 use super::reader::Staged;
 use super::{
-    Batch, EngineError, Model, Observer, RunReport, StageError, StageHook, StopCause,
+    Batch, EngineError, Model, Observer, RunReport, StageError, StageHook, Stamp, StopCause,
     validate_batch,
 };
 use crate::storage::RowStorage;
@@ -69,23 +79,21 @@ pub(crate) struct Lanes<D> {
 ///
 /// ```
 /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError};
+/// use ordo::store::RowStore;
 /// # use ordo::engine::{BatchRows, Model, StepError};
-/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
-/// # struct Pull { bias: f32 }
-/// # impl Model for Pull {
+/// # struct Nudge;
+/// # impl Model for Nudge {
 /// #     type Data = f32;
+/// #     type Error = StepError;
 /// #     fn row_width(&self) -> usize { 1 }
-/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
-/// #         self.bias += 0.01;
+/// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
 /// #         Ok(())
 /// #     }
-/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
 /// # }
-/// use ordo::store::RowStore;
 /// let store = RowStore::zeros(16, 1);
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(1, 1))?;
-/// let report = engine.session(&mut CpuDevice::new(), &mut Pull { bias: 0.0 }, &store, |s| {
+/// let report = engine.session(&mut CpuDevice::new(), &mut Nudge, &store, |s| {
 ///     let mut written = Vec::new();
 ///     for id in 0..50u64 {
 ///         let mut batch = Batch { id, rows: vec![id % 16], data: 1.0 };
@@ -101,7 +109,7 @@ pub(crate) struct Lanes<D> {
 ///     let report = s.finish()?;
 ///     assert!(written.iter().all(|c| c.written));
 ///     Ok(report)
-/// })??;
+/// })?;
 /// assert_eq!(report.order.len(), 50);
 /// # Ok::<(), ordo::engine::EngineError>(())
 /// ```
@@ -238,8 +246,30 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         self.submitted - self.acknowledged as usize
     }
 
+    /// The computation order stamped since the last call (or the epoch's start), in stamp
+    /// order (does the device work that is ready first). Stamps taken here are not in
+    /// [`finish`](Session::finish)'s report, which holds only the rest of the epoch; the
+    /// concatenation of every drain and the report is the epoch's order. A stamped batch is
+    /// written (or named unwritten by the error that stops the session), so a trainer that
+    /// saves these ids as it goes can replay its store at any point.
+    pub fn drain_order(&mut self) -> impl Iterator<Item = Stamp> + '_ {
+        self.pump();
+        let base = self.epoch_ts;
+        self.seq.order.drain(..).map(move |stamp| epoch_local(stamp, base))
+    }
+
+    /// Records the session keeps for the caller: stamps not yet drained
+    /// ([`drain_order`](Session::drain_order)), completions not yet taken
+    /// ([`completions`](Session::completions)), and batches on the device. The only part of
+    /// the session that grows with the batches; it stays below the pipeline's depths plus what
+    /// was stamped since the last drain.
+    pub fn retained(&self) -> usize {
+        self.seq.order.len() + self.completions.len() + self.seq.in_flight()
+    }
+
     /// End the epoch: run every submitted batch through, wait until all are written, and
-    /// report the epoch's computation order. The threads keep running for the next epoch.
+    /// report the epoch's computation order (the stamps not taken by
+    /// [`drain_order`](Session::drain_order)). The threads keep running for the next epoch.
     ///
     /// On a failure the error says which batches were stamped and which of those are not fully
     /// written ([`EngineError::Stopped`]); the session is halted after it.
@@ -247,6 +277,22 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
             self.device_step(true);
         }
+        self.settle(false)
+    }
+
+    /// Stop the session: it takes no more batches ([`EngineError::Halted`] from then on); the
+    /// batches already stamped are written, those submitted and not yet stamped are not
+    /// applied. Reports the stamped part of the epoch as [`finish`](Session::finish) does (the
+    /// stamps not drained), or the failure that stopped the session earlier. A session that
+    /// ends without `close` or `finish` (its closure returns) does the same and drops the report.
+    pub fn close(&mut self) -> Result<RunReport, EngineError<M::Error>> {
+        self.stop.close();
+        self.settle(true)
+    }
+
+    /// Wait until every stamped batch of the epoch is written and report the epoch; `closing`:
+    /// the stop flag was raised by [`close`](Session::close), not by a failure.
+    fn settle(&mut self, closing: bool) -> Result<RunReport, EngineError<M::Error>> {
         self.drain_device();
         let stamped = self.seq.next_ts - self.epoch_ts;
         while self.lanes.is_some() && self.acknowledged < stamped {
@@ -255,13 +301,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
         let elapsed = self.epoch_start.elapsed();
         let base = self.epoch_ts;
-        let mut order = std::mem::take(&mut self.seq.order);
-        for stamp in &mut order {
-            // Every batch of earlier epochs was finished before this epoch's first read, so
-            // both are at least `base`.
-            stamp.read_prefix = stamp.read_prefix.saturating_sub(base);
-            stamp.ste = stamp.ste.saturating_sub(base);
-        }
+        let order: Vec<Stamp> =
+            std::mem::take(&mut self.seq.order).into_iter().map(|s| epoch_local(s, base)).collect();
         if let Some((cause, unwritten)) = self.stop.take() {
             let unwritten: Vec<(u64, u64)> =
                 unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
@@ -269,7 +310,9 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             let prefix = self.cx.prefix(stamped, &unwritten);
             return Err(EngineError::Stopped { cause, stamped, order, unwritten, prefix });
         }
-        self.running()?;
+        if !closing {
+            self.running()?;
+        }
         let report = RunReport {
             mode: self.cx.mode,
             order,
@@ -287,7 +330,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     }
 
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
-    pub(crate) fn close(mut self) {
+    pub(crate) fn shut_down(mut self) {
         self.stop.close();
         self.drain_device();
         self.lanes = None;
@@ -310,7 +353,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// Tell the observer of the batch just collected.
     fn observe_stamp(&self) {
         if let (Some(o), Some(stamp)) = (self.observer, self.seq.order.last()) {
-            o.stamped(stamp);
+            o.stamped(&epoch_local(*stamp, self.epoch_ts));
         }
     }
 
@@ -321,6 +364,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
 
     /// Do the device work that is ready now, and take the completions that arrived.
     fn pump(&mut self) {
+        // `Sync` runs every stage inside `submit`: nothing is ever left to do here.
+        if self.lanes.is_none() {
+            return;
+        }
         while self.device_step(false) {}
         while let Some(done) = self.lanes.as_ref().and_then(|l| l.done.try_recv().ok()) {
             self.acknowledge(done);
@@ -434,4 +481,14 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
         self.acknowledge(done);
     }
+}
+
+/// `stamp` with its stamps made local to the epoch whose first batch was stamped `base`. Every
+/// batch of earlier epochs was finished before this epoch's first read, so its read prefix and
+/// STE are at least `base`.
+fn epoch_local(mut stamp: Stamp, base: u64) -> Stamp {
+    stamp.ts -= base;
+    stamp.read_prefix = stamp.read_prefix.saturating_sub(base);
+    stamp.ste = stamp.ste.saturating_sub(base);
+    stamp
 }

@@ -498,17 +498,22 @@ impl FuzzCase {
         1 + usize::from(self.rows % 6)
     }
 
-    /// The batches (at most 8).
+    /// The batches (at most 8). A mask that selects none of the store's rows selects row
+    /// `mask % rows` instead: an empty batch is rejected before anything runs
+    /// ([`BatchError::Empty`](super::BatchError::Empty)), so it would exercise no schedule.
     pub fn batches(&self) -> Vec<Batch<f32>> {
         let rows = self.rows();
         self.batches
             .iter()
             .take(8)
             .enumerate()
-            .map(|(i, &(mask, data))| Batch {
-                id: i as u64,
-                rows: (0..rows as u64).filter(|r| mask & (1 << r) != 0).collect(),
-                data: f32::from(data) / 8.0,
+            .map(|(i, &(mask, data))| {
+                let mut picked: Vec<u64> =
+                    (0..rows as u64).filter(|r| mask & (1 << r) != 0).collect();
+                if picked.is_empty() {
+                    picked.push(u64::from(mask) % rows as u64);
+                }
+                Batch { id: i as u64, rows: picked, data: f32::from(data) / 8.0 }
             })
             .collect()
     }

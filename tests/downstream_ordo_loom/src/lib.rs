@@ -17,7 +17,7 @@ use ordo::mft::{Mft, MftError};
 use ordo::store::{RowStore, StoreError, Version};
 
 /// Why a batch's write failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WriteError {
     /// The store refused a row (out of range, wrong width, timestamp too large).
     #[error("store refused a row")]

@@ -63,7 +63,7 @@ fn measure(
                 busy += start.elapsed();
             }
             Ok::<(), EngineError<NonFiniteLoss>>(())
-        })??;
+        })?;
     } else {
         for epoch in 0..cfg.epochs {
             let epoch_batches = sampling.epoch_batches(&d.train, epoch);

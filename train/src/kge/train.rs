@@ -530,6 +530,13 @@ pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunR
     drive(d, &cfg, Mode::Sync, Some(order), Resumable::default(), &mut |_| {}, None)
 }
 
+/// An engine error as the trainer reports it (what a session's `?` converts with).
+impl From<EngineError> for TrainError {
+    fn from(e: EngineError) -> Self {
+        engine_error(e)
+    }
+}
+
 fn engine_error(e: EngineError) -> TrainError {
     match e {
         EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
@@ -663,38 +670,36 @@ fn session_epochs<D: DeviceStage<Stepper>>(
     observe: &mut dyn FnMut(Event<'_>),
 ) -> Result<(), TrainError> {
     let (d, cfg) = (run.d, run.cfg);
-    engine
-        .session(device, model, store, |s| {
-            for epoch in start..cfg.epochs {
-                let loader = sampling.epoch(&d.train, epoch);
-                observe(Event::EpochStart { epoch: epoch + 1, batches: loader.len() });
-                let t = Instant::now();
-                // The loader builds batches on its own thread, at most `LOADER_DEPTH` ahead, so
-                // building overlaps the device step (which runs on this thread, inside
-                // `submit`). If a submit fails, the receiver is dropped and the loader stops.
-                let submitted = std::thread::scope(|scope| {
-                    let (tx, rx) = std::sync::mpsc::sync_channel(LOADER_DEPTH);
-                    scope.spawn(move || {
-                        for batch in loader {
-                            if tx.send(batch).is_err() {
-                                break;
-                            }
+    engine.session(device, model, store, |s| {
+        for epoch in start..cfg.epochs {
+            let loader = sampling.epoch(&d.train, epoch);
+            observe(Event::EpochStart { epoch: epoch + 1, batches: loader.len() });
+            let t = Instant::now();
+            // The loader builds batches on its own thread, at most `LOADER_DEPTH` ahead, so
+            // building overlaps the device step (which runs on this thread, inside
+            // `submit`). If a submit fails, the receiver is dropped and the loader stops.
+            let submitted = std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(LOADER_DEPTH);
+                scope.spawn(move || {
+                    for batch in loader {
+                        if tx.send(batch).is_err() {
+                            break;
                         }
-                    });
-                    // A batch is well-formed by construction, so a submit fails only once the
-                    // pipeline stopped, and `finish` then says why.
-                    s.submit_all(rx)
+                    }
                 });
-                let report = s.finish().map_err(engine_error)?;
-                submitted.map_err(engine_error)?;
-                let epoch_s = t.elapsed().as_secs_f64();
-                observe(Event::Batches(report.order.len()));
-                let (order, replaced) = (report.batch_ids(), report.rows_replaced);
-                run.end(epoch, epoch_s, order, replaced, s.model(), Rows::Store(store), observe)?;
-            }
-            Ok(())
-        })
-        .map_err(engine_error)?
+                // A batch is well-formed by construction, so a submit fails only once the
+                // pipeline stopped, and `finish` then says why.
+                s.submit_all(rx)
+            });
+            let report = s.finish().map_err(engine_error)?;
+            submitted.map_err(engine_error)?;
+            let epoch_s = t.elapsed().as_secs_f64();
+            observe(Event::Batches(report.order.len()));
+            let (order, replaced) = (report.batch_ids(), report.rows_replaced);
+            run.end(epoch, epoch_s, order, replaced, s.model(), Rows::Store(store), observe)?;
+        }
+        Ok(())
+    })
 }
 
 fn drive(

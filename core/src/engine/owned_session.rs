@@ -1,0 +1,395 @@
+//! A session the caller owns across calls ([`Engine::start`]): the pipeline of
+//! [`Engine::session_queued`] run on a device thread of its own, fed over a bounded channel.
+
+use super::pipeline::POLL;
+use super::{
+    Batch, Completion, DeviceQueue, Engine, EngineError, Model, RunReport, Session, Stamp,
+    TrySubmitError, validate_batch,
+};
+use crate::storage::RowStorage;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+/// What the caller asks of the device thread.
+enum Command<D, E> {
+    /// Submit this batch (already checked).
+    Submit(Batch<D>),
+    /// End the epoch and send its report.
+    Finish(Sender<Result<RunReport, EngineError<E>>>),
+}
+
+/// Records the device thread has made and the caller has not taken yet.
+#[derive(Default)]
+struct Outbox {
+    order: Vec<Stamp>,
+    completions: Vec<Completion>,
+}
+
+/// What the caller's thread and the device thread share.
+#[derive(Default)]
+struct Shared {
+    outbox: Mutex<Outbox>,
+    /// The pipeline stopped on a failure: submits fail with [`EngineError::Halted`], and the
+    /// next `finish` or `close` returns the failure.
+    halted: AtomicBool,
+}
+
+impl Shared {
+    fn outbox(&self) -> std::sync::MutexGuard<'_, Outbox> {
+        self.outbox.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn halted(&self) -> bool {
+        // Acquire: pairs with the Release in `halt`; nothing else is read through the flag.
+        self.halted.load(Ordering::Acquire)
+    }
+
+    fn halt(&self) {
+        // Release: as in `halted`.
+        self.halted.store(true, Ordering::Release);
+    }
+}
+
+/// What [`OwnedSession::close`] gives back: the model, as the device left it, and the stamped
+/// part of the epoch that was running (or the failure that stopped the session).
+#[derive(Debug)]
+pub struct Closed<M: Model> {
+    /// The model: its dense parameters are those of every batch stamped.
+    pub model: M,
+    /// The stamps of the open epoch not drained, as [`Session::close`] reports them.
+    pub report: Result<RunReport, EngineError<M::Error>>,
+}
+
+/// A running pipeline the caller owns ([`Engine::start`]): `Send`, fed from any thread with
+/// back-pressure, joined on [`close`](OwnedSession::close) or drop. The model step runs on the
+/// session's own device thread.
+///
+/// **Why a device thread around the scoped session, rather than stages re-founded on `Arc`.**
+/// The scoped [`Session`] borrows its store, model and device and runs the device stage on the
+/// caller's thread, inside its calls: no `'static` bound, no extra hop, and the whole-epoch
+/// calls and the trainers keep their speed. A caller that must hold a session between calls
+/// (an event loop, a binding whose interpreter lock must be released while it waits) needs the
+/// opposite: a value that owns everything, is `Send`, and advances without being called. The
+/// device thread gives exactly that on top of the same code, so both ways run one pipeline and
+/// one equivalence proof: the owned session is a thin client of the scoped one.
+///
+/// **Back-pressure.** [`OwnedSession::submit`] checks the batch on the caller's thread (a bad
+/// batch is refused at once, typed) and blocks while the command channel (`input_depth` deep)
+/// is full, which happens only while the pipeline behind it is full; the model step runs on the
+/// device thread meanwhile. [`OwnedSession::try_submit`] hands the batch back instead.
+///
+/// **Order and drop.** The device thread moves each stamp and completion into an outbox as soon
+/// as the scoped session makes it, so [`OwnedSession::drain_order`] and
+/// [`OwnedSession::completions`] never wait for the device, and memory stays flat for a caller
+/// that drains them. [`OwnedSession::close`] stops the pipeline, writes every stamped batch,
+/// joins the threads and returns the model with the stamped part of the epoch (the stamps not
+/// drained); dropping the session does the same and drops the report, so a caller that must
+/// not lose the partial order either drains it as it goes or calls `close`.
+///
+/// An event loop that must not block interleaves [`try_submit`](OwnedSession::try_submit) with
+/// its other work:
+///
+/// ```
+/// use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, OneInFlight, StepError, TrySubmitError};
+/// use ordo::store::RowStore;
+/// use std::sync::Arc;
+/// # struct Nudge;
+/// # impl Model for Nudge {
+/// #     type Data = f32;
+/// #     type Error = StepError;
+/// #     fn row_width(&self) -> usize { 1 }
+/// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+/// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
+/// #         Ok(())
+/// #     }
+/// # }
+/// let store = Arc::new(RowStore::zeros(16, 1));
+/// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+/// let mut session = engine.start(OneInFlight::new(CpuDevice::new()), Nudge, store.clone())?;
+/// let mut batches = (0..100u64).map(|id| Batch { id, rows: vec![id % 16], data: 1.0 });
+/// let (mut order, mut held) = (Vec::new(), None);
+/// while let Some(batch) = held.take().or_else(|| batches.next()) {
+///     match session.try_submit(batch) {
+///         Ok(()) => {}
+///         Err(TrySubmitError::Full(back)) => {
+///             // The pipeline is full: do other work (here: save the order so far), then
+///             // offer the batch again.
+///             held = Some(back);
+///             order.extend(session.drain_order().iter().map(|s| s.batch_id));
+///             std::thread::yield_now();
+///         }
+///         Err(TrySubmitError::Failed(e)) => return Err(e),
+///     }
+/// }
+/// let report = session.finish()?;
+/// order.extend(report.batch_ids());
+/// assert_eq!(order.len(), 100);
+/// let closed = session.close();
+/// assert!(closed.report?.order.is_empty(), "nothing was left open");
+/// # Ok::<(), ordo::engine::EngineError>(())
+/// ```
+pub struct OwnedSession<M: Model> {
+    commands: Option<Sender<Command<M::Data, M::Error>>>,
+    shared: Arc<Shared>,
+    device: Option<JoinHandle<Closed<M>>>,
+    /// The store's rows, to check batches on the caller's thread.
+    rows: usize,
+    /// Batches accepted this epoch (the next one's position).
+    submitted: usize,
+}
+
+impl Engine {
+    /// Start a session the caller owns: the pipeline on a device thread that owns `device`,
+    /// `model` and a share of `store`, fed through the returned [`OwnedSession`] from any
+    /// thread. The counterpart of [`session_queued`](Engine::session_queued) for callers that
+    /// cannot put their work inside one closure; the same pipeline and the same claim.
+    ///
+    /// Fails as [`session_queued`](Engine::session_queued) does before anything runs (the
+    /// model's width is not the store's, the device's reset fails); no thread is left behind.
+    pub fn start<M, S, Q>(
+        &self,
+        mut device: Q,
+        mut model: M,
+        store: Arc<S>,
+    ) -> Result<OwnedSession<M>, EngineError<M::Error>>
+    where
+        M: Model + 'static,
+        S: RowStorage + ?Sized + 'static,
+        Q: DeviceQueue<M> + Send + 'static,
+    {
+        let engine = self.clone();
+        let rows = store.rows();
+        let (commands, inbox) = bounded::<Command<M::Data, M::Error>>(self.config().input_depth);
+        let (ready_tx, ready) = bounded::<Result<(), EngineError<M::Error>>>(1);
+        let shared = Arc::new(Shared::default());
+        let outbox = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("ordo-device".into())
+            .spawn(move || {
+                let report = engine.session_queued(&mut device, &mut model, &*store, |s| {
+                    let _ = ready_tx.send(Ok(()));
+                    Ok(serve(s, &inbox, &outbox))
+                });
+                let report = match report {
+                    Ok(report) => report,
+                    Err(e) => {
+                        // The session never started; `start` returns why.
+                        let _ = ready_tx.send(Err(e));
+                        Err(EngineError::Halted)
+                    }
+                };
+                Closed { model, report }
+            })
+            .map_err(|_| EngineError::Config("the device thread could not be spawned"))?;
+        match ready.recv() {
+            Ok(Ok(())) => Ok(OwnedSession {
+                commands: Some(commands),
+                shared,
+                device: Some(thread),
+                rows,
+                submitted: 0,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                // The thread ended without a word: it panicked before the session started.
+                let payload = thread.join().err();
+                let payload =
+                    payload.unwrap_or_else(|| Box::new("the device thread ended") as Box<_>);
+                std::panic::resume_unwind(payload)
+            }
+        }
+    }
+}
+
+/// The device thread: run the caller's commands on the scoped session until the caller hangs
+/// up, doing the device work that is ready whenever no command comes; then close the session
+/// and return its partial report.
+fn serve<M: Model, S: RowStorage + ?Sized>(
+    s: &mut Session<'_, M, S>,
+    inbox: &Receiver<Command<M::Data, M::Error>>,
+    shared: &Shared,
+) -> Result<RunReport, EngineError<M::Error>> {
+    loop {
+        // While batches are in the pipeline, wake up every `POLL` to move them along (the
+        // scoped session advances only inside its calls); otherwise sleep until a command.
+        let command = if s.pending() > 0 {
+            match inbox.recv_timeout(POLL) {
+                Ok(c) => Some(c),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        } else {
+            match inbox.recv() {
+                Ok(c) => Some(c),
+                Err(_) => break,
+            }
+        };
+        match command {
+            // A batch was checked on the caller's thread: it fails only once the pipeline
+            // stopped, and the next `finish` says why.
+            Some(Command::Submit(batch)) => {
+                let _ = s.submit(batch).inspect_err(|_| shared.halt());
+            }
+            Some(Command::Finish(reply)) => {
+                let report = s.finish().map(|mut report| {
+                    // The epoch's stamps the caller did not drain lead the report.
+                    let mut outbox = shared.outbox();
+                    outbox.completions.clear();
+                    outbox.order.append(&mut report.order);
+                    report.order = std::mem::take(&mut outbox.order);
+                    report
+                });
+                if report.is_err() {
+                    shared.halt();
+                }
+                let _ = reply.send(report);
+                continue;
+            }
+            None => {}
+        }
+        publish(s, shared);
+    }
+    let report = s.close();
+    publish(s, shared);
+    report.map(|mut report| {
+        let mut outbox = shared.outbox();
+        outbox.order.append(&mut report.order);
+        report.order = std::mem::take(&mut outbox.order);
+        report
+    })
+}
+
+/// Move what the scoped session has stamped and written into the caller's outbox.
+fn publish<M: Model, S: RowStorage + ?Sized>(s: &mut Session<'_, M, S>, shared: &Shared) {
+    let done = s.completions();
+    let mut outbox = shared.outbox();
+    outbox.order.extend(s.drain_order());
+    outbox.completions.extend(done);
+}
+
+impl<M: Model> OwnedSession<M> {
+    /// Feed one batch, blocking while the pipeline is full (the device thread works
+    /// meanwhile; the caller's thread only waits, so a binding may release its interpreter
+    /// lock around this call).
+    ///
+    /// A malformed batch is rejected at once ([`EngineError::InvalidBatch`]) and nothing
+    /// changes; after a failure inside the pipeline every call returns
+    /// [`EngineError::Halted`] and [`finish`](OwnedSession::finish) returns the failure.
+    pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
+        self.accept(&batch)?;
+        let commands = self.commands.as_ref().ok_or(EngineError::Halted)?;
+        commands.send(Command::Submit(batch)).map_err(|_| EngineError::Halted)?;
+        self.submitted += 1;
+        Ok(())
+    }
+
+    /// Feed one batch if there is room now; otherwise hand it back
+    /// ([`TrySubmitError::Full`]). Never blocks.
+    pub fn try_submit(
+        &mut self,
+        batch: Batch<M::Data>,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
+        if let Err(e) = self.accept(&batch) {
+            return Err(TrySubmitError::Failed(e));
+        }
+        let Some(commands) = self.commands.as_ref() else {
+            return Err(TrySubmitError::Failed(EngineError::Halted));
+        };
+        match commands.try_send(Command::Submit(batch)) {
+            Ok(()) => {
+                self.submitted += 1;
+                Ok(())
+            }
+            Err(TrySendError::Full(Command::Submit(batch))) => Err(TrySubmitError::Full(batch)),
+            Err(_) => Err(TrySubmitError::Failed(EngineError::Halted)),
+        }
+    }
+
+    /// Feed every batch of `batches` in turn ([`submit`](OwnedSession::submit)), lazily.
+    pub fn submit_all(
+        &mut self,
+        batches: impl IntoIterator<Item = Batch<M::Data>>,
+    ) -> Result<(), EngineError<M::Error>> {
+        batches.into_iter().try_for_each(|b| self.submit(b))
+    }
+
+    /// The computation order stamped since the last call, in stamp order, as
+    /// [`Session::drain_order`] hands it out (never waits for the device).
+    pub fn drain_order(&mut self) -> Vec<Stamp> {
+        std::mem::take(&mut self.shared.outbox().order)
+    }
+
+    /// The batches written since the last call, as [`Session::completions`] hands them out
+    /// (never waits for the device).
+    pub fn completions(&mut self) -> Vec<Completion> {
+        std::mem::take(&mut self.shared.outbox().completions)
+    }
+
+    /// Stamps and completions waiting in the outbox for the caller (see
+    /// [`Session::retained`]; the device thread's own records are bounded by the depths).
+    pub fn retained(&self) -> usize {
+        let outbox = self.shared.outbox();
+        outbox.order.len() + outbox.completions.len()
+    }
+
+    /// End the epoch: wait until every batch submitted is written and report the epoch's
+    /// order (the stamps not drained), as [`Session::finish`] does. The session goes on.
+    pub fn finish(&mut self) -> Result<RunReport, EngineError<M::Error>> {
+        let commands = self.commands.as_ref().ok_or(EngineError::Halted)?;
+        let (reply, report) = bounded(1);
+        commands.send(Command::Finish(reply)).map_err(|_| EngineError::Halted)?;
+        self.submitted = 0;
+        report.recv().map_err(|_| EngineError::Halted)?
+    }
+
+    /// Stop the session and join its threads: batches already stamped are written, those not
+    /// yet stamped are not applied. Returns the model and the stamped part of the open epoch
+    /// ([`Session::close`]). A panic of the device thread is resumed here.
+    pub fn close(mut self) -> Closed<M> {
+        match self.join() {
+            Ok(closed) => closed,
+            Err(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// Check a batch before it is sent to the device thread.
+    fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
+        if self.shared.halted() {
+            return Err(EngineError::Halted);
+        }
+        validate_batch(self.submitted, batch, self.rows)
+    }
+
+    /// Hang up and wait for the device thread: it closes the scoped session (stamped batches
+    /// are written, its reader and writer threads joined) and returns.
+    fn join(&mut self) -> std::thread::Result<Closed<M>> {
+        self.commands = None;
+        self.device.take().expect("joined once").join()
+    }
+}
+
+/// Dropping the session closes it ([`OwnedSession::close`]) and drops the report: every
+/// thread is joined before `drop` returns, and every stamped batch is written.
+impl<M: Model> Drop for OwnedSession<M> {
+    fn drop(&mut self) {
+        if self.device.is_some() {
+            // A panic of the device thread is not resumed while dropping (it could abort a
+            // thread that is already unwinding); the threads are joined either way.
+            let _ = self.join();
+        }
+    }
+}
+
+impl<M: Model> std::fmt::Debug for OwnedSession<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedSession")
+            .field("submitted", &self.submitted)
+            .field("halted", &self.shared.halted())
+            .finish_non_exhaustive()
+    }
+}
