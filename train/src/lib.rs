@@ -4,6 +4,8 @@
 
 pub mod amp;
 pub mod kge;
+pub mod memory;
+pub mod options;
 pub mod plot;
 pub mod rng;
 pub mod sgd;
