@@ -25,13 +25,19 @@ enum Command {
     Sgd(sgd::cli::SgdArgs),
 }
 
+/// `sgd` and `amp`: 2 for a refused option or unreadable data (bad input), 1 otherwise.
+fn option_exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
+    let bad_input = e.is::<ordo_train::options::OptionError>() || e.is::<sgd::idx::IdxError>();
+    if bad_input { 2 } else { 1 }
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
         Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::cli::exit_code(&*e), e)),
-        Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (1, e)),
-        Command::Amp(args) => amp::cli::run(args).map_err(|e| (1, e)),
+        Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (option_exit_code(&*e), e)),
+        Command::Amp(args) => amp::cli::run(args).map_err(|e| (option_exit_code(&*e), e)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
