@@ -3,6 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod amp;
+pub mod cli;
 pub mod kge;
 pub mod memory;
 pub mod options;

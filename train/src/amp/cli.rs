@@ -163,6 +163,15 @@ impl AmpArgs {
         })
     }
 
+    /// The optimizer the task's nodes get (for [`crate::cli::check`]).
+    pub fn optimizer_for_check(&self) -> Optimizer {
+        let (default, lr) = match self.task {
+            Task::Mnist => (Opt::Sgd, 0.1),
+            Task::ListReduction => (Opt::Adam, 0.002),
+        };
+        optimizer(self.optimizer, default, self.lr.unwrap_or(lr), self.momentum)
+    }
+
     /// Every option on its own, before any file is read: the one place `amp` refuses a value
     /// (the memory it needs is [`check_memory`](Self::check_memory)'s).
     pub fn validate(&self) -> Result<(), OptionError> {

@@ -531,23 +531,45 @@ impl KgeOpts {
         // A batch's gathered rows (full rows in, gradients out) and its scores.
         let (batch, negatives) = (n(cfg.batch_size), n(cfg.negatives));
         let row_io = row.and_then(|r| r.checked_add(dim)).and_then(|r| r.checked_mul(F));
-        let pos_bytes = row_io.and_then(|r| product(&[r, batch, 3]));
+        // A batch gathers each distinct row once: never more rows than entities.
+        let pos_rows = batch.checked_mul(3).map(|r| r.min(ents));
+        let pos_bytes = row_io.and_then(|r| product(&[r, pos_rows?]));
         let chunks = batch.div_ceil(n(cfg.chunk));
         let neg_bytes = (|| {
-            let rows = product(&[chunks, 2, negatives, row_io?])?;
-            rows.checked_add(product(&[batch, 2, negatives, 2, F])?)
+            let rows = product(&[chunks, 2, negatives])?.min(ents);
+            product(&[rows, row_io?])?.checked_add(product(&[batch, 2, negatives, 2, F])?)
         })();
         let workers = match pm {
             Some(pm) => n(pm.nodes),
             None => n(cfg.threads) * 2 + 2,
         };
         let in_flight = |b: Option<u64>| b.and_then(|b| b.checked_mul(workers));
-        e.add("--batch-size", cfg.batch_size, "batches in flight", in_flight(pos_bytes));
-        e.add("--negatives", cfg.negatives, "negatives in flight", in_flight(neg_bytes));
+        // A term sized by several options names the one furthest above its default.
+        let def = TrainConfig::default();
+        let ratio = |v: usize, default: usize| v as f64 / default.max(1) as f64;
+        let blame = |of: &[(&'static str, usize, usize)]| {
+            let worst = of.iter().max_by(|a, b| ratio(a.1, a.2).total_cmp(&ratio(b.1, b.2)));
+            worst.map_or(("--batch-size", cfg.batch_size), |&(o, v, _)| (o, v))
+        };
+        let dim_of = ("--dim", cfg.dim, def.dim);
+        let (batch_of, negatives_of) = (
+            ("--batch-size", cfg.batch_size, def.batch_size),
+            ("--negatives", cfg.negatives, def.negatives),
+        );
+        let (o, v) = blame(&[batch_of, dim_of]);
+        e.add(o, v, "batches in flight", in_flight(pos_bytes));
+        let (o, v) = blame(&[negatives_of, batch_of, dim_of]);
+        e.add(o, v, "negatives in flight", in_flight(neg_bytes));
         if pm.is_none() && modes.contains(&Mode::Bounded) {
             let per_batch = pos_bytes.and_then(|p| p.checked_add(neg_bytes?));
             let bytes = per_batch.and_then(|b| b.checked_mul(n(cfg.staleness)));
-            e.add("--staleness", cfg.staleness, "batches the staleness bound admits", bytes);
+            let (o, v) = blame(&[
+                ("--staleness", cfg.staleness, def.staleness),
+                negatives_of,
+                batch_of,
+                dim_of,
+            ]);
+            e.add(o, v, "batches the staleness bound admits", bytes);
         }
         let rayon = n(rayon::current_num_threads());
         let sample = product(&[n(cfg.eval_sample), F, rayon]);
@@ -558,7 +580,11 @@ impl KgeOpts {
         let orders = per_epoch.and_then(|b| product(&[b, n(cfg.epochs), n(modes.len())]));
         e.add("--epochs", cfg.epochs, "recorded orders and epoch statistics", orders);
         // Reserved (if not all touched) stack of every thread: 2 MiB each, Rust's default.
-        e.add("--threads", cfg.threads, "thread stacks", product(&[workers, 2 << 20]));
+        let stacks = product(&[workers, 2 << 20]);
+        match pm {
+            Some(pm) => e.add("--pm-nodes", pm.nodes, "thread stacks", stacks),
+            None => e.add("--threads", cfg.threads, "thread stacks", stacks),
+        };
         if let Some(pm) = pm {
             let replicas = row.and_then(|r| product(&[n(pm.nodes), ents, r, F]));
             e.add("--pm-nodes", pm.nodes, "row replicas on every node", replicas);
