@@ -104,7 +104,7 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let x: f64 = digits.trim().parse().map_err(|_| bad())?;
     let bytes = x * f64::from(1u32 << (shift / 2)) * f64::from(1u32 << (shift - shift / 2));
     // 2^64 as f64 and above do not fit.
-    if !(bytes >= 1.0 && bytes < 18_446_744_073_709_551_616.0) {
+    if !(1.0..18_446_744_073_709_551_616.0).contains(&bytes) {
         return Err(bad());
     }
     Ok(bytes as u64)

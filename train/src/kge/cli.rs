@@ -764,7 +764,7 @@ pub fn check(args: KgeArgs, inputs: &Inputs<'_>, budget: Budget) -> Result<(), B
 pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let launch = mpi_launch();
     let plan = Plan::new(args, read_config, launch)?;
-    let (o, cfg) = (&plan.opts, plan.cfg.clone());
+    let (o, cfg) = (&plan.opts, plan.cfg);
     if let Some(Command::Synth { entities, triples, relations, out, seed }) = &plan.command {
         super::synth::write(out, *entities, *relations, *triples, *seed)?;
         println!("wrote {triples} triples over {entities} entities to {}", out.display());
