@@ -14,7 +14,7 @@
 //! stores as one word per float (the KGE step's gather, `BENCHMARKS.md` "KGE step roofline").
 
 use crate::mutation::{Mutant, active};
-use crate::sync::{AtomicU64, Ordering, atomic_u64_from, fence, spin_wait, touch};
+use crate::sync::{AtomicU64, Ordering, fence, spin_wait, touch};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -56,6 +56,15 @@ pub enum StoreError {
         expected: usize,
         /// The buffer's length.
         got: usize,
+    },
+    /// A table too large to allocate: its size overflows `usize`, or the allocator could not
+    /// reserve it.
+    #[error("a store of {rows} rows of {width} floats does not fit in memory")]
+    TooLarge {
+        /// Rows asked for.
+        rows: usize,
+        /// Floats per row asked for.
+        width: usize,
     },
     /// A timestamp too large for a TID word (`ts ≥ 2⁶³ − 1`).
     #[error("timestamp {ts} does not fit a TID word")]
@@ -243,21 +252,49 @@ impl RowStore {
         Self::from_fn(rows, width, |_, _| 0.0)
     }
 
-    /// Row `r`, column `c` starts as `init(r, c)`.
-    pub fn from_fn(rows: usize, width: usize, mut init: impl FnMut(usize, usize) -> f32) -> Self {
+    /// Row `r`, column `c` starts as `init(r, c)`. Panics (rather than aborting) if the table
+    /// does not fit in memory; [`try_from_fn`](Self::try_from_fn) returns that as an error.
+    pub fn from_fn(rows: usize, width: usize, init: impl FnMut(usize, usize) -> f32) -> Self {
+        Self::try_from_fn(rows, width, init).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`from_fn`](Self::from_fn), or [`StoreError::TooLarge`] if the table's size overflows
+    /// `usize` or the allocator cannot reserve it (`try_reserve_exact`): a caller that sized the
+    /// table against the memory it may use gets an error, never an allocation abort.
+    ///
+    /// ```
+    /// use ordo::store::{RowStore, StoreError};
+    /// assert_eq!(RowStore::try_from_fn(2, 3, |r, c| (r * 3 + c) as f32).unwrap().rows(), 2);
+    /// let huge = RowStore::try_from_fn(usize::MAX / 2, 64, |_, _| 0.0);
+    /// assert!(matches!(huge, Err(StoreError::TooLarge { .. })));
+    /// ```
+    pub fn try_from_fn(
+        rows: usize,
+        width: usize,
+        mut init: impl FnMut(usize, usize) -> f32,
+    ) -> Result<Self, StoreError> {
         let per_row = stride(width);
-        let words = atomic_u64_from((0..rows * per_row).map(|i| {
-            let (r, k) = (i / per_row, i % per_row);
-            match k {
-                0 => 0, // the TID word: initial version
-                k => {
-                    let c = 2 * (k - 1);
-                    let lo = init(r, c);
-                    pack(lo, if c + 1 < width { init(r, c + 1) } else { 0.0 })
-                }
-            }
-        }));
-        RowStore { width, rows, words }
+        let too_large = StoreError::TooLarge { rows, width };
+        let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
+        // Reserved exactly, so the boxed slice is this allocation, not a copy.
+        let mut words: Vec<AtomicU64> = Vec::new();
+        words.try_reserve_exact(len).map_err(|_| too_large)?;
+        words.extend(
+            (0..len)
+                .map(|i| {
+                    let (r, k) = (i / per_row, i % per_row);
+                    match k {
+                        0 => 0, // the TID word: initial version
+                        k => {
+                            let c = 2 * (k - 1);
+                            let lo = init(r, c);
+                            pack(lo, if c + 1 < width { init(r, c + 1) } else { 0.0 })
+                        }
+                    }
+                })
+                .map(AtomicU64::new),
+        );
+        Ok(RowStore { width, rows, words: words.into_boxed_slice() })
     }
 
     /// A store holding `values` (row-major, `rows × width`).

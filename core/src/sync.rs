@@ -103,8 +103,3 @@ pub fn touch(word: &AtomicU64) {
 pub fn atomic_u64_slice(len: usize, value: u64) -> Box<[AtomicU64]> {
     (0..len).map(|_| AtomicU64::new(value)).collect()
 }
-
-/// Build an array of `AtomicU64` holding `values` (e.g. TID words and pairs of bit-cast `f32`s).
-pub fn atomic_u64_from(values: impl IntoIterator<Item = u64>) -> Box<[AtomicU64]> {
-    values.into_iter().map(AtomicU64::new).collect()
-}

@@ -12,6 +12,8 @@
 //! `Cond mod N` (the replicas' router: the replica the controller stamped on the instance, mod N;
 //! the controller balances over the largest `replicas` group), `Cond loop-end` (0 while the loop
 //! counter is below the sequence length, 1 at the end), `Isu enter|increment|exit`.
+//! A byte-order mark at the start is ignored, lines may end in `\n` or `\r\n`, and words are
+//! separated by any whitespace, so a file saved by any editor reads the same.
 //! Every `Linear` takes its weights from the initializer, in file order, and the optimizer and
 //! `min_update_interval` given to [`parse`].
 
@@ -81,6 +83,7 @@ pub fn parse(
 ) -> Result<(Graph, HashMap<String, NodeId>), TextError> {
     let mut b = GraphBuilder::new();
     let mut names: HashMap<String, NodeId> = HashMap::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let err = |msg: String| TextError::Line { line, msg };

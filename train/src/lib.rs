@@ -3,7 +3,10 @@
 #![warn(missing_docs)]
 
 pub mod amp;
+pub mod cli;
 pub mod kge;
+pub mod memory;
+pub mod options;
 pub mod outdir;
 pub mod plot;
 pub mod rng;

@@ -4,25 +4,12 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use ordo_train::cli::{Cli, Command};
 use ordo_train::{amp, kge, sgd};
 
-/// ordo's reference trainers: asynchronous training with the result of synchronous training.
-#[derive(Debug, Parser)]
-#[command(name = "ordo-train", version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Knowledge-graph embeddings (link prediction) in sync, async, bounded and OAC modes.
-    Kge(Box<kge::cli::KgeArgs>),
-    /// AMPNet: asynchronous model-parallel training (mnist, list-reduction).
-    Amp(amp::cli::AmpArgs),
-    /// Dense SGD on Fashion-MNIST with Interval-Asynchrony dispatchers.
-    Sgd(sgd::cli::SgdArgs),
+fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
+    if ordo_train::cli::is_bad_input(e) { 2 } else { 1 }
 }
 
 fn main() -> std::process::ExitCode {
@@ -30,8 +17,9 @@ fn main() -> std::process::ExitCode {
     let result = match cli.command {
         // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
         Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::cli::exit_code(&*e), e)),
-        Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (1, e)),
-        Command::Amp(args) => amp::cli::run(args).map_err(|e| (1, e)),
+        // sgd and amp: 2 for a refused option or unreadable data, 1 otherwise.
+        Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (exit_code(&*e), e)),
+        Command::Amp(args) => amp::cli::run(args).map_err(|e| (exit_code(&*e), e)),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

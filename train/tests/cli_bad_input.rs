@@ -86,7 +86,7 @@ fn a_checkpoint_of_another_model_exits_2_and_a_config_file_is_overridden_by_flag
 #[test]
 fn bad_pm_flag_combinations_exit_2() {
     let cases: [(&[&str], &str); 6] = [
-        (&["--pm", "adapm", "--pm-nodes", "0"], "--pm-nodes must be at least 1"),
+        (&["--pm", "adapm", "--pm-nodes", "0"], "--pm-nodes 0: must be at least 1"),
         (&["--pm-nodes", "2"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),
         (&["--intent-offset", "3"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),
         (&["--pm-negatives", "global"], "--pm-nodes, --intent-offset and --pm-negatives need --pm"),

@@ -8,6 +8,7 @@ use ordo_mp::optimizer::Optimizer;
 use ordo_mp::{Graph, MpError, Payload, State};
 
 use super::list_reduction::{CLASSES, Example, VOCAB};
+use crate::options::OptionError;
 use crate::rng::SplitMix64;
 use crate::sgd::idx::Split;
 
@@ -101,19 +102,60 @@ pub fn list_graph(
     Ok(rnn(spec, &mut glorot(seed), workers)?.0)
 }
 
-/// The graph described in `file` (`ordo_mp::text`), Glorot weights from `seed`.
+/// The graph described in `file` (`ordo_mp::text`), Glorot weights from `seed`, on
+/// `(mui, workers)`; its `Linear` layers may take `bytes` with their gradients and optimizer
+/// state (see [`parse_graph`]).
 pub fn text_graph(
     file: &Path,
     opt: Optimizer,
-    mui: usize,
-    workers: usize,
+    (mui, workers): (usize, usize),
     seed: u64,
+    bytes: u64,
 ) -> Result<Graph, Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("graph description {}: {e}", file.display()))?;
-    let (g, _) = ordo_mp::text::parse(&text, &mut glorot(seed), opt, mui, workers)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
-    Ok(g)
+    Ok(parse_graph(&file.display().to_string(), &text, opt, (mui, workers), seed, bytes)?)
+}
+
+/// Bytes per `Linear` weight: the weight, its gradient, two optimizer moments and a snapshot.
+const BYTES_PER_WEIGHT: u64 = 5 * 4;
+
+/// [`text_graph`] on the text of the file `name`: every `Linear D_IN D_OUT` is sized with checked
+/// arithmetic before its weights are drawn, and once the layers so far would take more than
+/// `bytes` the parse stops allocating and the graph is refused naming the layer's size.
+pub fn parse_graph(
+    name: &str,
+    text: &str,
+    opt: Optimizer,
+    (mui, workers): (usize, usize),
+    seed: u64,
+    bytes: u64,
+) -> Result<Graph, OptionError> {
+    let mut weights = glorot(seed);
+    let (mut used, mut refused) = (0u64, None);
+    let mut init = |din: usize, dout: usize| {
+        let size =
+            (din as u64).checked_mul(dout as u64).and_then(|w| w.checked_mul(BYTES_PER_WEIGHT));
+        match size.and_then(|s| s.checked_add(used)).filter(|&u| u <= bytes) {
+            Some(u) if refused.is_none() => {
+                used = u;
+                weights(din, dout)
+            }
+            _ => {
+                refused.get_or_insert((din, dout));
+                Payload::zeros((0, 0))
+            }
+        }
+    };
+    let parsed = ordo_mp::text::parse(text, &mut init, opt, mui, workers);
+    if let Some((din, dout)) = refused {
+        let why = format!(
+            "Linear {din} {dout}: the graph's layers need more than the {} this run can give them",
+            crate::memory::human(bytes)
+        );
+        return Err(OptionError::new("--graph", name, why));
+    }
+    parsed.map(|(g, _)| g).map_err(|e| OptionError::new("--graph", name, e.to_string()))
 }
 
 /// Load Fashion-MNIST from `dir`.

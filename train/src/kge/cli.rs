@@ -23,6 +23,8 @@ use super::score::{Loss, Regularizer, ScoreFn};
 use super::train::{
     EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
 };
+use crate::memory::{Budget, Estimate, n, product};
+use crate::options::{MAX_THREADS, OptionError, count, non_negative, positive};
 use crate::outdir::{Held, LockError, OutputLock};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
@@ -36,6 +38,10 @@ use std::sync::Arc;
 /// 8 clocks long kept replicas stale enough for a 4-rank run to miss 0.97x the single-process
 /// MRR (0.8819 vs 0.9160, tests/e2e_pm.rs, once in two CI runs).
 const INTENT_OFFSET: u64 = 2;
+
+/// The largest `--intent-offset`: a million clocks is beyond any run's batches per epoch, and
+/// a clock plus the offset must not overflow.
+const MAX_INTENT_OFFSET: usize = 1_000_000;
 
 /// Arguments of `ordo-train kge`.
 #[derive(Debug, clap::Args)]
@@ -51,21 +57,34 @@ pub struct KgeArgs {
 enum KgeCommand {
     /// Run every mode (sync, async, bounded, oac) on the same data, seed and hyper-parameters,
     /// then compare time-to-accuracy.
-    Compare,
+    Compare(Box<KgeOpts>),
     /// Print the filtered test metrics of embeddings saved with --save (give --load).
-    Eval,
+    Eval(Box<KgeOpts>),
     /// Write a synthetic graph with power-law degrees to --out DIR (train/valid/test.txt).
-    Synth {
-        /// Entities.
-        #[arg(long, default_value_t = 1_000_000)]
-        entities: u32,
-        /// Triples (98% train, 1% valid, 1% test).
-        #[arg(long, default_value_t = 20_000_000)]
-        triples: u64,
-        /// Relations.
-        #[arg(long, default_value_t = 100)]
-        relations: u32,
-    },
+    Synth(SynthArgs),
+}
+
+/// The most triples `kge synth` writes: about 200 GB of text, beyond any disk it is run on.
+const MAX_SYNTH_TRIPLES: u64 = 10_000_000_000;
+
+/// Options of `ordo-train kge synth` (it takes none of the training options).
+#[derive(Debug, clap::Args)]
+struct SynthArgs {
+    /// Entities.
+    #[arg(long, default_value_t = 1_000_000)]
+    entities: u32,
+    /// Triples (98% train, 1% valid, 1% test; at most 10^10).
+    #[arg(long, default_value_t = 20_000_000)]
+    triples: u64,
+    /// Relations.
+    #[arg(long, default_value_t = 100)]
+    relations: u32,
+    /// The directory to write train.txt, valid.txt and test.txt to.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seed of the graph [default: 0].
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 /// Options shared by all `kge` commands. Every training option may also come from
@@ -80,134 +99,138 @@ enum KgeCommand {
 struct KgeOpts {
     /// Dataset: umls, kinships, nations (embedded) or a directory with train/valid/test.txt
     /// [default: umls].
-    #[arg(long, global = true)]
+    #[arg(long)]
     dataset: Option<String>,
     /// Scoring function [default: complex].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     model: Option<ScoreFn>,
     /// Loss over each positive and its negatives [default: softmax].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     loss: Option<Loss>,
     /// γ of the margin loss [default: 1].
-    #[arg(long, global = true)]
+    #[arg(long, allow_negative_numbers = true)]
     margin: Option<f32>,
     /// Embedding floats per entity (ComplEx, RotatE: even; dim/2 complex numbers) [default: 100].
-    #[arg(long, global = true)]
+    #[arg(long)]
     dim: Option<usize>,
     /// Passes over the training triples [default: 25].
-    #[arg(long, global = true)]
+    #[arg(long)]
     epochs: Option<usize>,
     /// Positives per batch [default: 128].
-    #[arg(long, global = true)]
+    #[arg(long)]
     batch_size: Option<usize>,
     /// Negatives per positive, for each of head and tail corruption [default: 64].
-    #[arg(long, global = true)]
+    #[arg(long)]
     negatives: Option<usize>,
     /// Positives per chunk sharing one set of negatives (1 = no sharing) [default: 16].
-    #[arg(long, global = true)]
+    #[arg(long)]
     chunk: Option<usize>,
     /// Where negatives come from [default: uniform].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     neg_sampling: Option<NegSampling>,
     /// Inverse relations: every query is a tail query, `(?, r, t)` asked as `(t, r⁻¹, ?)`.
-    #[arg(long, global = true, num_args = 0..=1, default_missing_value = "true")]
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     reciprocal: Option<bool>,
     /// Learning rate [default: 0.1].
-    #[arg(long, global = true)]
+    #[arg(long, allow_negative_numbers = true)]
     lr: Option<f32>,
     /// Optimizer (its state travels with each entity row) [default: adagrad].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     optimizer: Option<Optimizer>,
     /// Regularizer on the embeddings each positive uses [default: l2].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     regularizer: Option<Regularizer>,
     /// Regularizer weight per use of an embedding (0 = off) [default: 0].
-    #[arg(long, alias = "reg", global = true)]
+    #[arg(long, alias = "reg", allow_negative_numbers = true)]
     reg_weight: Option<f32>,
     /// Initial distribution of the embeddings [default: uniform].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     init: Option<Init>,
     /// Its scale: uniform bound, normal standard deviation or Xavier gain [default: 0.1].
-    #[arg(long, global = true)]
+    #[arg(long, allow_negative_numbers = true)]
     init_scale: Option<f32>,
     /// Seed of initialization, shuffles and negatives [default: 0].
-    #[arg(long, global = true)]
+    #[arg(long)]
     seed: Option<u64>,
     /// Mode of a single run [default: oac].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     mode: Option<Mode>,
     /// Engine reader threads and writer threads (each) [default: 1].
-    #[arg(long, global = true)]
+    #[arg(long)]
     threads: Option<usize>,
     /// Staleness bound of --mode bounded (batches in flight) [default: 4].
-    #[arg(long, global = true)]
+    #[arg(long)]
     staleness: Option<usize>,
     /// Evaluate on at most the first this many valid and test triples (0 = all; for large sets)
     /// [default: 0].
-    #[arg(long, global = true)]
+    #[arg(long)]
     eval_limit: Option<usize>,
     /// Rank each answer against this many sampled entities instead of all (DGL-KE/PBG's
     /// evaluation for large graphs; printed as "sampled") [default: 0 = full ranking].
-    #[arg(long, global = true)]
+    #[arg(long)]
     eval_sample: Option<usize>,
     /// Write metrics.csv and the plots mrr_vs_time.png / mrr_vs_epoch.png here, then COMPLETE
     /// (the run id) once all are written: a directory without COMPLETE is partial or being
     /// written.
-    #[arg(long, global = true)]
+    #[arg(long)]
     out: Option<PathBuf>,
     /// Save the final embeddings as this directory: entities.npy, relations.npy, their names
     /// (entities.txt, relations.txt) and manifest.json (run id, model, options, dataset, CRC-32
     /// of each file), replacing any previous save all at once; with compare, one subdirectory per
     /// mode.
-    #[arg(long, global = true)]
+    #[arg(long)]
     save: Option<PathBuf>,
     /// Embeddings directory written by --save (for `kge eval` only; a training run refuses it).
     /// Its files are checked against manifest.json, its names against the dataset's (line by
     /// line), and its model against --model (which defaults to the saved one).
-    #[arg(long, global = true)]
+    #[arg(long)]
     load: Option<PathBuf>,
     /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
     /// validation cache; checked first, fails with the reason when CUDA is not usable).
     /// Evaluation runs on the CPU either way [default: cpu].
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     device: Option<Device>,
     /// Write a checkpoint (embeddings, optimizer state, epoch, recorded order, manifest.json)
     /// to this directory every --checkpoint-every epochs and after the last, as epoch-NNNNNN/
     /// named by the file `latest`; with compare, one per mode.
-    #[arg(long, global = true)]
+    #[arg(long)]
     checkpoint: Option<PathBuf>,
     /// Epochs between checkpoints (0 = only after the last) [default: 0].
-    #[arg(long, global = true)]
+    #[arg(long)]
     checkpoint_every: Option<usize>,
     /// Continue the run checkpointed in this directory up to --epochs. Checked first: every
     /// file against manifest.json, the model, options, dataset sizes and training triples, the
     /// saved names against the dataset's (line by line), the epoch against its directory and
     /// records, and --epochs not below it.
-    #[arg(long, global = true)]
+    #[arg(long)]
     resume: Option<PathBuf>,
     /// Train with the parameters in AdaPM (or a baseline) over in-process nodes instead of the
     /// engine: adapm, static, replicate, no-relocation, no-replication, immediate.
-    #[arg(long, global = true)]
+    #[arg(long)]
     #[serde(default, deserialize_with = "pm_mode")]
     pm: Option<PmMode>,
     /// Nodes of --pm (one training thread each) [default: 2].
-    #[arg(long, global = true)]
+    #[arg(long)]
     pm_nodes: Option<usize>,
     /// Batches (clocks) ahead that --pm nodes signal intent [default: 2]. Under mpirun on a
     /// large graph use 8: messages between processes take longer than 2 clocks (BENCHMARKS.md,
     /// AdaPM on 4 MPI ranks).
-    #[arg(long, global = true)]
+    #[arg(long)]
     intent_offset: Option<u64>,
     /// Where --pm nodes draw negatives: local (among the keys the node holds, paper 002) or
     /// global (as the engine's runs) [default: local].
-    #[arg(long, global = true, value_enum)]
+    #[arg(long, value_enum)]
     pm_negatives: Option<PmNegatives>,
+    /// Refuse a run whose estimated memory exceeds this many bytes (a number, or with a K, M,
+    /// G or T suffix) [default: the cgroup's limit, or else the available memory].
+    #[arg(long, value_parser = crate::memory::parse_bytes)]
+    memory_limit: Option<u64>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
-    #[arg(long, global = true)]
+    #[arg(long)]
     #[serde(skip)]
     config: Option<PathBuf>,
     /// No progress bars.
-    #[arg(long, global = true)]
+    #[arg(long)]
     #[serde(skip)]
     quiet: bool,
 }
@@ -234,6 +257,14 @@ pub enum ConfigError {
     /// Options that do not go together.
     #[error("{0}")]
     Unsupported(&'static str),
+    /// A flag the subcommand does not use.
+    #[error("{flag}: not an option of {command}")]
+    NotFor {
+        /// The flag.
+        flag: String,
+        /// The subcommand.
+        command: &'static str,
+    },
     /// An engine-only option given with `--pm`.
     #[error("--pm does not go with {0}")]
     PmIncompatible(&'static str),
@@ -246,15 +277,22 @@ fn pm_mode<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<PmMode>, D:
     name.map(|n| n.parse().map_err(serde::de::Error::custom)).transpose()
 }
 
-/// Parse a config file: JSON if its name ends in `.json`, TOML otherwise.
-fn read_config(path: &std::path::Path) -> Result<KgeOpts, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+/// Read a config file's text. A leading byte-order mark is dropped (TOML and JSON parsers
+/// refuse it) and CRLF line ends are read as LF by both parsers, so a file saved by any editor
+/// means the same.
+fn read_config(path: &std::path::Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })
+}
+
+/// Parse a config file's `text`: JSON if `path` ends in `.json`, TOML otherwise.
+fn parse_config(path: &std::path::Path, text: &str) -> Result<KgeOpts, ConfigError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let parse = |message: String| ConfigError::Parse { path: path.to_path_buf(), message };
     if path.extension().is_some_and(|e| e == "json") {
-        serde_json::from_str(&text).map_err(|e| parse(e.to_string()))
+        serde_json::from_str(text).map_err(|e| parse(e.to_string()))
     } else {
-        toml::from_str(&text).map_err(|e| parse(e.to_string()))
+        toml::from_str(text).map_err(|e| parse(e.to_string()))
     }
 }
 
@@ -262,7 +300,13 @@ impl KgeOpts {
     /// These options with every unset one taken from `file`.
     fn or(self, file: KgeOpts) -> KgeOpts {
         macro_rules! merged {
-            ($($f:ident),*) => { KgeOpts { $($f: self.$f.or(file.$f),)* config: self.config, quiet: self.quiet } };
+            ($($f:ident),*) => {
+                KgeOpts {
+                    $($f: self.$f.or(file.$f),)*
+                    config: self.config.or(file.config),
+                    quiet: self.quiet || file.quiet,
+                }
+            };
         }
         merged!(
             dataset,
@@ -298,15 +342,66 @@ impl KgeOpts {
             pm,
             pm_nodes,
             intent_offset,
-            pm_negatives
+            pm_negatives,
+            memory_limit
         )
     }
 
-    /// The command-line options over those of `--config`, if given.
-    fn resolve(self) -> Result<KgeOpts, ConfigError> {
+    /// The flags among these options that are set, as `--long-name`s.
+    fn given(&self) -> Vec<String> {
+        macro_rules! given {
+            ($($f:ident),*) => {
+                [$((self.$f.is_some(), stringify!($f)),)* (self.config.is_some(), "config")]
+            };
+        }
+        let all = given!(
+            dataset,
+            model,
+            loss,
+            margin,
+            dim,
+            epochs,
+            batch_size,
+            negatives,
+            chunk,
+            neg_sampling,
+            reciprocal,
+            lr,
+            optimizer,
+            regularizer,
+            reg_weight,
+            init,
+            init_scale,
+            seed,
+            mode,
+            threads,
+            staleness,
+            eval_limit,
+            eval_sample,
+            out,
+            save,
+            load,
+            device,
+            checkpoint,
+            checkpoint_every,
+            resume,
+            pm,
+            pm_nodes,
+            intent_offset,
+            pm_negatives,
+            memory_limit
+        );
+        all.into_iter().filter(|g| g.0).map(|(_, f)| format!("--{}", f.replace('_', "-"))).collect()
+    }
+
+    /// The command-line options over those of `--config`, whose text `config` returns.
+    fn resolve(
+        self,
+        config: impl FnOnce(&std::path::Path) -> Result<String, ConfigError>,
+    ) -> Result<KgeOpts, ConfigError> {
         match &self.config {
             Some(path) => {
-                let file = read_config(path)?;
+                let file = parse_config(path, &config(path)?)?;
                 Ok(self.or(file))
             }
             None => Ok(self),
@@ -375,6 +470,143 @@ impl KgeOpts {
         }))
     }
 
+    /// Every training option on its own, before anything is read or written: the one place
+    /// `kge` refuses a value. Those that need the data are [`check_memory`](Self::check_memory)'s.
+    fn validate(&self, cfg: &TrainConfig) -> Result<(), OptionError> {
+        let dim = |e: super::score::DimError| OptionError::new("--dim", cfg.dim, e.to_string());
+        cfg.score.check_dim(cfg.dim).map_err(dim)?;
+        count("--batch-size", cfg.batch_size, usize::MAX)?;
+        count("--negatives", cfg.negatives, usize::MAX)?;
+        count("--chunk", cfg.chunk, usize::MAX)?;
+        count("--threads", cfg.threads, MAX_THREADS)?;
+        count("--staleness", cfg.staleness, usize::MAX)?;
+        positive("--lr", cfg.lr.into())?;
+        // γ ≤ 0 makes every margin loss zero at the start: nothing would train.
+        positive("--margin", cfg.margin.into())?;
+        non_negative("--init-scale", cfg.init_scale.into())?;
+        non_negative("--reg-weight", cfg.reg.into())?;
+        if let Some(nodes) = self.pm_nodes {
+            count("--pm-nodes", nodes, MAX_THREADS)?;
+        }
+        if let Some(offset) = self.intent_offset {
+            count("--intent-offset", offset.try_into().unwrap_or(usize::MAX), MAX_INTENT_OFFSET)?;
+        }
+        if let Some(limit) = self.memory_limit {
+            count("--memory-limit", limit.try_into().unwrap_or(usize::MAX), usize::MAX)?;
+        }
+        Ok(())
+    }
+
+    /// The memory a run of `modes` on `d` will need, against `budget`: the one place `kge`
+    /// checks sizes, after the data is read and before any table is allocated. Counts the
+    /// entity table with its optimizer state and the snapshot evaluation takes (and the copy a
+    /// checkpoint writes), the relation parameters, the batches in flight (two per engine
+    /// thread, two more, and the staleness bound's), the sampled-evaluation buffers (one per
+    /// rayon thread), the recorded order and statistics of every epoch (kept for the replay
+    /// and the checkpoint, so `--epochs` is bounded by memory and a huge value is refused
+    /// here rather than stalling), the threads' stacks and, with `--pm`, a replica of every row
+    /// on every node.
+    fn check_memory(
+        &self,
+        cfg: &TrainConfig,
+        d: &Dataset,
+        pm: Option<&PmConfig>,
+        modes: &[Mode],
+        budget: Budget,
+    ) -> Result<u64, OptionError> {
+        const F: u64 = 4; // bytes per f32
+        let dim = n(cfg.dim);
+        let state = match cfg.optimizer {
+            Optimizer::Adagrad => Some(dim),
+            Optimizer::Adam => dim.checked_mul(2).and_then(|x| x.checked_add(1)),
+        };
+        let row = state.and_then(|s| s.checked_add(dim));
+        let ents = n(d.entities.len());
+        let rels = n(d.relations.len()) * if cfg.reciprocal { 2 } else { 1 };
+        let mut e = Estimate::default();
+        // RowStore words (a version word and two floats per word), the snapshot evaluation
+        // reads, and the full rows a checkpoint or resume holds beside the store.
+        let copy = if self.checkpoint.is_some() || self.resume.is_some() { row } else { Some(dim) };
+        let words = row.map(|w| 1 + w.div_ceil(2));
+        let per_entity = (|| {
+            words?
+                .checked_mul(8)?
+                .checked_add(dim.checked_mul(F)?)?
+                .checked_add(copy?.checked_mul(F)?)
+        })();
+        e.add("--dim", cfg.dim, "entity table", per_entity.and_then(|b| b.checked_mul(ents)));
+        // Parameters, optimizer state (at most 2·dim + 1) and gradient of each relation row.
+        let per_rel = dim.checked_mul(4).and_then(|x| x.checked_add(1));
+        e.add(
+            "--dim",
+            cfg.dim,
+            "relation parameters",
+            per_rel.and_then(|x| product(&[x, rels, F])),
+        );
+        // A batch's gathered rows (full rows in, gradients out) and its scores.
+        let (batch, negatives) = (n(cfg.batch_size), n(cfg.negatives));
+        let row_io = row.and_then(|r| r.checked_add(dim)).and_then(|r| r.checked_mul(F));
+        // A batch gathers each distinct row once: never more rows than entities.
+        let pos_rows = batch.checked_mul(3).map(|r| r.min(ents));
+        let pos_bytes = row_io.and_then(|r| product(&[r, pos_rows?]));
+        let chunks = batch.div_ceil(n(cfg.chunk));
+        let neg_bytes = (|| {
+            let rows = product(&[chunks, 2, negatives])?.min(ents);
+            product(&[rows, row_io?])?.checked_add(product(&[batch, 2, negatives, 2, F])?)
+        })();
+        let workers = match pm {
+            Some(pm) => n(pm.nodes),
+            None => n(cfg.threads) * 2 + 2,
+        };
+        let in_flight = |b: Option<u64>| b.and_then(|b| b.checked_mul(workers));
+        // A term sized by several options names the one furthest above its default.
+        let def = TrainConfig::default();
+        let ratio = |v: usize, default: usize| v as f64 / default.max(1) as f64;
+        let blame = |of: &[(&'static str, usize, usize)]| {
+            let worst = of.iter().max_by(|a, b| ratio(a.1, a.2).total_cmp(&ratio(b.1, b.2)));
+            worst.map_or(("--batch-size", cfg.batch_size), |&(o, v, _)| (o, v))
+        };
+        let dim_of = ("--dim", cfg.dim, def.dim);
+        let (batch_of, negatives_of) = (
+            ("--batch-size", cfg.batch_size, def.batch_size),
+            ("--negatives", cfg.negatives, def.negatives),
+        );
+        let (o, v) = blame(&[batch_of, dim_of]);
+        e.add(o, v, "batches in flight", in_flight(pos_bytes));
+        let (o, v) = blame(&[negatives_of, batch_of, dim_of]);
+        e.add(o, v, "negatives in flight", in_flight(neg_bytes));
+        if pm.is_none() && modes.contains(&Mode::Bounded) {
+            let per_batch = pos_bytes.and_then(|p| p.checked_add(neg_bytes?));
+            let bytes = per_batch.and_then(|b| b.checked_mul(n(cfg.staleness)));
+            let (o, v) = blame(&[
+                ("--staleness", cfg.staleness, def.staleness),
+                negatives_of,
+                batch_of,
+                dim_of,
+            ]);
+            e.add(o, v, "batches the staleness bound admits", bytes);
+        }
+        let rayon = n(rayon::current_num_threads());
+        let sample = product(&[n(cfg.eval_sample), F, rayon]);
+        e.add("--eval-sample", cfg.eval_sample, "sampled evaluation", sample);
+        // Each epoch's recorded order (a u64 id per batch) and its statistics, per mode.
+        let per_epoch =
+            n(d.train.len()).div_ceil(batch).checked_mul(8).and_then(|b| b.checked_add(256));
+        let orders = per_epoch.and_then(|b| product(&[b, n(cfg.epochs), n(modes.len())]));
+        e.add("--epochs", cfg.epochs, "recorded orders and epoch statistics", orders);
+        // Reserved (if not all touched) stack of every thread: 2 MiB each, Rust's default.
+        let stacks = product(&[workers, 2 << 20]);
+        match pm {
+            Some(pm) => e.add("--pm-nodes", pm.nodes, "thread stacks", stacks),
+            None => e.add("--threads", cfg.threads, "thread stacks", stacks),
+        };
+        if let Some(pm) = pm {
+            let replicas = row.and_then(|r| product(&[n(pm.nodes), ents, r, F]));
+            e.add("--pm-nodes", pm.nodes, "row replicas on every node", replicas);
+        }
+        e.check(budget)
+    }
+
     fn mode(&self) -> Mode {
         self.mode.unwrap_or(Mode::Oac)
     }
@@ -417,6 +649,7 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
     let bad_checkpoint = CheckpointError::is_bad_input;
     let bad_input = e.is::<DataError>()
         || e.downcast_ref::<LockError>().is_some_and(|l| !matches!(l, LockError::Staged(_)))
+        || e.is::<OptionError>()
         || e.is::<ConfigError>()
         || e.is::<NpyError>()
         || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
@@ -429,27 +662,135 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
-/// Run `ordo-train kge`.
-pub fn run(args: KgeArgs) -> Result<(), BoxError> {
-    let KgeArgs { command, opts } = args;
-    let args = KgeArgs { command, opts: opts.resolve()? };
-    let o = &args.opts;
-    let cfg = o.config();
-    if let Some(KgeCommand::Synth { entities, triples, relations }) = args.command {
-        let dir = o.out.as_ref().ok_or("kge synth needs --out DIR")?;
-        super::synth::write(dir, entities.max(1), relations, triples, cfg.seed)?;
-        println!("wrote {triples} triples over {entities} entities to {}", dir.display());
+/// What `kge` was asked to do, with every option checked on its own.
+struct Plan {
+    command: Option<Command>,
+    opts: KgeOpts,
+    cfg: TrainConfig,
+    pm: Option<PmConfig>,
+}
+
+/// The subcommand of a [`Plan`] (its options merged into [`Plan::opts`]).
+enum Command {
+    Compare,
+    Eval,
+    Synth { entities: u32, triples: u64, relations: u32, out: PathBuf, seed: u64 },
+}
+
+impl Plan {
+    /// Merge the subcommand's options over the top level's and over `--config` (whose text
+    /// `config` returns), then [`KgeOpts::validate`]. `launch` is the MPI job, if any.
+    fn new(
+        args: KgeArgs,
+        config: impl FnOnce(&std::path::Path) -> Result<String, ConfigError>,
+        launch: Option<(usize, usize)>,
+    ) -> Result<Plan, BoxError> {
+        let KgeArgs { command, opts } = args;
+        let (command, opts) = match command {
+            None => (None, opts),
+            Some(KgeCommand::Compare(sub)) => (Some(Command::Compare), (*sub).or(opts)),
+            Some(KgeCommand::Eval(sub)) => (Some(Command::Eval), (*sub).or(opts)),
+            Some(KgeCommand::Synth(s)) => {
+                // Only --out and --seed may come before `synth`; nothing else applies to it.
+                if let Some(flag) = opts.given().into_iter().find(|f| f != "--out" && f != "--seed")
+                {
+                    return Err(ConfigError::NotFor { flag, command: "kge synth" }.into());
+                }
+                let out = s
+                    .out
+                    .or(opts.out.clone())
+                    .ok_or(ConfigError::Unsupported("kge synth needs --out DIR"))?;
+                let synth = Command::Synth {
+                    entities: s.entities,
+                    triples: s.triples,
+                    relations: s.relations,
+                    out,
+                    seed: s.seed.or(opts.seed).unwrap_or(0),
+                };
+                (Some(synth), opts)
+            }
+        };
+        let opts = opts.resolve(config)?;
+        let cfg = opts.config();
+        if let Some(Command::Synth { entities, triples, relations, .. }) = &command {
+            crate::options::count("--entities", *entities as usize, u32::MAX as usize)?;
+            crate::options::count("--relations", *relations as usize, u32::MAX as usize)?;
+            if !(1..=MAX_SYNTH_TRIPLES).contains(triples) {
+                let why = format!("must be in 1..={MAX_SYNTH_TRIPLES}");
+                return Err(OptionError::new("--triples", triples, why).into());
+            }
+            return Ok(Plan { command, opts, cfg, pm: None });
+        }
+        opts.validate(&cfg)?;
+        if matches!(command, Some(Command::Eval)) && opts.load.is_none() {
+            return Err(ConfigError::Unsupported("kge eval needs --load DIR").into());
+        }
+        if opts.load.is_some() && !matches!(command, Some(Command::Eval)) {
+            return Err(ConfigError::Unsupported(
+                "--load is read by `kge eval` only; to continue a run, give --resume DIR",
+            )
+            .into());
+        }
+        // Bad flag combinations fail before the dataset is read.
+        let pm = opts.pm_config(command.is_some(), launch)?;
+        Ok(Plan { command, opts, cfg, pm })
+    }
+
+    /// The modes this plan trains, in order.
+    fn modes(&self) -> Vec<Mode> {
+        match self.command {
+            Some(Command::Compare) => Mode::ALL.to_vec(),
+            _ => vec![self.opts.mode()],
+        }
+    }
+
+    /// [`KgeOpts::check_memory`] for this plan on `d`; nothing to check for `eval` (it holds
+    /// the saved tables, which `--load` sizes) or `synth`.
+    fn check_memory(&self, d: &Dataset, budget: Budget) -> Result<(), OptionError> {
+        match self.command {
+            Some(Command::Eval | Command::Synth { .. }) => Ok(()),
+            _ => self
+                .opts
+                .check_memory(&self.cfg, d, self.pm.as_ref(), &self.modes(), budget)
+                .map(|_| ()),
+        }
+    }
+}
+
+/// In-memory inputs of [`check`]: what `--config`, `--dataset` and the like would read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// The text of the `--config` file, if one is named.
+    pub config: &'a str,
+    /// `train.txt`, `valid.txt` and `test.txt` of the dataset.
+    pub dataset: [&'a str; 3],
+}
+
+/// Everything [`run`] does before work starts, with no side effect: parse the options, read
+/// `--config` and the dataset from `inputs` instead of files, validate every option and check
+/// the run's memory against `budget`. `Ok` means `run` would start training (or writing a
+/// synthetic graph); an `Err` is what `run` would refuse with. Used by the fuzz target.
+pub fn check(args: KgeArgs, inputs: &Inputs<'_>, budget: Budget) -> Result<(), BoxError> {
+    let plan = Plan::new(args, |_| Ok(inputs.config.to_string()), None)?;
+    if let Some(Command::Synth { .. }) = plan.command {
         return Ok(());
     }
-    // Bad flag combinations fail before the dataset is read.
-    if o.load.is_some() && !matches!(args.command, Some(KgeCommand::Eval)) {
-        return Err(ConfigError::Unsupported(
-            "--load is read by `kge eval` only; to continue a run, give --resume DIR",
-        )
-        .into());
-    }
+    let d = Dataset::from_strs("input", inputs.dataset)?;
+    plan.check_memory(&d, budget)?;
+    Ok(())
+}
+
+/// Run `ordo-train kge`.
+pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let launch = mpi_launch();
-    let pm = o.pm_config(args.command.is_some(), launch)?;
+    let plan = Plan::new(args, read_config, launch)?;
+    let (o, cfg) = (&plan.opts, plan.cfg);
+    if let Some(Command::Synth { entities, triples, relations, out, seed }) = &plan.command {
+        super::synth::write(out, *entities, *relations, *triples, *seed)?;
+        println!("wrote {triples} triples over {entities} entities to {}", out.display());
+        return Ok(());
+    }
+    let pm = plan.pm;
     // Before anything is read or written: a run asked for a GPU must not fall back or half-run.
     check_device(cfg.device).map_err(TrainError::Cuda)?;
     // Under mpirun only rank 0 of a --pm run prints (errors aside).
@@ -458,7 +799,8 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     if !silent {
         eprintln!("{}", d.summary());
     }
-    if let Some(KgeCommand::Eval) = args.command {
+    plan.check_memory(&d, Budget::of_process(o.memory_limit))?;
+    if let Some(Command::Eval) = plan.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
         let saved = npy::load(dir, &d)?;
         if saved.manifest.is_none() {
@@ -470,24 +812,19 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         }
         let score = saved.model(dir, o.model, cfg.score)?;
         let m = npy::evaluate_loaded(&d, score, &saved.entities, &saved.relations)?;
-        println!(
-            "test  MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
-            m.mrr, m.hits1, m.hits3, m.hits10
-        );
+        println!("test  {}", test_metrics(&d, &m));
         return Ok(());
     }
     if let Some(pm) = pm {
         let out = Output { quiet: o.quiet, silent };
         return run_pm(&d, &cfg, pm, out, launch.is_some());
     }
-    let modes: Vec<Mode> = match args.command {
-        Some(KgeCommand::Compare) => Mode::ALL.to_vec(),
-        _ => vec![o.mode()],
-    };
+    let modes = plan.modes();
+    let subcommand = plan.command.is_some();
     // With compare, each mode has its own directory under each of --save, --checkpoint and
     // --resume.
     let per_mode = |dir: &PathBuf, mode: Mode| {
-        if args.command.is_some() { dir.join(mode.name()) } else { dir.clone() }
+        if subcommand { dir.join(mode.name()) } else { dir.clone() }
     };
     // Before any output is touched: the checkpoints to resume (locked, then checked without
     // their tables); then every output directory, locked for the whole run (an unwritable or
@@ -534,6 +871,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         if cfg.eval_sample > 0 {
             println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
         }
+        if d.valid.is_empty() {
+            println!("no validation split (valid.txt has no triple): valid MRR is not computed");
+        }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
         let resumable = Resumable {
             checkpoint: o.checkpoint.as_ref().map(|dir| per_mode(dir, mode)),
@@ -543,19 +883,17 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
                 None => None,
             },
         };
-        let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet)?;
+        let has_valid = !d.valid.is_empty();
+        let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet, has_valid)?;
         println!(
-            "test ({}{}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}  ({:.0} triples/s)",
+            "test ({}{}): {}  ({:.0} triples/s)",
             mode.name(),
             if cfg.eval_sample > 0 {
                 format!(", sampled ranking against {} entities", cfg.eval_sample)
             } else {
                 String::new()
             },
-            r.test.mrr,
-            r.test.hits1,
-            r.test.hits3,
-            r.test.hits10,
+            test_metrics(&d, &r.test),
             r.triples_per_s(d.train.len())
         );
         if mode == Mode::Oac {
@@ -571,7 +909,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         }
         results.push(r);
     }
-    if results.len() > 1 {
+    if results.len() > 1 && d.valid.is_empty() {
+        println!("\nno validation split: no time-to-accuracy comparison");
+    } else if results.len() > 1 {
         print_comparison(&results, d.train.len());
     }
     if let Some(lock) = &out_lock {
@@ -594,6 +934,7 @@ fn train_with_progress(
     mode: Mode,
     resumable: Resumable,
     quiet: bool,
+    has_valid: bool,
 ) -> Result<RunResult, BoxError> {
     let style =
         ProgressStyle::with_template("{prefix:>12} [{bar:30}] {pos}/{len} batches {elapsed}")
@@ -610,7 +951,7 @@ fn train_with_progress(
             bar.set_prefix(format!("{} ep {epoch}", mode.name()));
         }
         Event::Batches(_) => {}
-        Event::EpochEnd(s) => bar.suspend(|| print_epoch(s)),
+        Event::EpochEnd(s) => bar.suspend(|| print_epoch(s, has_valid)),
     };
     let r = train_resumable(
         d,
@@ -673,7 +1014,7 @@ fn run_pm(
     };
     bar.finish_and_clear();
     if let Some(r) = r? {
-        print_pm_run(&r, pm);
+        print_pm_run(&r, pm, d);
     }
     Ok(())
 }
@@ -692,7 +1033,7 @@ fn train_pm_on_mpi(
     train_pm(d, cfg, pm, bar).map(Some)
 }
 
-fn print_pm_run(r: &PmRun, pm: PmConfig) {
+fn print_pm_run(r: &PmRun, pm: PmConfig, d: &Dataset) {
     println!(
         "trained in {:.2} s ({:.0} triples/s), mean loss {:.4}",
         r.wall_s,
@@ -700,10 +1041,7 @@ fn print_pm_run(r: &PmRun, pm: PmConfig) {
         r.loss
     );
     println!("{}", r.stats_line());
-    println!(
-        "test ({}): MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
-        pm.mode, r.test.mrr, r.test.hits1, r.test.hits3, r.test.hits10
-    );
+    println!("test ({}): {}", pm.mode, test_metrics(d, &r.test));
 }
 
 /// Advances the progress bar as the device stamps batches.
@@ -715,8 +1053,21 @@ impl Observer for Ticks {
     }
 }
 
-fn print_epoch(s: &EpochStats) {
-    println!("{:>5} {:>8.2} {:>9.4} {:>10.4}", s.epoch, s.wall_s, s.loss, s.valid.mrr);
+/// An epoch's line; the valid MRR column reads `-` without a validation split.
+fn print_epoch(s: &EpochStats, has_valid: bool) {
+    let mrr = if has_valid { format!("{:.4}", s.valid.mrr) } else { "-".to_string() };
+    println!("{:>5} {:>8.2} {:>9.4} {:>10}", s.epoch, s.wall_s, s.loss, mrr);
+}
+
+/// The test metrics, or that there are none: an empty `test.txt` has no mean to print.
+fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
+    if d.test.is_empty() {
+        return "no test split (test.txt has no triple): no test metrics".to_string();
+    }
+    format!(
+        "MRR {:.4}  Hits@1 {:.4}  Hits@3 {:.4}  Hits@10 {:.4}",
+        m.mrr, m.hits1, m.hits3, m.hits10
+    )
 }
 
 /// The time-to-accuracy summary: each mode against 95% of sync's best valid MRR.
@@ -739,7 +1090,7 @@ mod tests {
 
     fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
-        cli.kge.opts.resolve()?.pm_config(false, launch)
+        cli.kge.opts.resolve(read_config)?.pm_config(false, launch)
     }
 
     #[test]

@@ -214,7 +214,8 @@ impl Dataset {
     }
 
     /// Stream one split's lines into its triples: `train.txt` interns names, the others look
-    /// them up. Blank lines are skipped and a trailing `\r` ignored.
+    /// them up. The one place lines are read, for every file alike (the module's rules: BOM,
+    /// CRLF, whitespace around fields, blank lines).
     fn read_split(
         &mut self,
         split: Split,
@@ -238,11 +239,12 @@ impl Dataset {
             };
             let raw = buf.strip_suffix(b"\n").unwrap_or(&buf);
             let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-            let line = std::str::from_utf8(raw).map_err(|_| malformed(raw))?;
-            if line.trim().is_empty() {
+            let raw = if line_no == 1 { raw.strip_prefix(BOM).unwrap_or(raw) } else { raw };
+            let line = std::str::from_utf8(raw).map_err(|_| malformed(raw))?.trim();
+            if line.is_empty() {
                 continue;
             }
-            let mut parts = line.split('\t');
+            let mut parts = line.split('\t').map(str::trim);
             let [h, r, t] = match (parts.next(), parts.next(), parts.next(), parts.next()) {
                 (Some(h), Some(r), Some(t), None)
                     if !h.is_empty() && !r.is_empty() && !t.is_empty() =>
@@ -294,6 +296,9 @@ impl Dataset {
 }
 
 const FILES: [&str; 3] = ["train.txt", "valid.txt", "test.txt"];
+
+/// UTF-8's byte-order mark, which some editors write at the start of a file.
+const BOM: &[u8] = "\u{feff}".as_bytes();
 
 #[derive(Clone, Copy)]
 enum Split {
@@ -381,6 +386,32 @@ mod tests {
         assert!(matches!(&e, DataError::Malformed { line: 2, .. }), "{e}");
         assert!(e.to_string().contains("train.txt:2:"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn bom_crlf_and_whitespace_around_fields_give_one_vocabulary_in_every_file() {
+        let clean =
+            Dataset::from_strs("x", ["a\tr\tb\nb\tr\tc d\n", "a\tr\tc d\n", "b\tr\ta\n"]).unwrap();
+        let variants = [
+            ["\u{feff}a\tr\tb\r\nb\tr\tc d\r\n", "\u{feff}a\tr\tc d\r\n", "\u{feff}b\tr\ta"],
+            ["a \tr\tb \n b\t r\tc d\t\n", "a\tr \tc d  \n", " b\tr\ta\n\n"],
+            ["a\tr\tb\n\u{feff}\n\nb\tr\tc d\n", "a\tr\tc d\n", "b\tr\ta\n"],
+        ];
+        for v in variants {
+            let d = Dataset::from_strs("x", v);
+            let d = match d {
+                Ok(d) => d,
+                // A BOM that is not at the start of a file is not whitespace: a malformed line.
+                Err(e) => {
+                    assert!(v[0].contains("\n\u{feff}"), "{v:?}: {e}");
+                    assert!(matches!(e, DataError::Malformed { line: 2, .. }), "{e}");
+                    continue;
+                }
+            };
+            assert_eq!(d.entities.iter().collect::<Vec<_>>(), ["a", "b", "c d"], "{v:?}");
+            assert_eq!(d.relations.len(), 1, "{v:?}");
+            assert_eq!((&d.train, &d.valid, &d.test), (&clean.train, &clean.valid, &clean.test));
+        }
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! tables bit for bit (the checkpoint and replay tests rely on it).
 
 use super::batch::SplitMix64;
-use ordo::store::RowStore;
+use ordo::store::{RowStore, StoreError};
 use std::f32::consts::PI;
 
 /// The initial distribution of embedding values.
@@ -72,19 +72,20 @@ pub fn init_entities(
 
 /// The rows of [`init_entities`] written straight into a [`RowStore`], one row sampled at a
 /// time: no `entities × row` staging table beside the store (on a 1M-entity graph that table
-/// alone is as large as the store).
+/// alone is as large as the store). A table the allocator cannot reserve is
+/// [`StoreError::TooLarge`], not an abort.
 pub fn entity_store(
     entities: usize,
     dim: usize,
     row: usize,
     init: (Init, f32),
     seed: u64,
-) -> RowStore {
+) -> Result<RowStore, StoreError> {
     let mut embeddings = entity_embeddings(dim, init, seed);
     // The row sampled last; `from_fn` asks for rows in order, so each is sampled once, in
     // entity order.
     let mut current: Option<(usize, Vec<f32>)> = None;
-    RowStore::from_fn(entities, row, |r, c| {
+    RowStore::try_from_fn(entities, row, |r, c| {
         if current.as_ref().is_none_or(|(cr, _)| *cr != r) {
             debug_assert!(current.as_ref().is_none_or(|(cr, _)| *cr + 1 == r), "rows in order");
             current = Some((r, embeddings.next().expect("an endless stream")));
@@ -119,8 +120,8 @@ mod tests {
     fn the_store_holds_the_staged_rows() {
         for init in [(Init::Normal, 0.3), (Init::Uniform, 0.1)] {
             let rows = init_entities(7, 3, 5, init, 11);
-            assert_eq!(entity_store(7, 3, 5, init, 11).snapshot(), rows);
-            assert_ne!(entity_store(7, 3, 5, init, 12).snapshot(), rows);
+            assert_eq!(entity_store(7, 3, 5, init, 11).unwrap().snapshot(), rows);
+            assert_ne!(entity_store(7, 3, 5, init, 12).unwrap().snapshot(), rows);
         }
     }
 

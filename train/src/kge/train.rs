@@ -182,13 +182,14 @@ impl TrainConfig {
     /// A fresh model and entity store, initialized from the seed.
     pub fn init(&self, d: &Dataset) -> Result<(KgeModel, RowStore), TrainError> {
         let model = self.init_model(d)?;
-        Ok((model, self.init_store(d)))
+        Ok((model, self.init_store(d)?))
     }
 
     /// The entity store of [`init`](Self::init) alone.
-    pub fn init_store(&self, d: &Dataset) -> RowStore {
+    pub fn init_store(&self, d: &Dataset) -> Result<RowStore, TrainError> {
         let init = (self.init, self.init_scale);
         entity_store(d.entities.len(), self.dim, self.row_width(), init, self.seed)
+            .map_err(TrainError::Memory)
     }
 
     /// The model of [`init`](Self::init) alone, after checking the configuration: a resumed
@@ -231,6 +232,10 @@ pub enum TrainError {
     /// A hyper-parameter is out of range.
     #[error("bad configuration: {0}")]
     Config(&'static str),
+    /// The entity table could not be allocated (the machine has less memory than the
+    /// run's estimate was checked against).
+    #[error("entity table: {0}")]
+    Memory(ordo::store::StoreError),
     /// A model step failed (e.g. the loss became NaN).
     #[error("training failed: {0}")]
     Step(StepError),
@@ -730,7 +735,7 @@ fn drive(
             }
             (ck.entities, Some((ck.epochs, ck.orders, ck.epoch, ck.rows_replaced)))
         }
-        None => (cfg.init_store(d), None),
+        None => (cfg.init_store(d)?, None),
     };
     let (step, mut device) = match cfg.device {
         Device::Cpu => (Step::Cpu(cpu_model), None),

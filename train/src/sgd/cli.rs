@@ -5,6 +5,8 @@ use super::dispatchers::{Kind, Spec, YPolicy, build};
 use super::idx::FashionMnist;
 use super::output::{WORKER_COLUMNS, worker_cells, write_outputs};
 use super::train::{EvalPoint, ModelKind, TrainOptions, train};
+use crate::memory::{Budget, Estimate, n, product};
+use crate::options::{MAX_THREADS, OptionError, count, fraction, non_negative, positive, within};
 use ordo::dispatcher::ProbeConfig;
 use ordo::sgd::{Every, Stop};
 use std::path::PathBuf;
@@ -42,10 +44,10 @@ pub struct SgdArgs {
     pub threads: usize,
     /// Learning rate: η for sync/async/elasync/interval (θ ← θ − η·v); for assm/passm/passm-plus
     /// paper 003's γ (x ← x − (1 − m)·γ·u), so γ = η / (1 − m) is the same step.
-    #[arg(long, default_value_t = 0.005)]
+    #[arg(long, default_value_t = 0.005, allow_negative_numbers = true)]
     pub lr: f32,
     /// Momentum μ (paper 003's m).
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = 0.5, allow_negative_numbers = true)]
     pub momentum: f32,
     /// passm-plus: epochs where the method flips, ASSM → PASSM → ASSM … (paper 003 Table D:
     /// 75,135,165,210,225).
@@ -79,7 +81,7 @@ pub struct SgdArgs {
     #[arg(long)]
     pub target_acc: Option<f64>,
     /// Evaluate on the test split every this many seconds.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub eval_every: f64,
     /// Evaluate on the first N test examples only (default: all 10,000).
     #[arg(long)]
@@ -91,16 +93,92 @@ pub struct SgdArgs {
     /// written; locked for the run (see `ordo-train kge --help`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Refuse a run whose estimated memory exceeds this many bytes (a number, or with a K, M,
+    /// G or T suffix) [default: the cgroup's limit, or else the available memory].
+    #[arg(long, value_parser = crate::memory::parse_bytes)]
+    pub memory_limit: Option<u64>,
 }
 
-fn seconds(name: &str, s: f64) -> Result<Duration, String> {
+fn seconds(name: &'static str, s: f64) -> Result<Duration, OptionError> {
     Duration::try_from_secs_f64(s)
         .ok()
         .filter(|d| !d.is_zero())
-        .ok_or_else(|| format!("{name} must be a positive number of seconds, got {s}"))
+        .ok_or_else(|| OptionError::new(name, s, "must be a positive number of seconds"))
+}
+
+/// Accepted steps of the per-step record (`steps.csv`) a run bounded only by `--steps` keeps.
+fn step_record_bytes() -> u64 {
+    std::mem::size_of::<ordo::sgd::StepRecord>() as u64
 }
 
 impl SgdArgs {
+    /// Every option on its own, before any file is read: the one place `sgd` refuses a value
+    /// (those that need the data are [`validate_for`](Self::validate_for)'s).
+    pub fn validate(&self) -> Result<(), OptionError> {
+        count("--threads", self.threads, MAX_THREADS)?;
+        count("--batch", self.batch, usize::MAX)?;
+        count("--hidden", self.hidden, usize::MAX)?;
+        count("--y", self.y as usize, usize::MAX)?;
+        count("--probe-window", self.probe_window as usize, usize::MAX)?;
+        for (flag, v) in [
+            ("--decay-every", self.decay_every),
+            ("--probe-steps", self.probe_steps),
+            ("--exec-steps", self.exec_steps),
+        ] {
+            if v == 0 {
+                return Err(OptionError::new(flag, v, "must be at least 1"));
+            }
+        }
+        if self.steps == Some(0) {
+            return Err(OptionError::new("--steps", 0, "must be at least 1"));
+        }
+        if let Some(n) = self.eval_limit {
+            count("--eval-limit", n, usize::MAX)?;
+        }
+        positive("--lr", self.lr.into())?;
+        within("--momentum", self.momentum.into(), (0.0, 1.0), true)?;
+        within("--lr-drop", self.lr_drop.into(), (0.0, 1.0), false)?;
+        positive("--lr-drop", self.lr_drop.into())?;
+        non_negative("--weight-decay", self.weight_decay.into())?;
+        if let Some(s) = self.seconds {
+            seconds("--seconds", s)?;
+        }
+        seconds("--eval-every", self.eval_every)?;
+        if let Some(t) = self.target_acc {
+            fraction("--target-acc", t)?;
+        }
+        Ok(())
+    }
+
+    /// The checks that need the data, before training allocates anything: a batch no larger
+    /// than the training set (a larger one never completes a step), and the memory of the
+    /// model's copies, the batches and the per-step record against `budget`.
+    pub fn validate_for(&self, train_examples: usize, budget: Budget) -> Result<u64, OptionError> {
+        if self.batch > train_examples {
+            let why = format!("larger than the {train_examples} training examples");
+            return Err(OptionError::new("--batch", self.batch, why));
+        }
+        let threads = n(self.threads);
+        // The MLP's 784·h + h + 10·h + 10 floats: weights, momentum and each worker's copy and
+        // gradient.
+        let params = (|| {
+            let h = n(self.hidden);
+            product(&[h, 795])?.checked_add(10)
+        })();
+        let copies = threads.checked_mul(2).and_then(|t| t.checked_add(2));
+        let mut e = Estimate::default();
+        let model = params.and_then(|p| product(&[p, copies?, 4]));
+        e.add("--hidden", self.hidden, "model, momentum and per-worker copies", model);
+        let width = n(self.hidden).checked_add(784);
+        let batches = width.and_then(|w| product(&[n(self.batch), w, 4, 2, threads]));
+        e.add("--batch", self.batch, "batches and activations", batches);
+        e.add("--threads", self.threads, "thread stacks", product(&[threads, 2 << 20]));
+        if let (Some(steps), None) = (self.steps, self.seconds) {
+            e.add("--steps", steps, "per-step record", product(&[steps, step_record_bytes()]));
+        }
+        e.check(budget)
+    }
+
     /// The dispatcher request.
     pub fn spec(&self) -> Spec {
         Spec {
@@ -120,7 +198,7 @@ impl SgdArgs {
     }
 
     /// The training options.
-    pub fn options(&self) -> Result<TrainOptions, String> {
+    pub fn options(&self) -> Result<TrainOptions, OptionError> {
         let stop = match (self.steps, self.seconds) {
             (None, None) => Stop::time(Duration::from_secs(30)),
             (steps, secs) => Stop {
@@ -150,10 +228,12 @@ impl SgdArgs {
 
 /// Run `ordo-train sgd`.
 pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
+    args.validate()?;
     let spec = args.spec();
     let built = build(&spec)?;
     let opts = args.options()?;
     let data = FashionMnist::load(&args.data)?;
+    args.validate_for(data.train.n, Budget::of_process(args.memory_limit))?;
     // Locked (and checked writable) before training; marked complete after the last file.
     let out = args.out.as_deref().map(crate::outdir::OutputLock::take_out).transpose()?;
     eprintln!(
