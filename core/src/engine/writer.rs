@@ -28,7 +28,7 @@ use crate::storage::prefetch_ahead;
 /// if a roll-back write fails too, the error names no prefix (`None`). Rows of different
 /// batches are still written in parallel with the device and the readers; only writes of
 /// consecutive batches no longer overlap each other. Killed as mutant
-/// [`Mutant::WritesNotHeldBack`] by `core/tests/write_prefix.rs`.
+/// [`Mutant::WritesNotHeldBack`] by `core/tests/prop_write_prefix.rs`.
 pub(crate) struct WriteTask {
     stamped: Stamped,
     next_row: usize,

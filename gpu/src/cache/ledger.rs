@@ -2,7 +2,7 @@
 //! how many slots hold tombstones. It lets the host report an overflow, and decide a
 //! compaction, before launching anything — without reading device memory back.
 
-use super::CacheError;
+use super::error::CacheError;
 use ordo::engine::validation_cache::CacheIndex;
 
 /// What an insert needs first.

@@ -25,11 +25,13 @@
 
 mod cpu;
 mod cuda_table;
+mod error;
 mod host_table;
 mod ledger;
 
 pub use cpu::CpuValidationCache;
 pub use cuda_table::{CudaTable, CudaValidationCache, DeviceBatch};
+pub use error::CacheError;
 pub use host_table::{HostBatch, HostTable, SimValidationCache};
 
 use ledger::{InsertPlan, Ledger};
@@ -37,7 +39,6 @@ use ledger::{InsertPlan, Ledger};
 // on (this crate's feature `mutants`), so nothing is compiled in for a normal build.
 use ordo::mutation::{self, Mutant};
 use ordo::store::Version;
-use thiserror::Error;
 
 /// Largest row id a cache accepts (keys are stored as `row + 1`; `0` and `u64::MAX` mark empty
 /// and evicted slots).
@@ -52,64 +53,6 @@ pub fn version_word(v: Version) -> u64 {
         Version::Initial => 0,
         Version::Written(ts) => ts.saturating_add(1),
     }
-}
-
-/// A bad argument to a validation cache, or a full cache. The cache is unchanged when one is
-/// returned.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CacheError {
-    /// The insert would hold more live entries than the cache was sized for.
-    #[error(
-        "validation cache overflow: {live} live entries + {incoming} new rows exceed the capacity \
-         of {capacity} (size the cache from a larger in-flight bound)"
-    )]
-    Overflow {
-        /// Live entries before the insert.
-        live: usize,
-        /// Rows of the batch not already in the cache.
-        incoming: usize,
-        /// Maximum number of live entries.
-        capacity: usize,
-    },
-    /// The sizing arguments overflow `usize` or are zero.
-    #[error("validation cache sizing: {0}")]
-    BadSize(&'static str),
-    /// Batch rows must be strictly increasing (sorted, no duplicates).
-    #[error("batch rows are not strictly increasing at index {index}")]
-    RowsNotSorted {
-        /// First index whose row is not above the previous one.
-        index: usize,
-    },
-    /// A row id above [`MAX_ROW`].
-    #[error("row id {row} is above the largest cacheable row id")]
-    RowIdTooLarge {
-        /// The offending row id.
-        row: u64,
-    },
-    /// Insert timestamps must strictly increase (the computation order).
-    #[error("insert timestamp {ts} is not above the previous insert's {last}")]
-    TsNotIncreasing {
-        /// The rejected timestamp.
-        ts: u64,
-        /// The previous insert's timestamp.
-        last: u64,
-    },
-    /// A timestamp above [`MAX_TS`].
-    #[error("timestamp {ts} is too large for a version word")]
-    TsTooLarge {
-        /// The offending timestamp.
-        ts: u64,
-    },
-    /// A batch buffer has the wrong length.
-    #[error("{what} holds {got} elements, expected {expected}")]
-    LengthMismatch {
-        /// Which buffer.
-        what: &'static str,
-        /// Expected length.
-        expected: usize,
-        /// Actual length.
-        got: usize,
-    },
 }
 
 /// How large a validation cache is.

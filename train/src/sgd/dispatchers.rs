@@ -1,13 +1,24 @@
 //! Build the algorithm a run asks for: Sync, Async, ElAsync, Interval with a y policy, or
 //! paper 003's ASSM / PASSM / PASSM+.
 
-use super::train::Algorithm;
+use ordo::dispatcher::Dispatcher;
 use ordo::dispatcher::{
     Async, Decay, DispatchError, ElAsync, Fixed, IntervalDispatcher, Probe, ProbeConfig,
 };
 use ordo::sgd::StepEvent;
 use std::sync::Arc;
 use thiserror::Error;
+
+/// How steps are dispatched.
+pub enum Algorithm {
+    /// Data-parallel synchronous SGD ([`ordo::sgd::run_sync`]).
+    Sync,
+    /// A dispatcher of Algorithm 1 ([`ordo::sgd::run_dispatched`]).
+    Dispatched(Arc<dyn Dispatcher>),
+    /// Paper 003's ASSM, PASSM or PASSM+ ([`ordo::sgd::run_async_subgradient`]; the kind is
+    /// one of [`Kind::is_subgradient`]).
+    Subgradient(Kind),
+}
 
 /// The dispatching algorithm (paper 001 §5's contenders).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

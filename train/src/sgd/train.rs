@@ -2,30 +2,17 @@
 //! test split as it trains.
 
 use super::cnn::Cnn;
-use super::dispatchers::Kind;
+use super::dispatchers::{Algorithm, Kind};
 use super::idx::FashionMnist;
 use super::mlp::Mlp;
 use super::net::{Classifier, NetError};
-use ordo::dispatcher::Dispatcher;
 use ordo::sgd::{
     BlockSchedule, Control, Every, LayeredModel, RunReport, SgdConfig, SgdError, StepEvent, Stop,
     WorkerTelemetry, run_async_subgradient, run_dispatched, run_sync,
 };
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use thiserror::Error;
-
-/// How steps are dispatched.
-pub enum Algorithm {
-    /// Data-parallel synchronous SGD ([`ordo::sgd::run_sync`]).
-    Sync,
-    /// A dispatcher of Algorithm 1 ([`ordo::sgd::run_dispatched`]).
-    Dispatched(Arc<dyn Dispatcher>),
-    /// Paper 003's ASSM, PASSM or PASSM+ ([`ordo::sgd::run_async_subgradient`]; the kind is
-    /// one of [`Kind::is_subgradient`]).
-    Subgradient(Kind),
-}
 
 /// Which network to train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
