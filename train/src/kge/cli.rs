@@ -296,19 +296,11 @@ fn parse_config(path: &std::path::Path, text: &str) -> Result<KgeOpts, ConfigErr
     }
 }
 
-impl KgeOpts {
-    /// These options with every unset one taken from `file`.
-    fn or(self, file: KgeOpts) -> KgeOpts {
-        macro_rules! merged {
-            ($($f:ident),*) => {
-                KgeOpts {
-                    $($f: self.$f.or(file.$f),)*
-                    config: self.config.or(file.config),
-                    quiet: self.quiet || file.quiet,
-                }
-            };
-        }
-        merged!(
+/// Calls macro `$m` with every `Option` field of [`KgeOpts`] (all but `config` and `quiet`):
+/// the one list that [`KgeOpts::or`] merges and [`KgeOpts::given`] reports.
+macro_rules! option_fields {
+    ($m:ident) => {
+        $m!(
             dataset,
             model,
             loss,
@@ -345,6 +337,22 @@ impl KgeOpts {
             pm_negatives,
             memory_limit
         )
+    };
+}
+
+impl KgeOpts {
+    /// These options with every unset one taken from `file`.
+    fn or(self, file: KgeOpts) -> KgeOpts {
+        macro_rules! merged {
+            ($($f:ident),*) => {
+                KgeOpts {
+                    $($f: self.$f.or(file.$f),)*
+                    config: self.config.or(file.config),
+                    quiet: self.quiet || file.quiet,
+                }
+            };
+        }
+        option_fields!(merged)
     }
 
     /// The flags among these options that are set, as `--long-name`s.
@@ -354,43 +362,7 @@ impl KgeOpts {
                 [$((self.$f.is_some(), stringify!($f)),)* (self.config.is_some(), "config")]
             };
         }
-        let all = given!(
-            dataset,
-            model,
-            loss,
-            margin,
-            dim,
-            epochs,
-            batch_size,
-            negatives,
-            chunk,
-            neg_sampling,
-            reciprocal,
-            lr,
-            optimizer,
-            regularizer,
-            reg_weight,
-            init,
-            init_scale,
-            seed,
-            mode,
-            threads,
-            staleness,
-            eval_limit,
-            eval_sample,
-            out,
-            save,
-            load,
-            device,
-            checkpoint,
-            checkpoint_every,
-            resume,
-            pm,
-            pm_nodes,
-            intent_offset,
-            pm_negatives,
-            memory_limit
-        );
+        let all = option_fields!(given);
         all.into_iter().filter(|g| g.0).map(|(_, f)| format!("--{}", f.replace('_', "-"))).collect()
     }
 
