@@ -10,7 +10,7 @@ use crate::graph::Graph;
 use crate::message::{MessageKey, Payload};
 use crate::node::Emit;
 use crate::node_id::NodeId;
-use crate::runtime::{RunConfig, RunReport, leak_check};
+use crate::runtime::{RunConfig, RunReport};
 use crate::trace::{Applied, Trace};
 
 /// Replay `trace` on `graph` (freshly built like the recorded run's) on this thread: repeatedly
@@ -68,13 +68,5 @@ pub fn replay(
     if !produced.is_empty() {
         return Err(MpError::ReplayStuck { applied });
     }
-    leak_check(graph)?;
-    let c = graph.controller();
-    Ok(RunReport {
-        results: c.results().to_vec(),
-        max_active: c.max_active(),
-        elapsed: start.elapsed(),
-        messages: applied as u64,
-        trace: None,
-    })
+    RunReport::of_complete(graph, start, applied as u64, None)
 }

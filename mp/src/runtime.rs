@@ -53,6 +53,25 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// The report of a complete run of `graph` started at `start`, once no node (the controller
+    /// included) still holds a cache entry ([`leak_check`]).
+    pub(crate) fn of_complete(
+        graph: &mut Graph,
+        start: Instant,
+        messages: u64,
+        trace: Option<Trace>,
+    ) -> Result<RunReport, MpError> {
+        leak_check(graph)?;
+        let c = graph.controller();
+        Ok(RunReport {
+            results: c.results().to_vec(),
+            max_active: c.max_active(),
+            elapsed: start.elapsed(),
+            messages,
+            trace,
+        })
+    }
+
     /// Fraction of correct predictions over all instances.
     pub fn accuracy(&self) -> f64 {
         let (c, n) = self
@@ -267,13 +286,5 @@ pub fn run(
     if !graph.controller().finished() {
         return Err(MpError::Stalled(cfg.stall));
     }
-    leak_check(graph)?;
-    let c = graph.controller();
-    Ok(RunReport {
-        results: c.results().to_vec(),
-        max_active: c.max_active(),
-        elapsed: start.elapsed(),
-        messages,
-        trace: cfg.record.then_some(trace),
-    })
+    RunReport::of_complete(graph, start, messages, cfg.record.then_some(trace))
 }
