@@ -36,10 +36,11 @@
 //! checksums are computed over the files in 1 MiB pieces, so a checkpoint needs no copy of the
 //! table beside the store: a large graph's run stays at tables + optimizer state + batches.
 
+use super::config::TrainConfig;
 use super::data::Dataset;
 use super::manifest::{MANIFEST, Manifest, ManifestError, same_names};
 use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
-use super::train::{EpochStats, TrainConfig};
+use super::results::EpochStats;
 use crate::staged::{Staged, StagedError, write_atomic};
 use ordo::store::RowStore;
 use serde::{Deserialize, Serialize};

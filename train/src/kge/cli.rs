@@ -10,19 +10,22 @@
 use super::batch::NegSampling;
 use super::checkpoint::{Checkpoint, CheckpointError};
 use super::compare;
+use super::config::TrainConfig;
 use super::data::DataError;
 use super::data::Dataset;
+use super::error::TrainError;
+use super::event::Event;
 use super::gpu::{Device, check_device};
 use super::init::Init;
+use super::mode::Mode;
 use super::npy;
 use super::npy::NpyError;
 use super::optim::Optimizer;
 use super::plot;
 use super::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
+use super::results::{EpochStats, RunResult};
 use super::score::{Loss, Regularizer, ScoreFn};
-use super::train::{
-    EpochStats, Event, Mode, Resumable, RunResult, TrainConfig, TrainError, Tune, train_resumable,
-};
+use super::train::{Resumable, Tune, train_resumable};
 use crate::memory::{Budget, Estimate, n, product};
 use crate::options::{MAX_THREADS, OptionError, count, non_negative, positive};
 use crate::outdir::{Held, LockError, OutputLock};

@@ -1,7 +1,8 @@
 //! Time-to-accuracy comparison of modes run on the same data, seed and hyper-parameters: each
 //! mode against 95% of sync's best valid MRR (the OAC paper's time-to-accuracy metric).
 
-use super::train::{Mode, RunResult};
+use super::mode::Mode;
+use super::results::RunResult;
 
 /// One mode's row of a comparison.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -121,7 +122,7 @@ pub fn text(target: f64, rows: &[ModeRow]) -> String {
 mod tests {
     use super::*;
     use crate::kge::eval::Metrics;
-    use crate::kge::train::EpochStats;
+    use crate::kge::results::EpochStats;
 
     fn run(mode: Mode, curve: &[(f64, f64)]) -> RunResult {
         let epochs = curve

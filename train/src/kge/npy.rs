@@ -15,11 +15,12 @@
 //! manifests (format 0: the same files without `manifest.json`) still loads, unverified except
 //! for its names.
 
+use super::config::TrainConfig;
 use super::data::Dataset;
 use super::eval::{Filter, Metrics, evaluate};
 use super::manifest::{Manifest, ManifestError, same_names};
+use super::results::RunResult;
 use super::score::ScoreFn;
-use super::train::{RunResult, TrainConfig};
 use crate::staged::Staged;
 use ndarray::Array2;
 use npyz::WriterBuilder;
@@ -244,39 +245,4 @@ pub fn evaluate_loaded(
     score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
     let reciprocal = rels.nrows() == 2 * d.relations.len();
     Ok(evaluate((score, reciprocal), ents.view(), rels.view(), &d.test, &Filter::of(d)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::kge::train::{Mode, TrainConfig, train};
-
-    #[test]
-    fn saved_embeddings_are_numpy_f32_and_load_back_with_the_same_metrics() {
-        let d = Dataset::load("nations").unwrap();
-        let cfg = TrainConfig { dim: 8, epochs: 2, ..TrainConfig::default() };
-        let r = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
-        let dir = std::env::temp_dir().join(format!("ordo-kge-npy-{}", std::process::id()));
-        save(&dir, &d, &cfg, &r).unwrap();
-        let bytes = std::fs::read(dir.join("entities.npy")).unwrap();
-        assert_eq!(&bytes[..6], b"\x93NUMPY");
-        let header = String::from_utf8_lossy(&bytes[10..80]);
-        assert!(
-            header.contains("'descr': '<f4'") && header.contains("'shape': (14, 8"),
-            "{header}"
-        );
-        let saved = load(&dir, &d).unwrap();
-        assert_eq!(saved.model(&dir, None, ScoreFn::DistMult).unwrap(), cfg.score);
-        let (e, rel) = (saved.entities, saved.relations);
-        assert_eq!(e.as_slice().unwrap(), r.entity_embeddings(8).as_slice());
-        assert_eq!(rel.as_slice().unwrap(), r.relations.as_slice());
-        assert_eq!(evaluate_loaded(&d, cfg.score, &e, &rel).unwrap(), r.test);
-        let names = std::fs::read_to_string(dir.join("entities.txt")).unwrap();
-        assert!(names.lines().eq(d.entities.iter()));
-        let umls = Dataset::load("umls").unwrap();
-        assert!(matches!(evaluate_loaded(&umls, cfg.score, &e, &rel), Err(NpyError::Shape(_))));
-        std::fs::remove_file(dir.join("relations.npy")).unwrap();
-        assert!(matches!(load(&dir, &d), Err(NpyError::Manifest(_))));
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 }

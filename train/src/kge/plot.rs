@@ -4,7 +4,7 @@
 //! The figures are drawn by the crate's one chart module, [`crate::plot`]; this file only picks
 //! the points, the axes (from zero) and the style (900×600, dots, earlier modes wider).
 
-use super::train::{EpochStats, RunResult};
+use super::results::{EpochStats, RunResult};
 pub use crate::plot::PlotError;
 use crate::plot::{Chart, LineStyle, Series, line_chart_styled};
 use std::path::Path;

@@ -28,12 +28,14 @@
 //! keys from the whole table, as in the paper's baselines without local sampling.
 
 use super::batch::{KgeBatch, Sampling};
+use super::config::TrainConfig;
 use super::data::Dataset;
 use super::data::Triple;
+use super::error::TrainError;
 use super::eval::{Filter, Metrics};
 use super::gpu::Device;
+use super::measure::metrics;
 use super::step::KgeModel;
-use super::train::{TrainConfig, TrainError, metrics};
 use indicatif::ProgressBar;
 use ordo::engine::{Batch, BatchRows, Model, StepError};
 use ordo_pm::cluster::{Cluster, NodeHandle};

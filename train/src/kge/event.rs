@@ -1,0 +1,19 @@
+//! What the training loop tells its observer.
+
+use super::results::EpochStats;
+
+/// What the loop tells its observer.
+#[derive(Debug, Clone, Copy)]
+pub enum Event<'a> {
+    /// An epoch of `batches` batches starts.
+    EpochStart {
+        /// 1-based epoch.
+        epoch: usize,
+        /// Batches in it.
+        batches: usize,
+    },
+    /// This many more batches were stepped.
+    Batches(usize),
+    /// An epoch ended and was evaluated.
+    EpochEnd(&'a EpochStats),
+}

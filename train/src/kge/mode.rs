@@ -1,0 +1,47 @@
+//! The trainer's modes: how batches go through the engine's pipeline, and the engine mode
+//! each runs as.
+
+use super::config::TrainConfig;
+use ordo::engine;
+
+/// How batches go through the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// One batch in flight: the reference.
+    Sync,
+    /// Hogwild: no validation; lost updates possible.
+    Async,
+    /// Async with a staleness bound (`--staleness`), as in Marius.
+    Bounded,
+    /// Optimistic Asynchrony Control: async throughput, equal to a synchronous order.
+    Oac,
+}
+
+impl Mode {
+    /// All modes, in the order `compare` runs them.
+    pub const ALL: [Mode; 4] = [Mode::Sync, Mode::Async, Mode::Bounded, Mode::Oac];
+
+    /// The lower-case name used on the command line and in outputs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Sync => "sync",
+            Mode::Async => "async",
+            Mode::Bounded => "bounded",
+            Mode::Oac => "oac",
+        }
+    }
+}
+
+impl Mode {
+    /// The engine mode this runs as (`Bounded` with the configured staleness bound; `Async`
+    /// adds each step's delta to the store like Marius' and DGL-KE's `+=`).
+    pub fn engine_mode(self, cfg: &TrainConfig) -> engine::Mode {
+        match self {
+            Mode::Sync => engine::Mode::Sync,
+            Mode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
+            Mode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
+            Mode::Oac => engine::Mode::Oac,
+        }
+    }
+}
