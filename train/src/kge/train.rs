@@ -12,7 +12,7 @@ use super::score::{DimError, Loss, Regularizer, ScoreFn};
 use super::step::{KgeModel, StepConfig};
 use ndarray::{ArrayView2, s};
 use ordo::engine::{
-    self, CpuDevice, DeviceStage, Engine, EngineConfig, EngineError, Model, StepError, StopCause,
+    self, CpuDevice, DeviceQueue, Engine, EngineConfig, EngineError, Model, StepError, StopCause,
 };
 use ordo::store::RowStore;
 use ordo_gpu::GpuError;
@@ -664,7 +664,7 @@ const LOADER_DEPTH: usize = 8;
 /// across the epochs, and each epoch's batches are built one at a time as the pipeline takes
 /// them ([`super::batch::EpochBatches`]), so the bounded queues are the only batch buffer.
 #[allow(clippy::too_many_arguments)]
-fn session_epochs<D: DeviceStage<Stepper>>(
+fn session_epochs<D: DeviceQueue<Stepper>>(
     engine: &Engine,
     device: &mut D,
     model: &mut Stepper,
