@@ -264,3 +264,39 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "non-string panic payload".to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Error)]
+    #[error("the learning rate went to NaN")]
+    struct Diverged;
+
+    /// Each `Display` along a stop's `source()` chain: what a reporter that walks it prints.
+    fn chain(err: &dyn std::error::Error) -> Vec<String> {
+        std::iter::successors(Some(err), |e| e.source()).map(|e| e.to_string()).collect()
+    }
+
+    /// A failed step's error is printed once: the stop names the batch, the cause is its
+    /// source, and no level repeats the text of the level under it.
+    #[test]
+    fn a_failed_step_prints_its_cause_once_along_the_chain() {
+        let err: EngineError<Diverged> = EngineError::Stopped {
+            cause: StopCause::StepFailed { batch_id: 7, source: Diverged },
+            stamped: 3,
+            order: vec![1, 2, 3],
+            unwritten: Vec::new(),
+            prefix: Some(3),
+        };
+        let lines = chain(&err);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[1].contains("batch 7"), "{lines:?}");
+        assert_eq!(lines[2], Diverged.to_string());
+        for (i, upper) in lines.iter().enumerate() {
+            for lower in &lines[i + 1..] {
+                assert!(!upper.contains(lower.as_str()), "{upper:?} repeats {lower:?}");
+            }
+        }
+    }
+}
