@@ -30,7 +30,12 @@
 //!    session instead: [`Engine::start`](engine::Engine::start) returns an
 //!    [`OwnedSession`](engine::OwnedSession) that is `Send` and runs the device on its own
 //!    thread.
-//! 5. **The order is the proof.** In [`Mode::Oac`](engine::Mode::Oac) the store and dense
+//! 4. **The device is one interface.** Both take a device: the
+//!    [`CpuDevice`](engine::CpuDevice) steps each batch on the session's thread; a device that
+//!    keeps batches in flight (a GPU pipeline) implements the same
+//!    [`DeviceQueue`](engine::DeviceQueue), of which the in-thread step is the depth-1 case.
+//!    [`Engine::run`](engine::Engine::run) is one epoch of a session on the `CpuDevice`.
+//! 6. **The order is the proof.** In [`Mode::Oac`](engine::Mode::Oac) the store and dense
 //!    parameters equal, bit for bit, [`replay_ids`](engine::replay_ids) of the recorded batch
 //!    ids on the initial state: the synchronous run. The example checks it and exits 1 if not.
 //!

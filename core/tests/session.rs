@@ -5,8 +5,8 @@
 
 use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
-    Batch, BatchRows, CpuDevice, DeferredCpuDevice, DeviceError, DeviceQueue, DeviceStage, Engine,
-    EngineConfig, EngineError, HookAction, HookPoint, Mode, Model, RowBlock, Stage, StageError,
+    Batch, BatchRows, CpuDevice, DeferredCpuDevice, DeviceError, DeviceQueue, Engine, EngineConfig,
+    EngineError, HookAction, HookPoint, Mode, Model, RowBlock, RunReport, Stage, StageError,
     StageHook, Staleness, StepError, StopCause, Submission, SubmitError, TrySubmitError, replay,
     replay_ids,
 };
@@ -205,29 +205,48 @@ struct FailingInsert {
 #[error("device memory exhausted")]
 struct OutOfMemory;
 
-impl<M: Model> DeviceStage<M> for FailingInsert {
+impl<M: Model> DeviceQueue<M> for FailingInsert {
     fn reset(&mut self) -> Result<(), DeviceError> {
-        DeviceStage::<M>::reset(&mut self.inner)
+        DeviceQueue::<M>::reset(&mut self.inner)
     }
-    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
-        DeviceStage::<M>::evict_before(&mut self.inner, ste)
+    fn depth(&self) -> usize {
+        DeviceQueue::<M>::depth(&self.inner)
     }
-    fn validate(
+    fn submit(
         &mut self,
-        read: &[Option<u64>],
+        model: &mut M,
+        job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
-    ) -> Result<Staleness, DeviceError> {
-        DeviceStage::<M>::validate(&mut self.inner, read, rows)
+    ) -> Result<(), SubmitError<M::Error>> {
+        self.inner.submit(model, job, rows)
     }
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        DeviceQueue::<M>::collect(&mut self.inner, rows)
+    }
+    fn collected(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
         if ts == self.nth {
             return Err(Box::new(OutOfMemory));
         }
-        DeviceStage::<M>::insert(&mut self.inner, ts, rows)
+        DeviceQueue::<M>::collected(&mut self.inner, ts, rows)
     }
     fn cache_len(&self) -> usize {
-        DeviceStage::<M>::cache_len(&self.inner)
+        DeviceQueue::<M>::cache_len(&self.inner)
     }
+}
+
+/// One epoch of `work` through a session on `device`.
+fn one_epoch<M: Model>(
+    engine: &Engine,
+    device: &mut impl DeviceQueue<M>,
+    model: &mut M,
+    store: &RowStore,
+    work: impl IntoIterator<Item = Batch<M::Data>>,
+) -> Result<RunReport, EngineError<M::Error>> {
+    engine.session(device, model, store, |s| {
+        // A submit fails only once the pipeline stopped; `finish` says why.
+        let _ = s.submit_all(work);
+        s.finish()
+    })
 }
 
 #[test]
@@ -235,14 +254,8 @@ fn a_failed_cache_insert_stops_after_its_batch_is_written_with_a_typed_source() 
     let store = RowStore::zeros(4, 1);
     let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
     let mut device = FailingInsert { inner: CpuDevice::new(), nth: 3 };
-    let err = engine
-        .run_with(
-            &mut device,
-            &mut FailOn(u64::MAX),
-            &store,
-            (0..20).map(|i| Batch { id: i, rows: vec![i % 4], data: i }),
-        )
-        .unwrap_err();
+    let work = (0..20).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
+    let err = one_epoch(&engine, &mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");
     let EngineError::Stopped { cause, order, unwritten, .. } = &err else { panic!("{err}") };
     let StopCause::StageFailed { stage: Stage::Device, batch_id, source } = cause else {
@@ -274,7 +287,7 @@ fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
     let mut device = DeferredCpuDevice::new(4);
     let (mut table, mut fresh) = (store.snapshot(), MixModel::new(2));
     engine
-        .session_queued(&mut device, &mut model, &store, |s| {
+        .session(&mut device, &mut model, &store, |s| {
             for e in 0..3 {
                 let work = epoch_batches(e, 150, 12, 7 + e);
                 s.submit_all(work.clone()).unwrap();
@@ -330,7 +343,7 @@ fn a_failed_collect_stops_and_names_every_batch_it_left_unwritten() {
     let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(4, 4)).unwrap();
     let mut device = FailingCollect { inner: DeferredCpuDevice::new(3), next: 0, nth: 6 };
     let work = (0..40).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
-    let err = engine.run_queued(&mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
+    let err = one_epoch(&engine, &mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");
     let EngineError::Stopped { cause, order, unwritten, stamped, .. } = &err else {
         panic!("{err}")

@@ -14,8 +14,10 @@
 //!   events, so several batches are in flight; [`pipeline::CudaDevice`] is the device stage.
 //! * [`queue`]: the driver that runs a device stage with batches in flight against a host table
 //!   ([`queue::run_over`]), and its host twin ([`queue::SimQueue`]).
-//! * [`sim_device`]: the same device stage over the host port of the cache, for the engine on
-//!   machines without a GPU (tests the adapter and the table algorithm inside the real engine).
+//! * [`cache_device`]: the engine's device over a validation cache that is not the host's
+//!   ([`cache_device::CacheDevice`]), written once for both tables below.
+//! * [`sim_device`]: that device over the host port of the cache, for the engine on
+//!   machines without a GPU (tests the device and the table algorithm inside the real engine).
 //! * [`device`]: opening a CUDA context behind the gate of [`cuda_available`].
 //! * [`bandwidth`]: the measured device-to-device copy (and the rated figure) that the kernels'
 //!   effective bandwidth is reported as a fraction of.
@@ -31,6 +33,7 @@
 pub mod bandwidth;
 mod buffers;
 pub mod cache;
+pub mod cache_device;
 pub mod device;
 pub mod error;
 pub mod kernels;

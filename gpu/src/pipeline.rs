@@ -3,8 +3,9 @@
 //! overlap the compute of another.
 //!
 //! Two ways in:
-//! * [`CudaDevice`] implements the engine's [`DeviceStage`] (validation cache in device memory,
-//!   model step on the host): a drop-in for `ordo::engine::CpuDevice` via `Engine::run_with`.
+//! * [`CudaDevice`] is an engine device ([`ordo::engine::DeviceQueue`] of depth 1: validation
+//!   cache in device memory, model step on the host): a drop-in for `ordo::engine::CpuDevice`
+//!   in `Engine::session` or `Engine::start`.
 //! * [`Pipeline`] keeps up to `depth` batches in flight for a step that runs on the device
 //!   ([`DeviceStep`], e.g. [`KgeDeviceStep`]): `submit` returns at once, `collect` returns the
 //!   oldest finished batch. `depth = 1` without a cache is the `Sync` baseline, `depth > 1`
@@ -32,13 +33,13 @@
 
 use crate::buffers::{count_u32, zeros};
 use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
+use crate::cache_device::{CacheBackend, CacheDevice, apply_validation, version_words};
 use crate::device::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
 use crate::queue::{BatchQueue, Collected};
-use crate::sim_device::{apply_validation, version_words};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
-use ordo::engine::{BatchRows, DeviceError, DeviceStage, Model, RowBlock, Staleness};
+use ordo::engine::{BatchRows, RowBlock, Staleness};
 use std::sync::Arc;
 
 /// The three streams of the device stage.
@@ -217,41 +218,48 @@ impl Slot {
     }
 }
 
-/// The engine's device stage on CUDA: the validation cache in device memory, the model step on
-/// the host (the engine's [`Model`]).
+/// The engine's device on CUDA: the validation cache in device memory (with its staging slot
+/// and streams), the model step on the host (the engine's [`Model`](ordo::engine::Model)).
 ///
-/// A CUDA failure in any [`DeviceStage`] method is returned from it (the engine stops with it
-/// as the typed source of [`ordo::engine::StageError::Device`]); [`take_error`](Self::take_error)
-/// is kept for callers of the earlier API and now always returns `None`.
+/// A CUDA failure is returned from the method that met it (the engine stops with it as the
+/// typed source of [`ordo::engine::StageError::Device`]).
+pub type CudaDevice = CacheDevice<StagedCudaCache>;
+
+/// The validation cache in device memory, with the staging slot and streams that move a
+/// batch's rows to it and back: the [`CacheBackend`] of [`CudaDevice`].
 #[derive(Debug)]
-pub struct CudaDevice {
+pub struct StagedCudaCache {
     streams: Streams,
     cache: CudaValidationCache,
     slot: Slot,
-    error: Option<GpuError>,
 }
 
 impl CudaDevice {
-    /// A device stage whose cache holds `config.capacity` rows of `config.width` floats and
-    /// whose batches have at most `max_rows` rows.
+    /// A device whose cache holds `config.capacity` rows of `config.width` floats and whose
+    /// batches have at most `max_rows` rows.
     pub fn new(gpu: &Gpu, config: CacheConfig, max_rows: usize) -> Result<Self, GpuError> {
         let streams = Streams::new(gpu)?;
         let cache = CudaValidationCache::new(gpu, streams.compute.clone(), config)?;
         let slot = Slot::new(gpu, &streams, max_rows, config.width, false)?;
-        Ok(CudaDevice { streams, cache, slot, error: None })
-    }
-
-    /// The first CUDA error since the last call, if any.
-    pub fn take_error(&mut self) -> Option<GpuError> {
-        self.error.take()
+        Ok(CacheDevice::over(StagedCudaCache { streams, cache, slot }))
     }
 
     /// Rows in the cache.
     pub fn cache(&self) -> &CudaValidationCache {
-        &self.cache
+        &self.cache.cache
+    }
+}
+
+impl CacheBackend for StagedCudaCache {
+    fn clear(&mut self) -> Result<(), GpuError> {
+        self.cache.clear()
     }
 
-    fn validate_inner(
+    fn evict(&mut self, ste: u64) -> Result<(), GpuError> {
+        self.cache.evict(ste).map(drop)
+    }
+
+    fn validate(
         &mut self,
         read: &[Option<u64>],
         rows: &mut BatchRows<'_>,
@@ -265,7 +273,7 @@ impl CudaDevice {
         Ok(apply_validation(read, values, replaced, rows))
     }
 
-    fn insert_inner(&mut self, ts: u64, block: &RowBlock) -> Result<(), GpuError> {
+    fn insert(&mut self, ts: u64, block: &RowBlock) -> Result<(), GpuError> {
         let ids = block.ids();
         self.slot.load(ids, std::iter::repeat_n(0, ids.len()), block.values())?;
         self.slot.upload(&self.streams)?;
@@ -276,31 +284,8 @@ impl CudaDevice {
         self.slot.downloaded.record(&self.streams.compute)?;
         Ok(())
     }
-}
 
-impl<M: Model> DeviceStage<M> for CudaDevice {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        self.error = None;
-        Ok(self.cache.clear()?)
-    }
-
-    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
-        Ok(self.cache.evict(ste).map(drop)?)
-    }
-
-    fn validate(
-        &mut self,
-        read: &[Option<u64>],
-        rows: &mut BatchRows<'_>,
-    ) -> Result<Staleness, DeviceError> {
-        Ok(self.validate_inner(read, rows)?)
-    }
-
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
-        Ok(self.insert_inner(ts, rows)?)
-    }
-
-    fn cache_len(&self) -> usize {
+    fn cached_rows(&self) -> usize {
         self.cache.len()
     }
 }

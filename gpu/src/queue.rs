@@ -6,11 +6,11 @@
 //! claim are tested without a GPU.
 
 use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache, check_len, check_rows};
+use crate::cache_device::{repaired, version_words};
 use crate::error::GpuError;
-use crate::sim_device::{repaired, version_words};
 use ordo::engine::{
     Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, Staleness,
-    StepError, Submission, SubmitError,
+    StepError, Submission, SubmitError, validate_batch,
 };
 use ordo::storage::RowStorage;
 use std::collections::VecDeque;
@@ -175,7 +175,7 @@ pub struct RunStats {
 }
 
 /// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` against `store`, with
-/// the engine's driver ([`Engine::run_queued`]) in `mode`: one reader gathers rows and versions
+/// the engine's driver (one epoch of an [`Engine::session`]) in `mode`: one reader gathers rows and versions
 /// ahead of the device in the given order (`read_ahead` batches queued between them, at least
 /// 1), so the computation order is the order of `batches`; the queue keeps up to its depth in
 /// flight; two writers write collected batches back. `Mode::Oac` needs a queue
@@ -200,8 +200,16 @@ where
     let config = EngineConfig::new(mode).threads(1, 2).depths(read_ahead.max(1), q.depth());
     let engine = Engine::new(config)?;
     let mut model = OnDevice::new(q.width());
-    let report =
-        engine.run_queued(&mut QueueDevice::new(q), &mut model, store, numbered(batches))?;
+    // Every batch is checked before anything runs, so a refused one leaves the store as it was.
+    for (position, batch) in numbered(batches).enumerate() {
+        validate_batch::<_, StepError>(position, &batch, store.rows())?;
+    }
+    let report = engine.session(&mut QueueDevice::new(q), &mut model, store, |s| {
+        // Every batch was checked above: a submit fails only once the pipeline stopped, and
+        // `finish` then says why.
+        let _ = s.submit_all(numbered(batches));
+        s.finish()
+    })?;
     Ok(RunStats {
         batches: report.order.len(),
         replaced: report.rows_replaced as usize,

@@ -25,6 +25,12 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err((code, e)) => {
             eprintln!("error: {e}");
+            // Each error names its own part; what caused it is its source (printed once each).
+            let mut source = e.source();
+            while let Some(cause) = source {
+                eprintln!("  caused by: {cause}");
+                source = cause.source();
+            }
             std::process::ExitCode::from(code)
         }
     }

@@ -2,97 +2,9 @@
 //! observer, and (with the `testing` feature) a hook that injects delays and faults at every stage.
 
 use super::EngineError;
-use std::fmt;
+use super::hook::StageHook;
+use super::mode::Mode;
 use std::sync::Arc as StdArc;
-use std::time::Duration;
-
-/// How asynchronous the pipeline is, and what it promises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Mode {
-    /// One batch in flight: read, step, write, then the next. Equals the sequential order.
-    Sync,
-    /// No validation and no timestamps: the lost-update baseline (Hogwild, Marius, DGL-KE).
-    /// Promises nothing about the result.
-    Async(AsyncWrite),
-    /// Marius' staleness bound: at most `k` batches in flight, no validation. Equals the
-    /// sequential order only for `k = 1`.
-    Bounded(usize),
-    /// Optimistic Asynchrony Control: full pipelining, and the result of the sequential order.
-    Oac,
-}
-
-/// How `Async` writes a stepped row back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum AsyncWrite {
-    /// Overwrite the row (the last writer wins).
-    Overwrite,
-    /// Add the step's delta (`new − read`) float by float, like Marius' `indexAdd`.
-    AddDelta,
-}
-
-impl Mode {
-    /// Whether this mode promises the result of its recorded computation order.
-    pub fn is_equivalent(self) -> bool {
-        matches!(self, Mode::Sync | Mode::Oac | Mode::Bounded(1))
-    }
-
-    /// Whether batches register in the outstanding set and stamp their writes.
-    pub(crate) fn timestamped(self) -> bool {
-        !matches!(self, Mode::Async(_))
-    }
-}
-
-/// A point in a batch's trip through the pipeline: where a fault-injection hook (`StageHook`,
-/// feature `testing`) is called, and where [`StopCause::Injected`](super::StopCause::Injected)
-/// says an injected fault stopped it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HookPoint {
-    /// A reader took the batch, before it registers.
-    ReadStart,
-    /// A reader registered the batch, before it reads rows.
-    ReadRows,
-    /// The device took the batch, before validation and the step.
-    Device,
-    /// A writer took the stamped batch, before it writes rows.
-    WriteStart,
-    /// A writer wrote every row, before it reports the ts finished.
-    WriteFinish,
-}
-
-/// What a [`StageHook`] asks the stage to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-// Without `testing` no hook can be built, so no action is ever constructed.
-#[cfg_attr(not(feature = "testing"), allow(dead_code))]
-pub enum HookAction {
-    /// Go on.
-    Continue,
-    /// Sleep, then go on.
-    Delay(Duration),
-    /// Fail here (fault injection): the pipeline stops with [`StopCause::Injected`](super::StopCause::Injected).
-    Fail,
-}
-
-/// A fault-injection hook for tests: called with the point and the batch id at every
-/// [`HookPoint`] of the pipeline, to inject delays and faults. It can be built only with the
-/// `testing` feature; for progress, use an [`Observer`](super::Observer).
-#[derive(Clone)]
-pub struct StageHook(pub(crate) StdArc<dyn Fn(HookPoint, u64) -> HookAction + Send + Sync>);
-
-impl StageHook {
-    /// Wrap a closure.
-    #[cfg(feature = "testing")]
-    pub fn new(f: impl Fn(HookPoint, u64) -> HookAction + Send + Sync + 'static) -> Self {
-        StageHook(StdArc::new(f))
-    }
-}
-
-impl fmt::Debug for StageHook {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("StageHook(..)")
-    }
-}
 
 /// The engine's configuration.
 #[derive(Debug, Clone)]

@@ -2,9 +2,10 @@
 //! stepped rows later, so a device with its own streams (a GPU's copy and compute streams)
 //! overlaps the transfers of one batch with the compute of another.
 //!
-//! [`DeviceQueue`] is what such a device supplies; a synchronous [`DeviceStage`] (the
-//! [`CpuDevice`](super::CpuDevice), or `ordo-gpu`'s `CudaDevice`) runs through it one batch at a
-//! time ([`OneInFlight`]). The engine's driver is the same either way: it stamps a batch when it
+//! [`DeviceQueue`] is the engine's one device interface. A synchronous device (the
+//! [`CpuDevice`](super::CpuDevice), or `ordo-gpu`'s `CudaDevice`) is a queue of depth 1: it
+//! steps a batch when it is submitted and hands it back at the next collect. The engine's
+//! driver is the same at every depth: it stamps a batch when it
 //! submits it, collects the oldest batch in flight before it submits another once
 //! [`depth`](DeviceQueue::depth) are in flight or the MFT window is full, and hands collected
 //! batches to the writers in stamp order.
@@ -17,11 +18,8 @@
 //! registration is dropped only once it is written), so that STE never passes a batch in flight,
 //! and evicting with it later on the device is safe (an STE only grows).
 
-#[cfg(feature = "testing")]
-use super::validation_cache::ValidationCache;
-use super::{
-    BatchRows, DeviceError, DeviceStage, EngineError, Model, RowBlock, Staleness, StepError,
-};
+use super::error::panic_message;
+use super::{BatchRows, DeviceError, EngineError, Model, RowBlock, Staleness, StepError};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -76,7 +74,16 @@ pub enum SubmitError<E = StepError> {
 /// **Errors.** A failed `submit` stops the pipeline before the batch is stamped. A failed
 /// `collect` stops it with that batch and every later one in flight stamped but not written
 /// (the error's [`unwritten`](super::EngineError::Stopped) list names them); the batches before
-/// it are written. A failed `collected` stops it after the batch is written.
+/// it are written. A failed `collected` stops it after the batch is written. A failed `reset`
+/// ends the session before anything runs ([`EngineError::DeviceReset`]). Device failures are
+/// kept whole ([`StageError::Device`](super::StageError::Device)).
+///
+/// **Checks on a device's own cache.** A queue that keeps its own validation cache should carry
+/// the mutation hooks [`Mutant::EvictStePlusOne`](crate::mutation::Mutant::EvictStePlusOne) (in
+/// its eviction test) and [`Mutant::ValidateGe`](crate::mutation::Mutant::ValidateGe) (in its
+/// comparison) as [`ValidationCache`](super::validation_cache::ValidationCache) does, so the
+/// engine's checks can be shown to catch those bugs on it too. Run-local stamps are used
+/// throughout (see [`crate::engine`]).
 pub trait DeviceQueue<M: Model> {
     /// Forget the cache and anything in flight (called when a session starts).
     fn reset(&mut self) -> Result<(), DeviceError>;
@@ -121,152 +128,16 @@ pub(crate) fn start<M: Model, Q: DeviceQueue<M> + ?Sized>(
     device.reset().map_err(EngineError::DeviceReset)
 }
 
-/// Run a model step, its error or panic as a [`SubmitError`].
-fn caught<E>(step: impl FnOnce() -> Result<(), E>) -> Result<(), SubmitError<E>> {
-    match catch_unwind(AssertUnwindSafe(step)) {
+/// Run `model`'s step on the host rows of a submission: its error, or its panic (caught, with
+/// its message), as a [`SubmitError`]. For a queue whose step runs on the host (the
+/// [`CpuDevice`](super::CpuDevice), or a device that keeps only its cache elsewhere).
+pub fn host_step<M: Model>(
+    model: &mut M,
+    data: &M::Data,
+    rows: &mut BatchRows<'_>,
+) -> Result<(), SubmitError<M::Error>> {
+    match catch_unwind(AssertUnwindSafe(|| model.step(data, rows))) {
         Ok(r) => r.map_err(SubmitError::Step),
-        Err(payload) => Err(SubmitError::StepPanicked(super::device::panic_message(&*payload))),
-    }
-}
-
-/// A [`DeviceStage`] as a [`DeviceQueue`] of depth 1: `submit` evicts, validates and steps;
-/// `collected` inserts (before the next submit, since one batch is in flight at most).
-#[derive(Debug)]
-pub struct OneInFlight<D> {
-    device: D,
-    staleness: Option<Staleness>,
-}
-
-impl<D> OneInFlight<D> {
-    /// `device`, one batch at a time.
-    pub fn new(device: D) -> Self {
-        OneInFlight { device, staleness: None }
-    }
-
-    /// The device.
-    pub fn device(&self) -> &D {
-        &self.device
-    }
-
-    /// The device back.
-    pub fn into_inner(self) -> D {
-        self.device
-    }
-}
-
-impl<M: Model, D: DeviceStage<M>> DeviceQueue<M> for OneInFlight<D> {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        self.staleness = None;
-        self.device.reset()
-    }
-
-    fn depth(&self) -> usize {
-        1
-    }
-
-    fn submit(
-        &mut self,
-        model: &mut M,
-        job: Submission<'_, M::Data>,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError<M::Error>> {
-        let mut staleness = Staleness::default();
-        if job.validate {
-            self.device.evict_before(job.ste).map_err(SubmitError::Device)?;
-            staleness = self.device.validate(job.read, rows).map_err(SubmitError::Device)?;
-        }
-        caught(|| self.device.step(model, job.data, rows))?;
-        self.staleness = Some(staleness);
-        Ok(())
-    }
-
-    fn collect(&mut self, _rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
-        self.staleness.take().ok_or_else(|| "collect with nothing in flight".into())
-    }
-
-    fn collected(&mut self, ts: u64, block: &Arc<RowBlock>) -> Result<(), DeviceError> {
-        self.device.insert(ts, block)
-    }
-
-    fn cache_len(&self) -> usize {
-        self.device.cache_len()
-    }
-}
-
-/// A CPU device with up to `depth` batches in flight, the way a GPU queue runs them: a batch is
-/// evicted, validated, stepped and inserted into a host [`ValidationCache`] when it is
-/// submitted, and its stepped values wait until it is collected. For checking the driver at
-/// depth > 1 without a GPU (the simulation, the fuzzer, the mutation table); the insert copies
-/// the rows, which the one-at-a-time [`CpuDevice`](super::CpuDevice) does not.
-#[cfg(feature = "testing")]
-#[derive(Debug)]
-pub struct DeferredCpuDevice {
-    depth: usize,
-    cache: ValidationCache,
-    done: std::collections::VecDeque<(Vec<f32>, Staleness)>,
-}
-
-#[cfg(feature = "testing")]
-impl DeferredCpuDevice {
-    /// A device holding up to `depth` batches (0 is taken as 1).
-    pub fn new(depth: usize) -> Self {
-        DeferredCpuDevice {
-            depth: depth.max(1),
-            cache: ValidationCache::default(),
-            done: Default::default(),
-        }
-    }
-}
-
-#[cfg(feature = "testing")]
-impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        self.cache.clear();
-        self.done.clear();
-        Ok(())
-    }
-
-    fn depth(&self) -> usize {
-        self.depth
-    }
-
-    fn submit(
-        &mut self,
-        model: &mut M,
-        job: Submission<'_, M::Data>,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError<M::Error>> {
-        if self.done.len() >= self.depth {
-            return Err(SubmitError::Device("all slots are in flight".into()));
-        }
-        let mut staleness = Staleness::default();
-        if job.validate {
-            self.cache.evict_before(job.ste);
-            staleness = self.cache.validate(job.read, rows);
-        }
-        // The step works on a copy: the engine's rows stay as read until the batch is collected.
-        let mut values = rows.values().to_vec();
-        let mut stepped =
-            BatchRows::new(rows.ids(), rows.width(), &mut values).expect("same shape");
-        caught(|| model.step(job.data, &mut stepped))?;
-        if job.insert {
-            let block = RowBlock::new(rows.ids().to_vec(), rows.width(), values.clone());
-            self.cache.insert(job.ts, &Arc::new(block.expect("same shape")));
-        }
-        self.done.push_back((values, staleness));
-        Ok(())
-    }
-
-    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
-        let (values, staleness) = self.done.pop_front().ok_or("collect with nothing in flight")?;
-        if values.len() != rows.values().len() {
-            return Err("collect into rows of another batch".into());
-        }
-        rows.values_mut().copy_from_slice(&values);
-        Ok(staleness)
-    }
-
-    fn cache_len(&self) -> usize {
-        self.cache.len()
+        Err(payload) => Err(SubmitError::StepPanicked(panic_message(&*payload))),
     }
 }

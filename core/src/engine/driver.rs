@@ -20,11 +20,11 @@
 //! flag included; the schedulers own only the queues between the stages.
 
 use super::context::{Progress, RunCtx, at};
-use super::device::{Collected, Sequencer, Stamped, panic_message};
 use super::device_queue::DeviceQueue;
-use super::error::Stage;
-use super::pipeline::StopState;
+use super::error::{Stage, panic_message};
 use super::reader::{ReadTask, Staged};
+use super::sequencer::{Collected, Sequencer, Stamped};
+use super::stop::StopState;
 use super::writer::WriteTask;
 use super::{Batch, HookPoint, Model, StageError, StageHook, StopCause};
 use crate::storage::RowStorage;

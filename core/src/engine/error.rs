@@ -6,7 +6,7 @@ use crate::mft::MftError;
 use crate::store::StoreError;
 use thiserror::Error;
 
-/// An error from a [`DeviceStage`](super::DeviceStage) (e.g. a CUDA failure): any error type,
+/// An error from a [`DeviceQueue`](super::DeviceQueue) (e.g. a CUDA failure): any error type,
 /// kept whole so [`std::error::Error::source`] chains reach its cause.
 pub type DeviceError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
@@ -22,9 +22,6 @@ pub enum Stage {
     /// A writer (row writes, MFT finish).
     #[error("writer")]
     Writer,
-    /// The deterministic simulation's scheduler.
-    #[error("simulation")]
-    Simulation,
 }
 
 /// What went wrong inside a pipeline stage outside the model step.
@@ -45,9 +42,6 @@ pub enum StageError {
     /// Every writer thread is gone.
     #[error("no writer left")]
     NoWriter,
-    /// The deterministic simulation found a deadlock or a broken invariant.
-    #[error("{0}")]
-    Simulation(String),
 }
 
 /// What is wrong with a batch (it was rejected before entering the pipeline).
@@ -83,10 +77,14 @@ pub enum BatchError {
 }
 
 /// Why a running pipeline stopped. `E` is the model's step error ([`Model::Error`](super::Model::Error)).
+///
+/// Each cause's `Display` names what failed and on which batch; the error underneath (the
+/// model's, the store's, the device's) is its [`source`](std::error::Error::source), never
+/// printed twice, so a reporter that walks the `source()` chain prints each cause once.
 #[derive(Debug, Error)]
 pub enum StopCause<E = StepError> {
     /// The model step returned an error (the batch was not stamped).
-    #[error("model step failed on batch {batch_id}: {source}")]
+    #[error("model step failed on batch {batch_id}")]
     StepFailed {
         /// The batch.
         batch_id: u64,
@@ -106,7 +104,7 @@ pub enum StopCause<E = StepError> {
     StageFailed {
         /// Which stage.
         stage: Stage,
-        /// The batch (`u64::MAX` when no batch is to blame).
+        /// The batch it failed on (every stage failure happens on one).
         batch_id: u64,
         /// What happened.
         source: StageError,
@@ -182,7 +180,7 @@ pub enum EngineError<E = StepError> {
     /// claimed), or if a roll-back write failed too (then a batch of `unwritten` may be partly
     /// written; each row still holds one whole version). The model's dense parameters include
     /// every stamped batch.
-    #[error("pipeline stopped after stamping {stamped} batches ({} not fully written): {cause}", unwritten.len())]
+    #[error("pipeline stopped after stamping {stamped} batches ({} not fully written)", unwritten.len())]
     Stopped {
         /// The first failure.
         #[source]
@@ -253,5 +251,52 @@ impl<E> EngineError<E> {
                 .map(|(_, &id)| id)
                 .collect(),
         )
+    }
+}
+
+/// The text of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Error)]
+    #[error("the learning rate went to NaN")]
+    struct Diverged;
+
+    /// Each `Display` along a stop's `source()` chain: what a reporter that walks it prints.
+    fn chain(err: &dyn std::error::Error) -> Vec<String> {
+        std::iter::successors(Some(err), |e| e.source()).map(|e| e.to_string()).collect()
+    }
+
+    /// A failed step's error is printed once: the stop names the batch, the cause is its
+    /// source, and no level repeats the text of the level under it.
+    #[test]
+    fn a_failed_step_prints_its_cause_once_along_the_chain() {
+        let err: EngineError<Diverged> = EngineError::Stopped {
+            cause: StopCause::StepFailed { batch_id: 7, source: Diverged },
+            stamped: 3,
+            order: vec![1, 2, 3],
+            unwritten: Vec::new(),
+            prefix: Some(3),
+        };
+        let lines = chain(&err);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[1].contains("batch 7"), "{lines:?}");
+        assert_eq!(lines[2], Diverged.to_string());
+        for (i, upper) in lines.iter().enumerate() {
+            for lower in &lines[i + 1..] {
+                assert!(!upper.contains(lower.as_str()), "{upper:?} repeats {lower:?}");
+            }
+        }
     }
 }

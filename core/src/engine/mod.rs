@@ -10,12 +10,13 @@
 //! writers (parallel):  write_if_newer each row → Mft::finish(ts) → deregister
 //! ```
 //!
-//! **Devices with batches in flight.** A device that overlaps transfers with compute (a GPU)
-//! implements [`DeviceQueue`]: the device stage stamps and submits batches in order and
-//! collects them later, up to [`DeviceQueue::depth`] at a time, and the queue validates and
-//! inserts in submission order ([`Engine::run_queued`], [`Engine::session_queued`]). A
-//! synchronous [`DeviceStage`] such as [`CpuDevice`] is a queue of depth 1 ([`OneInFlight`]).
-//! The claim below holds at every depth.
+//! **One device interface.** Every device is a [`DeviceQueue`]: the device stage stamps and
+//! submits batches in order and collects them later, up to [`DeviceQueue::depth`] at a time,
+//! and the queue validates and inserts in submission order. A device that overlaps transfers
+//! with compute (a GPU pipeline) holds several; the synchronous in-thread step, the default
+//! [`CpuDevice`], is the depth-1 case. [`Engine::session`] (scoped) and [`Engine::start`]
+//! (owned) take any device; [`Engine::run`] is one epoch of a session on the [`CpuDevice`]. The
+//! claim below holds at every depth.
 //!
 //! **The claim:** in `Oac` (and `Sync`, `Bounded(1)`) the final store and dense parameters equal,
 //! bit for bit, [`replay`] of the recorded computation order ([`RunReport::positions`]) on the
@@ -63,13 +64,30 @@
 
 mod block;
 mod cache_index;
+#[cfg(feature = "testing")]
+mod check;
+mod completion;
 mod config;
 mod context;
-mod device;
+mod cpu_device;
 mod device_queue;
 mod driver;
 mod error;
+mod hook;
+mod mode;
 pub mod model;
+mod observer;
+mod owned_session;
+mod pipeline;
+mod reader;
+mod record;
+mod row_buffers;
+mod sequencer;
+mod session;
+mod stop;
+pub mod validation_cache;
+mod writer;
+
 /// The pipeline on loom's or shuttle's threads, for ordo's own model-checking tests
 /// (`core/tests/loom_engine.rs`, `core/tests/shuttle_engine.rs`). Integration tests reach only
 /// public items, so it is public; but it exists only under ordo's private checker cfgs
@@ -77,40 +95,32 @@ pub mod model;
 /// and is hidden from the docs, so the documented API is the same under every cfg.
 #[cfg(all(feature = "testing", any(ordo_loom, ordo_shuttle)))]
 #[doc(hidden)]
-pub mod model_harness;
-mod observer;
-mod owned_session;
-mod pipeline;
-mod reader;
-mod record;
-mod row_buffers;
-mod session;
+pub use check::model_harness;
 #[cfg(feature = "testing")]
-pub mod simulation;
-#[cfg(feature = "testing")]
-pub mod testing;
-pub mod validation_cache;
-mod writer;
+pub use check::{simulation, testing};
 
 pub use block::RowBlock;
-pub use config::{AsyncWrite, EngineConfig, HookPoint, Mode};
+#[cfg(feature = "testing")]
+pub use check::deferred_device::DeferredCpuDevice;
+pub use completion::Completion;
+pub use config::EngineConfig;
+pub use cpu_device::CpuDevice;
+pub use device_queue::{DeviceQueue, Submission, SubmitError, host_step};
+pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
+pub use hook::HookPoint;
 /// Fault injection (delays and failures at each [`HookPoint`]) is for tests only: its types are
 /// public with the `testing` feature and crate-private otherwise.
 #[cfg(feature = "testing")]
-pub use config::{HookAction, StageHook};
+pub use hook::{HookAction, StageHook};
 #[cfg(not(feature = "testing"))]
-pub(crate) use config::{HookAction, StageHook};
-pub use device::{CpuDevice, DeviceStage};
-#[cfg(feature = "testing")]
-pub use device_queue::DeferredCpuDevice;
-pub use device_queue::{DeviceQueue, OneInFlight, Submission, SubmitError};
-pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
+pub(crate) use hook::{HookAction, StageHook};
+pub use mode::{AsyncWrite, Mode};
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
 pub use owned_session::{Closed, OwnedSession};
 pub use pipeline::Engine;
 pub use record::{RunReport, Staleness, Stamp, replay, replay_ids, replay_into};
-pub use session::{Completion, Session, TrySubmitError};
+pub use session::{Session, TrySubmitError};
 
 use crate::storage::RowStorage;
 

@@ -1,7 +1,7 @@
 //! A session the caller owns across calls ([`Engine::start`]): the pipeline of
-//! [`Engine::session_queued`] run on a device thread of its own, fed over a bounded channel.
+//! [`Engine::session`] run on a device thread of its own, fed over a bounded channel.
 
-use super::pipeline::POLL;
+use super::stop::POLL;
 use super::{
     Batch, Completion, DeviceQueue, Engine, EngineError, Model, RunReport, Session, Stamp,
     TrySubmitError, validate_batch,
@@ -92,7 +92,7 @@ pub struct Closed<M: Model> {
 /// its other work:
 ///
 /// ```
-/// use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, OneInFlight, StepError, TrySubmitError};
+/// use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError, TrySubmitError};
 /// use ordo::store::RowStore;
 /// use std::sync::Arc;
 /// # struct Nudge;
@@ -107,7 +107,7 @@ pub struct Closed<M: Model> {
 /// # }
 /// let store = Arc::new(RowStore::zeros(16, 1));
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
-/// let mut session = engine.start(OneInFlight::new(CpuDevice::new()), Nudge, store.clone())?;
+/// let mut session = engine.start(CpuDevice::new(), Nudge, store.clone())?;
 /// let mut batches = (0..100u64).map(|id| Batch { id, rows: vec![id % 16], data: 1.0 });
 /// let (mut order, mut held) = (Vec::new(), None);
 /// while let Some(batch) = held.take().or_else(|| batches.next()) {
@@ -143,10 +143,10 @@ pub struct OwnedSession<M: Model> {
 impl Engine {
     /// Start a session the caller owns: the pipeline on a device thread that owns `device`,
     /// `model` and a share of `store`, fed through the returned [`OwnedSession`] from any
-    /// thread. The counterpart of [`session_queued`](Engine::session_queued) for callers that
+    /// thread. The counterpart of [`session`](Engine::session) for callers that
     /// cannot put their work inside one closure; the same pipeline and the same claim.
     ///
-    /// Fails as [`session_queued`](Engine::session_queued) does before anything runs (the
+    /// Fails as [`session`](Engine::session) does before anything runs (the
     /// model's width is not the store's, the device's reset fails); no thread is left behind.
     pub fn start<M, S, Q>(
         &self,
@@ -168,7 +168,7 @@ impl Engine {
         let thread = std::thread::Builder::new()
             .name("ordo-device".into())
             .spawn(move || {
-                let report = engine.session_queued(&mut device, &mut model, &*store, |s| {
+                let report = engine.session(&mut device, &mut model, &*store, |s| {
                     let _ = ready_tx.send(Ok(()));
                     Ok(serve(s, &inbox, &outbox))
                 });

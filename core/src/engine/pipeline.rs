@@ -2,23 +2,19 @@
 //! bounded queues, all inside one `thread::scope` so no thread outlives [`Engine::session`].
 
 use super::context::RunCtx;
-use super::device::Stamped;
 use super::device_queue::start;
 use super::driver::{OsThreads, block_on, read_batch, write_batch};
 use super::reader::Staged;
-use super::session::{Completion, Lanes, Session};
+use super::sequencer::Stamped;
+use super::session::{Lanes, Session};
+use super::stop::{POLL, StopState};
 use super::{
-    Batch, CpuDevice, DeviceQueue, DeviceStage, EngineConfig, EngineError, Mode, Model,
-    OneInFlight, RunReport, StopCause, prepare,
+    Batch, Completion, CpuDevice, DeviceQueue, EngineConfig, EngineError, Mode, Model, RunReport,
+    prepare,
 };
 use crate::storage::RowStorage;
-use crate::sync::Ordering;
-use crate::sync::host::{AtomicBool, Mutex, thread};
+use crate::sync::host::thread;
 use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
-use std::time::Duration;
-
-/// How long a blocked stage waits before it re-checks the stop flag: bounds shutdown latency.
-pub(crate) const POLL: Duration = Duration::from_millis(2);
 
 /// The OAC pipeline engine. Build once; [`run`](Engine::run) one epoch from a batch iterator,
 /// or stream epochs through a [`session`](Engine::session).
@@ -61,57 +57,6 @@ pub struct Engine {
     config: EngineConfig,
 }
 
-/// The first failure of a run, and the stamped batches whose writes did not all land.
-pub(crate) struct StopState<E> {
-    stopped: AtomicBool,
-    cause: Mutex<Option<StopCause<E>>>,
-    unwritten: Mutex<Vec<(u64, u64)>>,
-}
-
-impl<E> Default for StopState<E> {
-    fn default() -> Self {
-        StopState {
-            stopped: AtomicBool::default(),
-            cause: Mutex::default(),
-            unwritten: Mutex::default(),
-        }
-    }
-}
-
-impl<E> StopState<E> {
-    pub(crate) fn fail(&self, cause: StopCause<E>) {
-        let mut c = self.cause.lock().unwrap_or_else(|e| e.into_inner());
-        c.get_or_insert(cause);
-        // Release: pairs with the Acquire in `is_stopped`; the cause is behind the mutex anyway.
-        self.stopped.store(true, Ordering::Release);
-    }
-
-    pub(crate) fn unwritten(&self, ts: u64, id: u64) {
-        self.unwritten.lock().unwrap_or_else(|e| e.into_inner()).push((ts, id));
-    }
-
-    pub(crate) fn is_stopped(&self) -> bool {
-        // Acquire: a stage that sees the flag stops; nothing else is read through it.
-        self.stopped.load(Ordering::Acquire)
-    }
-
-    /// Stop every stage without a failure (the session is closing).
-    pub(crate) fn close(&self) {
-        // Release: as in `fail`.
-        self.stopped.store(true, Ordering::Release);
-    }
-
-    /// Take the first failure, if any, and the unwritten batches (sorted).
-    #[allow(clippy::type_complexity)] // the cause and its `(ts, id)` list, as `Stopped` holds them
-    pub(crate) fn take(&self) -> Option<(StopCause<E>, Vec<(u64, u64)>)> {
-        let cause = self.cause.lock().unwrap_or_else(|e| e.into_inner()).take()?;
-        let mut unwritten =
-            std::mem::take(&mut *self.unwritten.lock().unwrap_or_else(|e| e.into_inner()));
-        unwritten.sort_unstable();
-        Some((cause, unwritten))
-    }
-}
-
 impl Engine {
     /// An engine with `config` (checked).
     pub fn new(config: EngineConfig) -> Result<Self, EngineError> {
@@ -136,62 +81,8 @@ impl Engine {
         store: &S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<RunReport, EngineError<M::Error>> {
-        self.run_with(&mut CpuDevice::new(), model, store, batches)
-    }
-
-    /// [`run`](Engine::run) with a caller-supplied device stage (e.g. a CUDA one).
-    pub fn run_with<M: Model, S: RowStorage + ?Sized, D: DeviceStage<M>>(
-        &self,
-        device: &mut D,
-        model: &mut M,
-        store: &S,
-        batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<RunReport, EngineError<M::Error>> {
-        self.run_queued(&mut OneInFlight::new(device), model, store, batches)
-    }
-
-    /// [`run`](Engine::run) on a device that keeps batches in flight ([`DeviceQueue`], e.g.
-    /// `ordo-gpu`'s CUDA pipeline): the same driver, the same claim at any depth.
-    ///
-    /// ```
-    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, OneInFlight, replay};
-    /// # use ordo::engine::{BatchRows, Model, StepError};
-    /// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
-    /// # struct Pull { bias: f32 }
-    /// # impl Model for Pull {
-    /// #     type Data = f32;
-    /// #     type Error = StepError;
-    /// #     fn row_width(&self) -> usize { 1 }
-    /// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-    /// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
-    /// #         self.bias += 0.01;
-    /// #         Ok(())
-    /// #     }
-    /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
-    /// # }
-    /// use ordo::store::RowStore;
-    /// let batches: Vec<Batch<f32>> =
-    ///     (0..40).map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 3], data: 0.5 }).collect();
-    /// let store = RowStore::zeros(8, 1);
-    /// let mut model = Pull { bias: 0.0 };
-    /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
-    /// // A synchronous device is a queue of depth 1; a GPU pipeline holds more batches in flight.
-    /// let mut device = OneInFlight::new(CpuDevice::new());
-    /// let report = engine.run_queued(&mut device, &mut model, &store, batches.clone())?;
-    /// let (mut table, mut fresh) = (vec![0.0; 8], Pull { bias: 0.0 });
-    /// replay(&mut fresh, &mut table, &batches, &report.positions())?;
-    /// assert_eq!(store.snapshot(), table);
-    /// # Ok::<(), ordo::engine::EngineError>(())
-    /// ```
-    pub fn run_queued<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
-        &self,
-        queue: &mut Q,
-        model: &mut M,
-        store: &S,
-        batches: impl IntoIterator<Item = Batch<M::Data>>,
-    ) -> Result<RunReport, EngineError<M::Error>> {
         let batches = prepare(model, store, batches)?;
-        self.session_queued(queue, model, store, |session| {
+        self.session(&mut CpuDevice::new(), model, store, |session| {
             // Every batch was checked above, so a submit fails only once the pipeline stopped,
             // and `finish` then returns why.
             let _ = session.submit_all(batches);
@@ -252,24 +143,7 @@ impl Engine {
     where
         M: Model,
         S: RowStorage + ?Sized,
-        D: DeviceStage<M>,
-        E: From<EngineError<M::Error>>,
-    {
-        self.session_queued(&mut OneInFlight::new(device), model, store, f)
-    }
-
-    /// [`session`](Engine::session) on a device that keeps batches in flight ([`DeviceQueue`]).
-    pub fn session_queued<M, S, Q, R, E>(
-        &self,
-        device: &mut Q,
-        model: &mut M,
-        store: &S,
-        f: impl FnOnce(&mut Session<'_, M, S>) -> Result<R, E>,
-    ) -> Result<R, E>
-    where
-        M: Model,
-        S: RowStorage + ?Sized,
-        Q: DeviceQueue<M>,
+        D: DeviceQueue<M>,
         E: From<EngineError<M::Error>>,
     {
         if model.row_width() != store.width() {

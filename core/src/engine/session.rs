@@ -22,32 +22,20 @@
 //! store version of its first batch), exactly as a separate run would.
 
 use super::context::RunCtx;
-use super::device::{Sequencer, Stamped};
 use super::device_queue::DeviceQueue;
 use super::driver::{OsThreads, admit, block_on, collect, read_batch, submit, write_batch};
 use super::error::Stage;
-use super::pipeline::{POLL, StopState};
 use super::reader::Staged;
+use super::sequencer::{Sequencer, Stamped};
+use super::stop::{POLL, StopState};
 use super::{
-    Batch, EngineError, Model, Observer, RunReport, StageError, StageHook, Stamp, StopCause,
-    validate_batch,
+    Batch, Completion, EngineError, Model, Observer, RunReport, StageError, StageHook, Stamp,
+    StopCause, validate_batch,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use std::time::Instant;
-
-/// A batch the writers are done with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
-    /// The batch's id.
-    pub batch_id: u64,
-    /// The store version its rows were written with (`ts_base + ts`).
-    pub version: u64,
-    /// Whether every row write landed (`false`: the pipeline stopped while writing it; the
-    /// error returned by [`Session::finish`] lists it as unwritten).
-    pub written: bool,
-}
 
 /// Why [`Session::try_submit`] did not take a batch.
 #[derive(Debug)]

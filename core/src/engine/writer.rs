@@ -2,8 +2,8 @@
 //! then report the ts finished in the MFT, then leave the outstanding set.
 
 use super::context::{Progress, RunCtx, at};
-use super::device::Stamped;
 use super::error::Stage;
+use super::sequencer::Stamped;
 use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;

@@ -2,7 +2,7 @@
 //! that an `Oac` run with a given device stage equals the sequential replay of its order.
 
 use ordo::engine::{
-    Batch, BatchRows, DeviceStage, Engine, EngineConfig, EngineError, Mode, Model, StepError,
+    Batch, BatchRows, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model, StepError,
     replay,
 };
 use ordo::store::RowStore;
@@ -37,18 +37,22 @@ pub fn batches() -> Vec<Batch<f32>> {
 
 /// Run `Oac` with `device` and `readers`/`writers` threads.
 pub fn run_oac(
-    device: &mut impl DeviceStage<Pull>,
+    device: &mut impl DeviceQueue<Pull>,
     threads: (usize, usize),
 ) -> Result<(RowStore, Pull, Vec<usize>), EngineError> {
     let store = RowStore::zeros(500, 3);
     let mut model = Pull { bias: 0.0 };
     let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(threads.0, threads.1))?;
-    let report = engine.run_with(device, &mut model, &store, batches())?;
+    let report = engine.session(device, &mut model, &store, |s| {
+        // A submit fails only once the pipeline stopped; `finish` says why.
+        let _ = s.submit_all(batches());
+        s.finish()
+    })?;
     Ok((store, model, report.positions()))
 }
 
 /// Assert that an `Oac` run with `device` equals the sequential replay of its recorded order.
-pub fn assert_oac_equals_replay(device: &mut impl DeviceStage<Pull>, threads: (usize, usize)) {
+pub fn assert_oac_equals_replay(device: &mut impl DeviceQueue<Pull>, threads: (usize, usize)) {
     let (store, model, positions) = run_oac(device, threads).unwrap();
     let (mut table, mut fresh) = (vec![0.0; 1500], Pull { bias: 0.0 });
     replay(&mut fresh, &mut table, &batches(), &positions).unwrap();

@@ -1,11 +1,11 @@
 //! A downstream crate of `ordo`, written as a user's trainer would be, using only the public API
 //! with default features. CI checks it with `RUSTFLAGS="--cfg loom" cargo check` (the usual cfg
 //! a crate sets to run its *own* loom tests): ordo's model-checker switch is the crate-specific
-//! `ordo_loom`, so `Engine`, `Session` and `DeviceStage` must be there, unchanged, under
+//! `ordo_loom`, so `Engine`, `Session` and `DeviceQueue` must be there, unchanged, under
 //! `--cfg loom` too. If ordo's public API changed under that cfg, this crate would not compile.
 
 use ordo::engine::{
-    Batch, BatchRows, CpuDevice, DeviceStage, Engine, EngineConfig, EngineError, Mode, Model,
+    Batch, BatchRows, CpuDevice, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model,
     RunReport, StepError,
 };
 use ordo::store::RowStore;
@@ -32,7 +32,7 @@ impl Model for Pull {
 pub fn train(store: &RowStore, batches: Vec<Batch<f32>>) -> Result<RunReport, EngineError> {
     let engine: Engine = Engine::new(EngineConfig::new(Mode::Oac))?;
     let mut device = CpuDevice::new();
-    let _: &dyn DeviceStage<Pull> = &device;
+    let _: &dyn DeviceQueue<Pull> = &device;
     engine.session(&mut device, &mut Pull, store, |s| {
         s.submit_all(batches)?;
         s.finish()

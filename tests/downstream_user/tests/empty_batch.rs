@@ -4,7 +4,7 @@
 
 use ordo::engine::{
     Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError, Mode, Model,
-    OneInFlight, StepError,
+    StepError,
 };
 use ordo::store::RowStore;
 use std::sync::Arc;
@@ -62,7 +62,7 @@ fn a_session_refuses_an_empty_batch_and_goes_on() {
 fn an_owned_session_refuses_an_empty_batch_on_the_callers_thread() {
     let store = Arc::new(RowStore::zeros(4, 2));
     let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
-    let mut session = engine.start(OneInFlight::new(CpuDevice::new()), Halfway, store).unwrap();
+    let mut session = engine.start(CpuDevice::new(), Halfway, store).unwrap();
     let err = session.submit(Batch { id: 5, rows: vec![], data: 1.0 }).unwrap_err();
     assert!(is_empty_batch(&err, 5, 0), "{err}");
     session.submit(Batch { id: 6, rows: vec![2], data: 1.0 }).unwrap();

@@ -3,8 +3,8 @@
 //! work, and closed or dropped with every stamped batch written and every thread joined.
 
 use ordo::engine::{
-    Batch, BatchRows, Closed, CpuDevice, Engine, EngineConfig, Mode, Model, Observer, OneInFlight,
-    OwnedSession, Stamp, StepError, TrySubmitError, replay_ids,
+    Batch, BatchRows, Closed, CpuDevice, Engine, EngineConfig, Mode, Model, Observer, OwnedSession,
+    Stamp, StepError, TrySubmitError, replay_ids,
 };
 use ordo::store::RowStore;
 use std::sync::{Arc, Mutex};
@@ -86,8 +86,7 @@ fn an_event_loop_owns_the_session_across_threads_and_matches_the_replay() {
     let store = Arc::new(RowStore::from_fn(ROWS as usize, 1, |r, _| r as f32 * 0.1));
     let initial = store.snapshot();
     let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2).depths(2, 2)).unwrap();
-    let session =
-        engine.start(OneInFlight::new(CpuDevice::new()), Leaky { bias: 0.0 }, store.clone());
+    let session = engine.start(CpuDevice::new(), Leaky { bias: 0.0 }, store.clone());
     let mut trainer = Trainer { session: session.unwrap(), saved: Vec::new(), waits: 0 };
     trainer.run(0..500);
     // The trainer moves to another thread with its session (the session is `Send`).
@@ -113,9 +112,7 @@ fn closing_mid_epoch_writes_the_stamped_batches_and_reports_them() {
     let store = Arc::new(RowStore::from_fn(ROWS as usize, 1, |r, _| r as f32 * 0.1));
     let initial = store.snapshot();
     let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2)).unwrap();
-    let mut session = engine
-        .start(OneInFlight::new(CpuDevice::new()), Leaky { bias: 0.0 }, store.clone())
-        .unwrap();
+    let mut session = engine.start(CpuDevice::new(), Leaky { bias: 0.0 }, store.clone()).unwrap();
     let mut order = Vec::new();
     for id in 0..300 {
         session.submit(batch(id)).unwrap();
@@ -153,9 +150,7 @@ fn dropping_the_session_joins_it_with_the_stamped_batches_written() {
     let recorder = Arc::new(Recorder::default());
     let config = EngineConfig::new(Mode::Oac).threads(2, 2).observe(recorder.clone());
     let engine = Engine::new(config).unwrap();
-    let mut session = engine
-        .start(OneInFlight::new(CpuDevice::new()), Leaky { bias: 0.0 }, store.clone())
-        .unwrap();
+    let mut session = engine.start(CpuDevice::new(), Leaky { bias: 0.0 }, store.clone()).unwrap();
     session.submit_all((0..200).map(batch)).unwrap();
     assert_eq!(session.finish().unwrap().order.len(), 200);
     session.submit_all((200..260).map(batch)).unwrap();

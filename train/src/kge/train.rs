@@ -25,7 +25,7 @@ use super::error::engine_error;
 use super::gpu::{Device, cuda_device};
 use super::step::KgeModel;
 use super::stepper::{Step, Stepper};
-use ordo::engine::{CpuDevice, DeviceStage, Engine, EngineConfig};
+use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
 use ordo::store::RowStore;
 use std::time::Instant;
 
@@ -149,7 +149,7 @@ impl Session<'_> {
     /// threads live across the epochs, and each epoch's batches are built one at a time as the
     /// pipeline takes them ([`super::batch::EpochBatches`]), so the bounded queues are the only
     /// batch buffer.
-    fn epochs<D: DeviceStage<Stepper>>(
+    fn epochs<D: DeviceQueue<Stepper>>(
         &self,
         device: &mut D,
         model: &mut Stepper,

@@ -14,16 +14,16 @@
 //! act before every batch is written, the run fails with a deadlock. After every action the
 //! MFT's promise is checked too ([`Simulation::check_invariants`]).
 
-use super::context::RunCtx;
-use super::device::{Sequencer, Stamped};
-use super::device_queue::{DeviceQueue, start};
-use super::driver::{Waiter, admit, collect, read_batch, submit, write_batch};
-use super::error::Stage;
-use super::pipeline::StopState;
-use super::reader::Staged;
-use super::{
-    Batch, CpuDevice, DeferredCpuDevice, EngineConfig, EngineError, Mode, Model, OneInFlight,
-    RunReport, StageError, StopCause, prepare, replay,
+use super::deferred_device::DeferredCpuDevice;
+use crate::engine::context::RunCtx;
+use crate::engine::device_queue::{DeviceQueue, start};
+use crate::engine::driver::{Waiter, admit, collect, read_batch, submit, write_batch};
+use crate::engine::reader::Staged;
+use crate::engine::sequencer::{Sequencer, Stamped};
+use crate::engine::stop::StopState;
+use crate::engine::{
+    Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StepError, StopCause,
+    prepare, replay,
 };
 use crate::storage::RowStorage;
 use crate::store::RowStore;
@@ -134,13 +134,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         store: &'s S,
         batches: impl IntoIterator<Item = Batch<M::Data>>,
     ) -> Result<Self, EngineError<M::Error>> {
-        Self::with_device(
-            config,
-            Box::new(OneInFlight::new(CpuDevice::new())),
-            model,
-            store,
-            batches,
-        )
+        Self::with_device(config, Box::new(CpuDevice::new()), model, store, batches)
     }
 
     /// [`new`](Simulation::new) on `device` (e.g. a [`DeferredCpuDevice`] with batches in
@@ -210,7 +204,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     }
 
     /// The run's state after a stage failed with `cause`.
-    fn stopped(&self, cause: StopCause<M::Error>) -> EngineError<M::Error> {
+    fn stopped(&self, cause: StopCause<M::Error>) -> SimError<M::Error> {
         let unwritten = self.shared.stop.take().map(|(_, u)| u).unwrap_or_default();
         self.stopped_with(cause, unwritten)
     }
@@ -220,19 +214,19 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         &self,
         cause: StopCause<M::Error>,
         unwritten: Vec<(u64, u64)>,
-    ) -> EngineError<M::Error> {
-        EngineError::Stopped {
+    ) -> SimError<M::Error> {
+        SimError::Engine(EngineError::Stopped {
             cause,
             stamped: self.seq.next_ts,
             order: self.seq.order.iter().map(|s| s.batch_id).collect(),
             unwritten,
             // The simulation stops at the failure, with writes still in flight: no prefix.
             prefix: None,
-        }
+        })
     }
 
     /// Do `action`. `Ok(false)` if it could not act (nothing changed).
-    pub fn step(&mut self, action: Action) -> Result<bool, EngineError<M::Error>> {
+    pub fn step(&mut self, action: Action) -> Result<bool, SimError<M::Error>> {
         let sh = Rc::clone(&self.shared);
         let acted = || !sh.waiter.blocked.get();
         match action {
@@ -352,23 +346,13 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         Ok(())
     }
 
-    fn failure(&self, message: String) -> EngineError<M::Error> {
-        EngineError::Stopped {
-            cause: StopCause::StageFailed {
-                stage: Stage::Simulation,
-                batch_id: u64::MAX,
-                source: StageError::Simulation(message),
-            },
-            stamped: self.seq.next_ts,
-            order: self.seq.order.iter().map(|s| s.batch_id).collect(),
-            unwritten: Vec::new(),
-            prefix: None,
-        }
+    fn failure(&self, message: String) -> SimError<M::Error> {
+        SimError::Broken { message, stamped: self.seq.next_ts }
     }
 
     /// Run to completion: each byte of `schedule` picks an enabled action (`byte % count`; if
     /// it is blocked, the next one that can act); then the first that can act, until done.
-    pub fn run(mut self, schedule: &[u8]) -> Result<(M, RunReport), EngineError<M::Error>> {
+    pub fn run(mut self, schedule: &[u8]) -> Result<(M, RunReport), SimError<M::Error>> {
         let mut bytes = schedule.iter();
         while !self.is_done() {
             let cands = self.candidates();
@@ -398,6 +382,23 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         };
         Ok((self.model, report))
     }
+}
+
+/// Why a simulated run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError<E = StepError> {
+    /// The engine refused the run or stopped it, as the threaded engine would.
+    #[error(transparent)]
+    Engine(#[from] EngineError<E>),
+    /// The simulation itself found a fault: a deadlock (no stage can act before every batch is
+    /// written), a broken invariant, or a stage that saw a stop no failure raised.
+    #[error("the simulation broke after stamping {stamped} batches: {message}")]
+    Broken {
+        /// What it found.
+        message: String,
+        /// How many batches were stamped by then.
+        stamped: u64,
+    },
 }
 
 /// The outcome of comparing a run with the sequential replay of its recorded order.
@@ -488,7 +489,7 @@ impl FuzzCase {
     /// The device [`device_depth`](FuzzCase::device_depth) names.
     fn device<M: Model>(&self) -> Box<dyn DeviceQueue<M>> {
         match self.device_depth() {
-            1 => Box::new(OneInFlight::new(CpuDevice::new())),
+            1 => Box::new(CpuDevice::new()),
             depth => Box::new(DeferredCpuDevice::new(depth)),
         }
     }

@@ -1,16 +1,12 @@
-//! The device stage: takes batches one at a time, and so fixes the computation order.
-//!
-//! [`DeviceStage`] is what a synchronous device supplies (the CPU one here, a CUDA one in
-//! `ordo-gpu`): the validation cache and the step. The engine runs it as a
-//! [`DeviceQueue`] of depth 1 ([`OneInFlight`](super::OneInFlight)), and its sequencer keeps
-//! OAC's order for every queue: admission → evict below STE → validate → step → stamp ts →
-//! cache insert (on the device, or in [`DeviceQueue::collected`]) → writers.
+//! The sequencer: the device stage's bookkeeping. It stamps admitted batches in order (that
+//! order is the computation order), submits them to the [`DeviceQueue`], collects them oldest
+//! first, and records each as a [`Stamp`]: admission → evict below STE → validate → step →
+//! stamp ts → cache insert (on the device, or in [`DeviceQueue::collected`]) → writers.
 
 use super::context::{RunCtx, at};
 use super::device_queue::{DeviceQueue, Submission, SubmitError};
 use super::error::Stage;
 use super::reader::Staged;
-use super::validation_cache::ValidationCache;
 use super::{
     BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
     Stamp, StopCause,
@@ -20,128 +16,6 @@ use crate::outstanding::Registration;
 use crate::storage::RowStorage;
 use std::collections::VecDeque;
 use std::sync::Arc;
-
-/// A device: where the validation cache lives and the model step runs.
-///
-/// The engine calls these methods from one thread, one batch at a time, in this order per batch:
-/// `evict_before` and `validate` (`Oac` only), `step`, then `insert` (`Oac` only). Run-local
-/// stamps are used throughout (see [`crate::engine`]). A device that keeps its own cache should
-/// carry the mutation hooks [`Mutant::EvictStePlusOne`] (in its eviction test) and
-/// [`Mutant::ValidateGe`] (in its comparison) as [`ValidationCache`] does, so the engine's checks
-/// can be shown to catch those bugs on it too. [`Arc`] is `std::sync::Arc` under every cfg.
-///
-/// **Errors.** Every method but `cache_len` can fail. A failure of `reset` ends the session
-/// before anything runs ([`EngineError::DeviceReset`](super::EngineError::DeviceReset)); a
-/// failure of `evict_before`, `validate` or `step` stops the pipeline before the batch is
-/// stamped (it writes nothing); a failure of `insert` stops it after the batch is stamped, and
-/// the batch is still written (the store is complete up to it), so the error's
-/// [`applied`](super::EngineError::applied) list includes it. The cause is kept whole ([`StageError::Device`]).
-pub trait DeviceStage<M: Model> {
-    /// Forget the cache (called when a session starts).
-    fn reset(&mut self) -> Result<(), DeviceError>;
-
-    /// Evict cached rows with `ts < ste`.
-    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError>;
-
-    /// Replace every row of `rows` whose cached ts is newer than the ts it was read at
-    /// (`read[i]`, `None` for a value from before the run).
-    fn validate(
-        &mut self,
-        read: &[Option<u64>],
-        rows: &mut BatchRows<'_>,
-    ) -> Result<Staleness, DeviceError>;
-
-    /// Run the model step on the batch's rows.
-    fn step(
-        &mut self,
-        model: &mut M,
-        data: &M::Data,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), M::Error> {
-        model.step(data, rows)
-    }
-
-    /// Cache the stepped rows of the batch stamped `ts`.
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError>;
-
-    /// Rows in the cache now.
-    fn cache_len(&self) -> usize;
-}
-
-/// A device borrowed for a run.
-impl<M: Model, D: DeviceStage<M> + ?Sized> DeviceStage<M> for &mut D {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        (**self).reset()
-    }
-    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
-        (**self).evict_before(ste)
-    }
-    fn validate(
-        &mut self,
-        read: &[Option<u64>],
-        rows: &mut BatchRows<'_>,
-    ) -> Result<Staleness, DeviceError> {
-        (**self).validate(read, rows)
-    }
-    fn step(
-        &mut self,
-        model: &mut M,
-        data: &M::Data,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), M::Error> {
-        (**self).step(model, data, rows)
-    }
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
-        (**self).insert(ts, rows)
-    }
-    fn cache_len(&self) -> usize {
-        (**self).cache_len()
-    }
-}
-
-/// The CPU device: a [`ValidationCache`] in host memory; the step runs on the calling thread
-/// (a model may use rayon inside its step).
-#[derive(Debug, Default)]
-pub struct CpuDevice {
-    cache: ValidationCache,
-}
-
-impl CpuDevice {
-    /// A device with an empty cache.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// The cache (for inspection).
-    pub fn cache(&self) -> &ValidationCache {
-        &self.cache
-    }
-}
-
-impl<M: Model> DeviceStage<M> for CpuDevice {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        self.cache.clear();
-        Ok(())
-    }
-    fn evict_before(&mut self, ste: u64) -> Result<(), DeviceError> {
-        self.cache.evict_before(ste);
-        Ok(())
-    }
-    fn validate(
-        &mut self,
-        read: &[Option<u64>],
-        rows: &mut BatchRows<'_>,
-    ) -> Result<Staleness, DeviceError> {
-        Ok(self.cache.validate(read, rows))
-    }
-    fn insert(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
-        self.cache.insert(ts, rows);
-        Ok(())
-    }
-    fn cache_len(&self) -> usize {
-        self.cache.len()
-    }
-}
 
 /// A collected batch for the writers, with a failed cache insert to report once it is written.
 pub(crate) type Collected<E> = (Stamped, Option<StopCause<E>>);
@@ -320,15 +194,4 @@ impl Sequencer {
 /// A device-stage failure on batch `batch_id`.
 fn device_failed<E>(batch_id: u64, source: DeviceError) -> StopCause<E> {
     StopCause::StageFailed { stage: Stage::Device, batch_id, source: StageError::Device(source) }
-}
-
-/// The text of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
 }

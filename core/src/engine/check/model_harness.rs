@@ -5,12 +5,14 @@
 //! crossbeam channels (the checkers cannot see inside those) and no `thread::scope` (loom has
 //! none). Used by `core/tests/loom_engine.rs` and `core/tests/shuttle_engine.rs`.
 
-use super::context::RunCtx;
-use super::device::{Sequencer, Stamped};
-use super::driver::{ModelThreads, admit, block_on, collect, read_batch, submit, write_batch};
-use super::pipeline::StopState;
-use super::reader::Staged;
-use super::{Batch, CpuDevice, DeviceQueue, EngineConfig, Model, OneInFlight, RunReport};
+use crate::engine::context::RunCtx;
+use crate::engine::driver::{
+    ModelThreads, admit, block_on, collect, read_batch, submit, write_batch,
+};
+use crate::engine::reader::Staged;
+use crate::engine::sequencer::{Sequencer, Stamped};
+use crate::engine::stop::StopState;
+use crate::engine::{Batch, CpuDevice, DeviceQueue, EngineConfig, Model, RunReport};
 use crate::storage::RowStorage;
 use crate::sync::{Arc, Condvar, Mutex, thread};
 use std::collections::VecDeque;
@@ -63,7 +65,7 @@ pub fn run<M: Model, S: RowStorage + ?Sized>(
     readers: &[Vec<usize>],
     writers: usize,
 ) -> (M, RunReport) {
-    let device = OneInFlight::new(CpuDevice::new());
+    let device = CpuDevice::new();
     run_on(config, device, model, store, batches, readers, writers)
 }
 

@@ -1,7 +1,7 @@
 //! Deterministic models and forced interleavings for the engine's own checks (equivalence,
 //! simulation, fuzzing, benches) and for checkers built on ordo. Not for training.
 
-use super::{BatchRows, HookAction, HookPoint, Model, StageHook, StepError};
+use crate::engine::{BatchRows, HookAction, HookPoint, Model, StageHook, StepError};
 use std::collections::HashMap;
 // The hook runs on the pipeline's OS threads (never inside loom or shuttle), so it uses std's
 // lock and condition variable, not `crate::sync`'s.
