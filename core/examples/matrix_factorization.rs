@@ -8,13 +8,13 @@
 //!
 //! `cargo run --release -p ordo --example matrix_factorization`
 
+use chacha20::ChaCha8Rng;
 use ordo::engine::{
     AsyncWrite, Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
     replay_ids,
 };
 use ordo::store::RowStore;
-use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
+use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::process::ExitCode;
 
@@ -28,6 +28,27 @@ const EPOCHS: u64 = 8;
 const LR: f32 = 0.03;
 const L2: f32 = 0.001;
 
+/// The example's seeded generator: ChaCha8 by name, whose output the `chacha20` crate fixes for
+/// its version, so a seed generates the same ratings after a dependency update
+/// (`rand::rngs::StdRng` may change algorithm between rand versions). The key is the seed's
+/// little-endian bytes followed by zeros: no seed-expansion function of a dependency between.
+fn seeded(seed: u64) -> ChaCha8Rng {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    ChaCha8Rng::from_seed(key)
+}
+
+/// Uniform in `0..n` by Lemire's multiply-shift on one 64-bit draw, written here because the
+/// values of rand's `random_range` are not promised stable across versions.
+fn below(rng: &mut ChaCha8Rng, n: usize) -> usize {
+    ((u128::from(rng.next_u64()) * n as u128) >> 64) as usize
+}
+
+/// Uniform in `[0, 1)`: the top 24 bits of one 32-bit draw, for the same reason as [`below`].
+fn unit(rng: &mut ChaCha8Rng) -> f32 {
+    (rng.next_u32() >> 8) as f32 / (1u32 << 24) as f32
+}
+
 /// One observed rating.
 #[derive(Debug, Clone, Copy)]
 struct Rating {
@@ -38,15 +59,15 @@ struct Rating {
 
 /// Ratings from a hidden rank-`RANK` model plus noise; the last `TEST` are held out.
 fn generate(seed: u64) -> (Vec<Rating>, Vec<Rating>) {
-    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rng = seeded(seed);
     let mut factor =
-        |n: usize| -> Vec<f32> { (0..n * RANK).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect() };
+        |n: usize| -> Vec<f32> { (0..n * RANK).map(|_| unit(&mut rng) * 2.0 - 1.0).collect() };
     let (u, v) = (factor(USERS), factor(ITEMS));
     let mut ratings: Vec<Rating> = (0..RATINGS + TEST)
         .map(|_| {
-            let (user, item) = (rng.random_range(0..USERS), rng.random_range(0..ITEMS));
+            let (user, item) = (below(&mut rng, USERS), below(&mut rng, ITEMS));
             let dot: f32 = (0..RANK).map(|k| u[user * RANK + k] * v[item * RANK + k]).sum();
-            let noise = (rng.random::<f32>() - 0.5) * 0.1;
+            let noise = (unit(&mut rng) - 0.5) * 0.1;
             Rating { user: user as u32, item: item as u32, value: 3.0 + dot + noise }
         })
         .collect();
@@ -161,9 +182,9 @@ fn rmse(table: &[f32], mu: f32, ratings: &[Rating]) -> f64 {
 }
 
 fn initial_store() -> RowStore {
-    let mut rng = StdRng::seed_from_u64(7);
+    let mut rng = seeded(7);
     let init: Vec<f32> =
-        (0..(USERS + ITEMS) * RANK).map(|_| (rng.random::<f32>() - 0.5) * 0.6).collect();
+        (0..(USERS + ITEMS) * RANK).map(|_| (unit(&mut rng) - 0.5) * 0.6).collect();
     RowStore::from_values(USERS + ITEMS, RANK, &init).expect("sized")
 }
 

@@ -227,7 +227,7 @@ impl Controller {
     }
 }
 
-/// The controller's node semantics. It is no [`Node`](crate::Node): a graph gets its one
+/// The controller's node semantics. It is no [`IrNode`](crate::IrNode): a graph gets its one
 /// controller from [`GraphBuilder::controller`](crate::GraphBuilder::controller), which hands
 /// back its id, and holds it by type.
 impl Controller {

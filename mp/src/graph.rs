@@ -3,7 +3,7 @@
 use crate::controller::Controller;
 use crate::error::MpError;
 use crate::message::{Direction, Message, Payload};
-use crate::node::{Node, Out};
+use crate::node::{IrNode, Out};
 use crate::node_id::NodeId;
 use crate::optimizer::OptState;
 use crate::slot::Slot;
@@ -89,9 +89,9 @@ impl GraphBuilder {
     }
 
     /// Add a node.
-    pub fn add(&mut self, node: impl Node + 'static) -> NodeId {
+    pub fn add(&mut self, node: impl IrNode + 'static) -> NodeId {
         let (inputs, outputs) = (node.inputs(), node.outputs());
-        self.push(Slot::Node(Box::new(node)), inputs, outputs)
+        self.push(Slot::IrNode(Box::new(node)), inputs, outputs)
     }
 
     /// Add the graph's controller and get its id: a graph has exactly one, so a second is
@@ -273,7 +273,7 @@ impl Graph {
     }
 
     /// The node `n`; `None` for the controller (see [`Graph::controller`]).
-    pub fn node(&self, n: NodeId) -> Result<Option<&dyn Node>, MpError> {
+    pub fn node(&self, n: NodeId) -> Result<Option<&dyn IrNode>, MpError> {
         self.nodes.get(n.0).map(Slot::node).ok_or(MpError::UnknownNode(n))
     }
 
@@ -378,15 +378,15 @@ impl Graph {
 }
 
 /// Which arrays of a node a replica synchronization averages: [`params_of`] or [`moments_of`].
-type Arrays = for<'a> fn(&'a mut dyn Node) -> Option<Vec<&'a mut Payload>>;
+type Arrays = for<'a> fn(&'a mut dyn IrNode) -> Option<Vec<&'a mut Payload>>;
 
 /// A node's parameters.
-fn params_of(n: &mut dyn Node) -> Option<Vec<&mut Payload>> {
+fn params_of(n: &mut dyn IrNode) -> Option<Vec<&mut Payload>> {
     Some(n.params_mut())
 }
 
 /// A node's optimizer memory (momentum, Adam moments), if it has an optimizer.
-fn moments_of(n: &mut dyn Node) -> Option<Vec<&mut Payload>> {
+fn moments_of(n: &mut dyn IrNode) -> Option<Vec<&mut Payload>> {
     n.opt_state_mut().map(|o| o.moments_mut())
 }
 
@@ -422,5 +422,5 @@ fn assign_all(nodes: &mut [Slot], group: &[NodeId], get: Arrays, values: &[Paylo
 
 /// A node's parameters (none for the controller).
 fn params(n: &Slot) -> Vec<&Payload> {
-    n.node().map(Node::params).unwrap_or_default()
+    n.node().map(IrNode::params).unwrap_or_default()
 }

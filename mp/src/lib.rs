@@ -36,7 +36,7 @@ pub use controller::{Controller, InstanceResult, Source};
 pub use error::MpError;
 pub use graph::{Graph, GraphBuilder};
 pub use message::{Direction, Message, Payload};
-pub use node::{Emit, Node, Out};
+pub use node::{Emit, IrNode, Out};
 pub use node_id::NodeId;
 pub use runtime::{RunConfig, RunReport, run};
 pub use state::State;

@@ -75,7 +75,7 @@ impl Emit {
 
 /// An IR node. Handlers must be deterministic functions of the node's own state and the
 /// message: the runtime's replay guarantee rests on it.
-pub trait Node: Send {
+pub trait IrNode: Send {
     /// The node's kind, for errors and traces.
     fn kind(&self) -> &'static str;
     /// Number of input ports.

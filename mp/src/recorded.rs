@@ -10,7 +10,7 @@ use crate::state::State;
 ///
 /// Invariant: each record is taken exactly once, by the backward of the forward that made it
 /// (states are unique per run), so a complete run leaves none — which
-/// [`Node::pending`](crate::Node::pending) reports and the runtime's leak check enforces.
+/// [`IrNode::pending`](crate::IrNode::pending) reports and the runtime's leak check enforces.
 ///
 /// ```
 /// use ordo_mp::{State, recorded::Recorded};

@@ -3,7 +3,7 @@
 use crate::controller::Controller;
 use crate::error::MpError;
 use crate::message::{Direction, Payload};
-use crate::node::{Emit, Node};
+use crate::node::{Emit, IrNode};
 use crate::state::State;
 
 /// One node of a built graph. The controller is held as itself, so the graph, the runtime and
@@ -12,7 +12,7 @@ pub(crate) enum Slot {
     /// The graph's controller ([`GraphBuilder::controller`](crate::GraphBuilder::controller)).
     Controller(Controller),
     /// Any other node.
-    Node(Box<dyn Node>),
+    IrNode(Box<dyn IrNode>),
 }
 
 impl Slot {
@@ -20,31 +20,31 @@ impl Slot {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Slot::Controller(_) => Controller::KIND,
-            Slot::Node(n) => n.kind(),
+            Slot::IrNode(n) => n.kind(),
         }
     }
 
-    /// Cache entries held now (see [`Node::pending`]).
+    /// Cache entries held now (see [`IrNode::pending`]).
     pub(crate) fn pending(&self) -> usize {
         match self {
             Slot::Controller(c) => c.pending(),
-            Slot::Node(n) => n.pending(),
+            Slot::IrNode(n) => n.pending(),
         }
     }
 
     /// The node, unless it is the controller.
-    pub(crate) fn node(&self) -> Option<&dyn Node> {
+    pub(crate) fn node(&self) -> Option<&dyn IrNode> {
         match self {
             Slot::Controller(_) => None,
-            Slot::Node(n) => Some(&**n),
+            Slot::IrNode(n) => Some(&**n),
         }
     }
 
     /// The node, mutably, unless it is the controller.
-    pub(crate) fn node_mut(&mut self) -> Option<&mut dyn Node> {
+    pub(crate) fn node_mut(&mut self) -> Option<&mut dyn IrNode> {
         match self {
             Slot::Controller(_) => None,
-            Slot::Node(n) => Some(&mut **n),
+            Slot::IrNode(n) => Some(&mut **n),
         }
     }
 
@@ -52,7 +52,7 @@ impl Slot {
     pub(crate) fn controller(&mut self) -> Option<&mut Controller> {
         match self {
             Slot::Controller(c) => Some(c),
-            Slot::Node(_) => None,
+            Slot::IrNode(_) => None,
         }
     }
 
@@ -66,9 +66,9 @@ impl Slot {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         match (self, dir) {
-            (Slot::Node(n), Direction::Forward) => n.forward(port, state, payload, e),
-            (Slot::Node(n), Direction::Backward) => n.backward(port, state, payload, e),
-            (Slot::Node(n), Direction::Update) => n.update(state, e),
+            (Slot::IrNode(n), Direction::Forward) => n.forward(port, state, payload, e),
+            (Slot::IrNode(n), Direction::Backward) => n.backward(port, state, payload, e),
+            (Slot::IrNode(n), Direction::Update) => n.update(state, e),
             (Slot::Controller(c), Direction::Forward) => c.forward(port, state, payload, e),
             (Slot::Controller(c), Direction::Backward) => c.backward(port, state, payload, e),
             (Slot::Controller(_), Direction::Update) => {

@@ -14,13 +14,13 @@ use ordo_mp::nodes::{
     Ungroup,
 };
 use ordo_mp::optimizer::Optimizer;
-use ordo_mp::{Emit, Node, Out, Payload, State};
+use ordo_mp::{Emit, IrNode, Out, Payload, State};
 
-type Make = dyn Fn() -> Box<dyn Node>;
+type Make = dyn Fn() -> Box<dyn IrNode>;
 
 /// Forward all inputs; the forward outputs.
 fn forward(
-    node: &mut dyn Node,
+    node: &mut dyn IrNode,
     inputs: &[(usize, State, Payload)],
     train: bool,
 ) -> Vec<(usize, State, Payload)> {
@@ -46,7 +46,7 @@ fn objective(outs: &[(usize, State, Payload)], cot: &[Payload]) -> f64 {
 
 /// Check `make`'s backward on `inputs`; returns the node after its backward (for parameter
 /// checks).
-fn check(make: &Make, inputs: &[(usize, State, Payload)]) -> Box<dyn Node> {
+fn check(make: &Make, inputs: &[(usize, State, Payload)]) -> Box<dyn IrNode> {
     let mut node = make();
     let outs = forward(&mut *node, inputs, true);
     assert!(!outs.is_empty(), "{}: no forward output", node.kind());
@@ -103,7 +103,7 @@ fn linear() {
     let x = common::matrix(2, 4, 1.0, 2);
     let make = {
         let w = w.clone();
-        move || -> Box<dyn Node> {
+        move || -> Box<dyn IrNode> {
             Box::new(Linear::new(w.clone(), Optimizer::sgd(0.1), 100).unwrap())
         }
     };
@@ -165,7 +165,7 @@ fn cond_routes_back_to_its_input() {
 
 #[test]
 fn phi_sends_back_to_the_recorded_origin() {
-    let make = || -> Box<dyn Node> { Box::new(Phi::new(3)) };
+    let make = || -> Box<dyn IrNode> { Box::new(Phi::new(3)) };
     check(
         &make,
         &[(2, st(0), common::matrix(2, 2, 1.0, 5)), (0, st(1), common::matrix(2, 2, 1.0, 6))],

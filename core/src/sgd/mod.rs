@@ -1,5 +1,8 @@
 //! The shared-memory SGD runtime of Interval-Asynchrony (paper 001, Algorithm 1).
 //!
+//! The models, data and CLI that run on it (the MLP and CNN on Fashion-MNIST, `ordo-train sgd`)
+//! are `ordo_train::sgd` (`train/src/sgd`).
+//!
 //! `threads` workers loop: ask a [`Dispatcher`](crate::dispatcher::Dispatcher) whether they may
 //! start a step ([`try_start_step`](crate::dispatcher::Dispatcher::try_start_step)), copy the
 //! global model, compute a minibatch gradient through a [`GradientModel`] the trainer

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::state::State;
 
 /// Forward: a copy on every output. Backward: waits for the gradients of all outputs for a
@@ -18,7 +18,7 @@ impl Bcast {
     /// A broadcast to `outputs` successors.
     ///
     /// ```
-    /// assert_eq!(ordo_mp::Node::outputs(&ordo_mp::nodes::Bcast::new(3)), 3);
+    /// assert_eq!(ordo_mp::IrNode::outputs(&ordo_mp::nodes::Bcast::new(3)), 3);
     /// ```
     pub fn new(outputs: usize) -> Bcast {
         Bcast { outputs, cache: Gather::default() }
@@ -41,7 +41,7 @@ pub(crate) fn sum(kind: &'static str, parts: Vec<Payload>) -> Result<Payload, Mp
     Ok(acc)
 }
 
-impl Node for Bcast {
+impl IrNode for Bcast {
     fn kind(&self) -> &'static str {
         "Bcast"
     }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::nodes::distribute::{Assign, merge, partition};
 use crate::state::State;
 
@@ -21,14 +21,14 @@ impl Collect {
     /// ```
     /// use std::sync::Arc;
     /// let c = ordo_mp::nodes::Collect::new(2, Arc::new(|_s: &ordo_mp::State, r: usize| r % 2));
-    /// assert_eq!(ordo_mp::Node::inputs(&c), 2);
+    /// assert_eq!(ordo_mp::IrNode::inputs(&c), 2);
     /// ```
     pub fn new(parts: usize, assign: Assign) -> Collect {
         Collect { parts, assign, cache: Gather::default() }
     }
 }
 
-impl Node for Collect {
+impl IrNode for Collect {
     fn kind(&self) -> &'static str {
         "Collect"
     }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -20,14 +20,14 @@ impl Concat {
     /// A concatenation of `inputs` parents.
     ///
     /// ```
-    /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Concat::new(2)), 2);
+    /// assert_eq!(ordo_mp::IrNode::inputs(&ordo_mp::nodes::Concat::new(2)), 2);
     /// ```
     pub fn new(inputs: usize) -> Concat {
         Concat { inputs, cache: Gather::default(), widths: Recorded::new("Concat") }
     }
 }
 
-impl Node for Concat {
+impl IrNode for Concat {
     fn kind(&self) -> &'static str {
         "Concat"
     }

@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::state::State;
 
 /// The routing function of a [`Cond`]: an output port for a state.
@@ -21,14 +21,14 @@ impl Cond {
     /// ```
     /// use ordo_mp::nodes::Cond;
     /// let replicas = Cond::new(2, |s| (s.instance % 2) as usize);
-    /// assert_eq!(ordo_mp::Node::outputs(&replicas), 2);
+    /// assert_eq!(ordo_mp::IrNode::outputs(&replicas), 2);
     /// ```
     pub fn new(outputs: usize, f: impl Fn(&State) -> usize + Send + 'static) -> Cond {
         Cond { outputs, f: Box::new(f) }
     }
 }
 
-impl Node for Cond {
+impl IrNode for Cond {
     fn kind(&self) -> &'static str {
         "Cond"
     }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::state::State;
 
 /// Which part row `r` of an instance's payload belongs to, from the message state.
@@ -65,14 +65,14 @@ impl Distribute {
     /// ```
     /// use std::sync::Arc;
     /// let d = ordo_mp::nodes::Distribute::new(2, Arc::new(|_s: &ordo_mp::State, r: usize| r % 2));
-    /// assert_eq!(ordo_mp::Node::outputs(&d), 2);
+    /// assert_eq!(ordo_mp::IrNode::outputs(&d), 2);
     /// ```
     pub fn new(parts: usize, assign: Assign) -> Distribute {
         Distribute { parts, assign, cache: Gather::default() }
     }
 }
 
-impl Node for Distribute {
+impl IrNode for Distribute {
     fn kind(&self) -> &'static str {
         "Distribute"
     }

@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::state::State;
 
 /// A state function of an [`Isu`]; `None` where it is undefined.
@@ -30,7 +30,7 @@ impl Isu {
     /// use ordo_mp::{State, nodes::Isu};
     /// let mut e = ordo_mp::Emit::new(true);
     /// let mut isu = Isu::increment();
-    /// ordo_mp::Node::forward(&mut isu, 0, State::new(1).push(4), ndarray::Array2::zeros((1, 1)), &mut e).unwrap();
+    /// ordo_mp::IrNode::forward(&mut isu, 0, State::new(1).push(4), ndarray::Array2::zeros((1, 1)), &mut e).unwrap();
     /// ```
     pub fn increment() -> Isu {
         Isu::new(
@@ -50,7 +50,7 @@ impl Isu {
     }
 }
 
-impl Node for Isu {
+impl IrNode for Isu {
     fn kind(&self) -> &'static str {
         "Isu"
     }

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
 use crate::recorded::Recorded;
@@ -20,7 +20,7 @@ use crate::state::State;
 /// ```
 /// use ordo_mp::{nodes::Linear, optimizer::Optimizer};
 /// let l = Linear::new(ndarray::Array2::zeros((3, 2)), Optimizer::sgd(0.1), 1).unwrap();
-/// assert_eq!(ordo_mp::Node::params(&l)[0].dim(), (3, 2));
+/// assert_eq!(ordo_mp::IrNode::params(&l)[0].dim(), (3, 2));
 /// ```
 #[derive(Debug)]
 pub struct Linear {
@@ -86,7 +86,7 @@ impl Linear {
     }
 }
 
-impl Node for Linear {
+impl IrNode for Linear {
     fn kind(&self) -> &'static str {
         "Linear"
     }

@@ -4,7 +4,7 @@ use crate::recorded::Recorded;
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
 use crate::staleness::StalenessHistogram;
@@ -28,7 +28,7 @@ impl Lookup {
     ///
     /// ```
     /// let t = ordo_mp::nodes::Lookup::new(ndarray::Array2::zeros((5, 2)), ordo_mp::optimizer::Optimizer::sgd(0.1), 1).unwrap();
-    /// assert_eq!(ordo_mp::Node::params(&t)[0].dim(), (5, 2));
+    /// assert_eq!(ordo_mp::IrNode::params(&t)[0].dim(), (5, 2));
     /// ```
     pub fn new(
         table: Payload,
@@ -40,7 +40,7 @@ impl Lookup {
     }
 }
 
-impl Node for Lookup {
+impl IrNode for Lookup {
     fn kind(&self) -> &'static str {
         "Lookup"
     }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node};
+use crate::node::{Emit, IrNode};
 use crate::state::State;
 
 /// Softmax cross-entropy. Input 0: logits (`B × C`); input 1: labels (`B × 1`, class indices as
@@ -57,7 +57,7 @@ pub fn softmax_xent(logits: &Payload, labels: &Payload) -> Result<(f32, f32, Pay
     Ok((loss, correct, grad))
 }
 
-impl Node for SoftmaxLoss {
+impl IrNode for SoftmaxLoss {
     fn kind(&self) -> &'static str {
         "SoftmaxLoss"
     }

@@ -4,7 +4,7 @@ use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -22,14 +22,14 @@ impl Phi {
     /// A join of `inputs` paths.
     ///
     /// ```
-    /// assert_eq!(ordo_mp::Node::inputs(&ordo_mp::nodes::Phi::new(2)), 2);
+    /// assert_eq!(ordo_mp::IrNode::inputs(&ordo_mp::nodes::Phi::new(2)), 2);
     /// ```
     pub fn new(inputs: usize) -> Phi {
         Phi { inputs, origin: Recorded::new("Phi"), latest: 0 }
     }
 }
 
-impl Node for Phi {
+impl IrNode for Phi {
     fn kind(&self) -> &'static str {
         "Phi"
     }

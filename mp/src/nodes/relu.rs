@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -26,7 +26,7 @@ impl Default for Relu {
     }
 }
 
-impl Node for Relu {
+impl IrNode for Relu {
     fn kind(&self) -> &'static str {
         "Relu"
     }

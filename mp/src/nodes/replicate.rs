@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::nodes::bcast::sum;
 use crate::state::State;
 
@@ -20,14 +20,14 @@ impl Replicate {
     ///
     /// ```
     /// let r = ordo_mp::nodes::Replicate::new(3);
-    /// assert_eq!(ordo_mp::Node::outputs(&r), 1);
+    /// assert_eq!(ordo_mp::IrNode::outputs(&r), 1);
     /// ```
     pub fn new(copies: usize) -> Replicate {
         Replicate { copies, cache: Gather::default() }
     }
 }
 
-impl Node for Replicate {
+impl IrNode for Replicate {
     fn kind(&self) -> &'static str {
         "Replicate"
     }

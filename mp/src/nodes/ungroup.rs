@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, Node, check_port};
+use crate::node::{Emit, IrNode, check_port};
 use crate::state::State;
 
 /// Forward: splits the payload's rows into `state.len` equal chunks and emits chunk `t` with
@@ -32,7 +32,7 @@ pub(crate) fn stack(kind: &'static str, parts: &[Payload]) -> Result<Payload, Mp
         .map_err(|err| MpError::Shape { kind, detail: err.to_string() })
 }
 
-impl Node for Ungroup {
+impl IrNode for Ungroup {
     fn kind(&self) -> &'static str {
         "Ungroup"
     }

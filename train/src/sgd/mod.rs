@@ -8,6 +8,10 @@
 //! - [`output`]: `--out DIR` (CSV + PNG); [`cli`]: `ordo-train sgd`.
 //!
 //! The experiments of the paper are the `interval_experiments` binary (BENCHMARKS.md).
+//!
+//! Two folders are named `sgd`: `core/src/sgd` is the runtime (paper 001's Algorithm 1 and
+//! paper 003's ASSM/PASSM), this one the models, data and CLI that run on it. The crate path
+//! (`ordo::sgd`, `ordo_train::sgd`) tells them apart.
 
 pub mod cli;
 pub mod cnn;
