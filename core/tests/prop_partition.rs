@@ -1,0 +1,1 @@
+#![cfg(not(any(ordo_loom, ordo_shuttle)))]
