@@ -115,7 +115,7 @@ impl SwapCost {
     }
 }
 
-fn check_geometry(partitions: usize, buffer: usize) -> Result<(), PlanError> {
+pub(crate) fn check_geometry(partitions: usize, buffer: usize) -> Result<(), PlanError> {
     if partitions == 0 {
         return Err(PlanError::NoPartitions);
     }
@@ -247,15 +247,23 @@ pub fn beta(partitions: usize, buffer: usize) -> Result<Plan, PlanError> {
     let c = buffer.min(partitions).max(1);
     let mut pending = Pending::new(partitions);
     let mut resident: Vec<usize> = (0..c).collect();
-    let mut states =
-        vec![BufferState { swap: None, buckets: pending.close_within(&resident), resident: resident.clone() }];
-    let mut swap_to = |resident: &mut Vec<usize>, pending: &mut Pending, evict: usize, load: usize| {
-        resident.retain(|&x| x != evict);
-        resident.push(load);
-        resident.sort_unstable();
-        let buckets = pending.close_within(resident);
-        states.push(BufferState { swap: Some(Swap { evict, load }), resident: resident.clone(), buckets });
-    };
+    let mut states = vec![BufferState {
+        swap: None,
+        buckets: pending.close_within(&resident),
+        resident: resident.clone(),
+    }];
+    let mut swap_to =
+        |resident: &mut Vec<usize>, pending: &mut Pending, evict: usize, load: usize| {
+            resident.retain(|&x| x != evict);
+            resident.push(load);
+            resident.sort_unstable();
+            let buckets = pending.close_within(resident);
+            states.push(BufferState {
+                swap: Some(Swap { evict, load }),
+                resident: resident.clone(),
+                buckets,
+            });
+        };
     while pending.any() {
         // Keep the c − 1 residents with the most pairs left; cycle the last slot through every
         // partition that still has a pair to meet with them.
@@ -352,7 +360,9 @@ mod tests {
     /// The fewest swaps of any plan, by breadth-first search over (buffer, pairs met).
     fn brute_force_swaps(p: usize, c: usize) -> usize {
         let pair_bit = |a: usize, b: usize| 1u64 << (a.min(b) * p + a.max(b));
-        let all: u64 = (0..p).flat_map(|a| (a..p).map(move |b| (a, b))).fold(0, |m, (a, b)| m | pair_bit(a, b));
+        let all: u64 = (0..p)
+            .flat_map(|a| (a..p).map(move |b| (a, b)))
+            .fold(0, |m, (a, b)| m | pair_bit(a, b));
         let close = |set: u32, met: u64| {
             let mut met = met;
             for a in 0..p {
@@ -383,8 +393,8 @@ mod tests {
                 for inn in (0..p).filter(|&x| set & (1 << x) == 0) {
                     let next = set & !(1 << out) | (1 << inn);
                     let key = (next, close(next, met));
-                    if !dist.contains_key(&key) {
-                        dist.insert(key, d + 1);
+                    if let std::collections::hash_map::Entry::Vacant(e) = dist.entry(key) {
+                        e.insert(d + 1);
                         queue.push_back(key);
                     }
                 }
@@ -406,8 +416,15 @@ mod tests {
                 assert!(bound <= opt, "P={p} c={c}: bound {bound} > optimum {opt}");
                 assert!(opt <= b.cost().swaps, "P={p} c={c}: beta beats the optimum?");
                 // Within 1.5× of the optimum on every small geometry (P = 6, c = 3: 9 vs 6).
-                assert!(2 * b.cost().swaps <= 3 * opt, "P={p} c={c}: beta {} vs optimum {opt}", b.cost().swaps);
-                assert!(b.cost().swaps <= io.cost().swaps, "P={p} c={c}: beta worse than inside-out");
+                assert!(
+                    2 * b.cost().swaps <= 3 * opt,
+                    "P={p} c={c}: beta {} vs optimum {opt}",
+                    b.cost().swaps
+                );
+                assert!(
+                    b.cost().swaps <= io.cost().swaps,
+                    "P={p} c={c}: beta worse than inside-out"
+                );
             }
         }
     }
@@ -418,7 +435,10 @@ mod tests {
         assert_eq!(swap_lower_bound(4, 2), Ok(5));
         assert_eq!(beta(4, 2).unwrap().cost().swaps, 5);
         // c = P: nothing to swap.
-        assert_eq!(beta(5, 5).unwrap().cost(), SwapCost { swaps: 0, loads: 5, lower_bound_swaps: 0 });
+        assert_eq!(
+            beta(5, 5).unwrap().cost(),
+            SwapCost { swaps: 0, loads: 5, lower_bound_swaps: 0 }
+        );
         assert_eq!(swap_lower_bound(16, 4), Ok(38));
         let cost = beta(16, 4).unwrap().cost();
         assert_eq!(cost.bytes_read(10), (4 + cost.swaps as u64) * 10);
@@ -427,7 +447,10 @@ mod tests {
 
     #[test]
     fn bad_geometry_is_an_error() {
-        assert_eq!(beta(4, 5).unwrap_err(), PlanError::BufferLargerThanPartitions { buffer: 5, partitions: 4 });
+        assert_eq!(
+            beta(4, 5).unwrap_err(),
+            PlanError::BufferLargerThanPartitions { buffer: 5, partitions: 4 }
+        );
         assert_eq!(inside_out(4, 1).unwrap_err(), PlanError::BufferTooSmall { buffer: 1 });
         assert_eq!(swap_lower_bound(0, 0).unwrap_err(), PlanError::NoPartitions);
         assert!(beta(1, 1).unwrap().check().is_ok());
