@@ -12,11 +12,11 @@
 //! next to `c − 1` others, so `swaps ≥ ⌈(P(P−1)/2 − c(c−1)/2) / (c − 1)⌉` (Marius' argument).
 //!
 //! Two orders:
-//! * [`beta`]: Marius' BETA principle: keep `c − 1` partitions (those with the most pairs left)
-//!   and cycle the last slot through every partition they have not met; when the kept ones have
-//!   met everyone, the resident with the fewest pairs left makes room for the partition with the
-//!   most. Tested against a brute-force optimum for `P ≤ 6`: at most 1.5× the optimum, never
-//!   worse than the inside-out baseline.
+//! * [`beta`]: Marius' BETA principle: fix `c − 1` partitions (the residents with pairs left,
+//!   topped up by loading the partitions with the most pairs left) and cycle the last slot
+//!   through every partition they have not met; repeat. Checked against a brute-force optimum
+//!   for `P ≤ 6` (equal but at `P = 6, c = 3`: 7 vs 6) and against the bound at larger sizes
+//!   (`P = 16, c = 4`: 42 swaps, bound 38; inside-out 96).
 //! * [`inside_out`]: PyTorch-BigGraph's inside-out bucket order (bucket `(i, j)` by
 //!   `max(i, j)`, the new partition's row and column together), run through the same buffer
 //!   with the eviction that is optimal for a fixed sequence (the partition needed farthest
@@ -265,30 +265,41 @@ pub fn beta(partitions: usize, buffer: usize) -> Result<Plan, PlanError> {
             });
         };
     while pending.any() {
-        // Keep the c − 1 residents with the most pairs left; cycle the last slot through every
-        // partition that still has a pair to meet with them.
-        let mut by_left: Vec<usize> = resident.clone();
-        by_left.sort_by_key(|&r| (std::cmp::Reverse(pending.left(r)), r));
-        let fixed = &by_left[..c - 1];
+        // The fixed set: the residents that still have pairs to meet (most first), filled up to
+        // c − 1 by loading the partitions with the most pairs left, each over the resident
+        // with the fewest.
+        let mut fixed: Vec<usize> =
+            resident.iter().copied().filter(|&r| pending.left(r) > 0).collect();
+        fixed.sort_by_key(|&r| (std::cmp::Reverse(pending.left(r)), r));
+        fixed.truncate(c - 1);
+        while fixed.len() < c - 1 {
+            let Some(load) = (0..partitions)
+                .filter(|x| !resident.contains(x) && pending.left(*x) > 0)
+                .max_by_key(|&x| (pending.left(x), std::cmp::Reverse(x)))
+            else {
+                break;
+            };
+            let evict = *resident
+                .iter()
+                .filter(|r| !fixed.contains(r))
+                .min_by_key(|&&r| (pending.left(r), r))
+                .expect("fewer than c − 1 fixed leaves a slot");
+            swap_to(&mut resident, &mut pending, evict, load);
+            fixed.push(load);
+        }
+        // Cycle the last slot through every partition the fixed set has not met.
         let cycle: Vec<usize> = (0..partitions)
             .filter(|x| !resident.contains(x) && fixed.iter().any(|&f| pending.is_open(f, *x)))
             .collect();
-        if !cycle.is_empty() {
-            let mut slot = by_left[c - 1];
-            for x in cycle {
-                swap_to(&mut resident, &mut pending, slot, x);
-                slot = x;
-            }
-            continue;
+        let mut slot = *resident
+            .iter()
+            .filter(|r| !fixed.contains(r))
+            .min_by_key(|&&r| (pending.left(r), r))
+            .expect("c − 1 fixed leaves a slot");
+        for x in cycle {
+            swap_to(&mut resident, &mut pending, slot, x);
+            slot = x;
         }
-        // The kept ones have met everyone: the resident with the fewest pairs left makes room
-        // for the partition with the most pairs to meet (lowest index on ties).
-        let evict = *resident.iter().min_by_key(|&&r| (pending.left(r), r)).expect("c ≥ 1");
-        let load = (0..partitions)
-            .filter(|x| !resident.contains(x))
-            .max_by_key(|&x| (pending.left(x), std::cmp::Reverse(x)))
-            .expect("an open pair leaves a partition out");
-        swap_to(&mut resident, &mut pending, evict, load);
     }
     Ok(Plan { partitions, buffer, states })
 }
@@ -404,7 +415,7 @@ mod tests {
     }
 
     #[test]
-    fn lower_bound_is_below_the_brute_force_optimum_and_beta_is_within_half_of_it() {
+    fn lower_bound_is_below_the_brute_force_optimum_and_beta_reaches_it_but_once() {
         for p in 2..=6 {
             for c in 2..=p {
                 let opt = brute_force_swaps(p, c);
@@ -415,9 +426,9 @@ mod tests {
                 io.check().unwrap_or_else(|e| panic!("inside_out({p}, {c}): {e}"));
                 assert!(bound <= opt, "P={p} c={c}: bound {bound} > optimum {opt}");
                 assert!(opt <= b.cost().swaps, "P={p} c={c}: beta beats the optimum?");
-                // Within 1.5× of the optimum on every small geometry (P = 6, c = 3: 9 vs 6).
+                // The optimum on every small geometry but P = 6, c = 3 (7 vs 6).
                 assert!(
-                    2 * b.cost().swaps <= 3 * opt,
+                    b.cost().swaps <= opt + usize::from((p, c) == (6, 3)),
                     "P={p} c={c}: beta {} vs optimum {opt}",
                     b.cost().swaps
                 );
@@ -440,6 +451,16 @@ mod tests {
             SwapCost { swaps: 0, loads: 5, lower_bound_swaps: 0 }
         );
         assert_eq!(swap_lower_bound(16, 4), Ok(38));
+        // Larger geometries: BETA within 25% of the lower bound, inside-out far from it
+        // (P = 16, c = 4: 42 and 96 against 38).
+        for (p, c) in [(8, 4), (16, 4), (16, 8), (32, 8)] {
+            let (bound, b) = (swap_lower_bound(p, c).unwrap(), beta(p, c).unwrap().cost().swaps);
+            let io = inside_out(p, c).unwrap().cost().swaps;
+            assert!(
+                4 * b <= 5 * bound && b < io,
+                "P={p} c={c}: bound {bound} beta {b} inside-out {io}"
+            );
+        }
         let cost = beta(16, 4).unwrap().cost();
         assert_eq!(cost.bytes_read(10), (4 + cost.swaps as u64) * 10);
         assert_eq!(cost.lower_bound_bytes(10, 4), 42 * 10);
