@@ -375,3 +375,106 @@ fn rows_outside_the_buffer_are_errors_and_the_buffer_holds_c() -> Result<(), Err
     assert!(s.write_if_newer(70, 0, &row).is_err(), "partition 1 is not resident");
     Ok(())
 }
+
+/// One step of the swap protocol as a caller drives it.
+#[derive(Debug, Clone)]
+enum Op {
+    Admit(usize),
+    Evict(usize),
+    Prefetch(usize),
+    Write(u64, f32),
+    Read(u64),
+    Checkpoint,
+    /// Drop the storage without a checkpoint and open it again: a crash and a resume.
+    Crash,
+}
+
+fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+    use proptest::prelude::*;
+    let p = 0..SMALL.partitions;
+    let row = 0..SMALL.rows as u64;
+    prop_oneof![
+        3 => p.clone().prop_map(Op::Admit),
+        2 => p.clone().prop_map(Op::Evict),
+        1 => p.prop_map(Op::Prefetch),
+        4 => (row.clone(), -4.0f32..4.0).prop_map(|(r, v)| Op::Write(r, v)),
+        3 => row.prop_map(Op::Read),
+        1 => Just(Op::Checkpoint),
+        1 => Just(Op::Crash),
+    ]
+}
+
+const SMALL: Geometry = Geometry { rows: 11, width: 3, partitions: 4 };
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 96, ..Default::default() })]
+
+    /// Any sequence of swaps, writes, reads, checkpoints and crashes behaves like one plain
+    /// table of versioned rows whose state is saved at each checkpoint: a resident row reads
+    /// the last value written to it (never a stale or unloaded copy), a row outside the buffer
+    /// is an error, a full buffer refuses a partition, and a crash returns to the checkpoint.
+    #[test]
+    fn random_swaps_behave_like_one_table_saved_at_checkpoints(ops in proptest::collection::vec(op(), 1..60)) {
+        let files = MemoryFiles::default();
+        let initial = |r: usize, out: &mut [f32]| out.iter_mut().enumerate().for_each(|(c, v)| *v = (r * 10 + c) as f32);
+        let mut storage = PartitionedStorage::create(files.clone(), SMALL, 2, "model", initial).unwrap();
+        let mut table: Vec<(Option<u64>, Vec<f32>)> = (0..SMALL.rows).map(|r| {
+            let mut row = vec![0.0; SMALL.width];
+            initial(r, &mut row);
+            (None, row)
+        }).collect();
+        let (mut saved, mut resident, mut ts) = (table.clone(), Vec::<usize>::new(), 0u64);
+        for op in ops {
+            match op {
+                Op::Admit(p) => {
+                    let full = resident.len() >= 2 && !resident.contains(&p);
+                    let got = storage.admit(p);
+                    proptest::prop_assert_eq!(got.is_err(), full, "{:?}", got);
+                    if !full && !resident.contains(&p) {
+                        resident.push(p);
+                    }
+                }
+                Op::Evict(p) => {
+                    storage.evict(p).unwrap();
+                    resident.retain(|&x| x != p);
+                }
+                Op::Prefetch(p) => storage.prefetch(p).unwrap(),
+                Op::Write(row, v) => {
+                    let here = resident.contains(&SMALL.partition_of(row as usize));
+                    let values = vec![v; SMALL.width];
+                    let got = storage.write_if_newer(row, ts, &values);
+                    proptest::prop_assert_eq!(got.is_ok(), here);
+                    if here {
+                        proptest::prop_assert_eq!(got.unwrap(), true);
+                        table[row as usize] = (Some(ts), values);
+                        ts += 1;
+                    }
+                }
+                Op::Read(row) => {
+                    let here = resident.contains(&SMALL.partition_of(row as usize));
+                    let mut out = vec![0.0; SMALL.width];
+                    let got = storage.read(row, &mut out);
+                    proptest::prop_assert_eq!(got.is_ok(), here);
+                    if here {
+                        let (version, values) = &table[row as usize];
+                        proptest::prop_assert_eq!(got.unwrap().ts(), *version);
+                        proptest::prop_assert_eq!(&out, values);
+                    }
+                }
+                Op::Checkpoint => {
+                    storage.checkpoint(Cursor::default()).unwrap();
+                    saved = table.clone();
+                }
+                Op::Crash => {
+                    drop(storage);
+                    storage = PartitionedStorage::open(files.clone(), "model", 2).unwrap().0;
+                    table = saved.clone();
+                    resident.clear();
+                    ts = storage.next_version().unwrap().max(ts);
+                }
+            }
+        }
+        let flat: Vec<f32> = table.iter().flat_map(|(_, v)| v.iter().copied()).collect();
+        proptest::prop_assert_eq!(storage.snapshot().unwrap(), flat);
+    }
+}
