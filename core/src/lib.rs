@@ -124,6 +124,8 @@ pub mod mft;
 // call `mutation::is_active`, a constant `false` without feature `mutants`; no test-only crate.
 pub mod mutation;
 pub mod outstanding;
+#[cfg(feature = "partition")]
+pub mod partition;
 pub mod sgd;
 pub mod storage;
 pub mod store;

@@ -297,6 +297,50 @@ impl RowStore {
         Ok(RowStore { width, rows, words: words.into_boxed_slice() })
     }
 
+    /// A store whose row `r` is what `row(r, out)` fills into `out` (`width` floats), at the
+    /// version it returns: the inverse of reading every row with [`read`](Self::read), for a
+    /// storage that loads rows saved with their versions (a partition file). Rows are asked in
+    /// order `0, 1, …`; the first error stops the load and is returned. A version of
+    /// `Written(ts)` with `ts ≥ 2⁶³ − 1` is [`StoreError::TimestampTooLarge`].
+    ///
+    /// ```
+    /// use ordo::store::{RowStore, Version};
+    /// let s = RowStore::try_from_rows(2, 2, |r, out| {
+    ///     out.fill(r as f32);
+    ///     Ok(if r == 1 { Version::Written(9) } else { Version::Initial })
+    /// })
+    /// .unwrap();
+    /// let mut row = [0.0; 2];
+    /// assert_eq!(s.read(1, &mut row), Ok(Version::Written(9)));
+    /// assert_eq!(row, [1.0, 1.0]);
+    /// ```
+    pub fn try_from_rows(
+        rows: usize,
+        width: usize,
+        mut row: impl FnMut(usize, &mut [f32]) -> Result<Version, StoreError>,
+    ) -> Result<Self, StoreError> {
+        let per_row = stride(width);
+        let too_large = StoreError::TooLarge { rows, width };
+        let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
+        let mut words: Vec<AtomicU64> = Vec::new();
+        words.try_reserve_exact(len).map_err(|_| too_large)?;
+        let mut buf = vec![0.0; width];
+        for r in 0..rows {
+            let word = match row(r, &mut buf)? {
+                Version::Initial => 0,
+                Version::Written(ts) if ts >= LOCK - 1 => {
+                    return Err(StoreError::TimestampTooLarge { ts });
+                }
+                Version::Written(ts) => ts + 1,
+            };
+            words.push(AtomicU64::new(word));
+            for pair in buf.chunks(2) {
+                words.push(AtomicU64::new(pack(pair[0], pair.get(1).copied().unwrap_or(0.0))));
+            }
+        }
+        Ok(RowStore { width, rows, words: words.into_boxed_slice() })
+    }
+
     /// A store holding `values` (row-major, `rows × width`).
     pub fn from_values(rows: usize, width: usize, values: &[f32]) -> Result<Self, StoreError> {
         if values.len() != rows * width {

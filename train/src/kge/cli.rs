@@ -21,6 +21,7 @@ use super::mode::Mode;
 use super::npy;
 use super::npy::NpyError;
 use super::optim::Optimizer;
+use super::partitioned::{self, PartitionOpts, StorageKind};
 use super::plot;
 use super::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
 use super::results::{EpochStats, RunResult};
@@ -228,6 +229,20 @@ struct KgeOpts {
     /// G or T suffix) [default: the cgroup's limit, or else the available memory].
     #[arg(long, value_parser = crate::memory::parse_bytes)]
     memory_limit: Option<u64>,
+    /// Keep the entity table in a partition buffer: disk (files in --storage-dir, --buffer of
+    /// --partitions in memory) or memory (the in-memory twin: the same partitions and bucket
+    /// order without a disk). A disk folder holding this run's checkpoint resumes it.
+    #[arg(long, value_enum)]
+    storage: Option<StorageKind>,
+    /// The folder of the partition files of --storage disk.
+    #[arg(long)]
+    storage_dir: Option<PathBuf>,
+    /// Partitions of the entity table with --storage [default: 16].
+    #[arg(long)]
+    partitions: Option<usize>,
+    /// Partitions held in memory with --storage (at least 2, at most --partitions) [default: 4].
+    #[arg(long)]
+    buffer: Option<usize>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long)]
     #[serde(skip)]
@@ -338,7 +353,11 @@ macro_rules! option_fields {
             pm_nodes,
             intent_offset,
             pm_negatives,
-            memory_limit
+            memory_limit,
+            storage,
+            storage_dir,
+            partitions,
+            buffer
         )
     };
 }
@@ -443,6 +462,53 @@ impl KgeOpts {
             intent_offset: self.intent_offset.unwrap_or(INTENT_OFFSET),
             negatives: self.pm_negatives.unwrap_or_default(),
         }))
+    }
+
+    /// The partition buffer these options ask for (`--storage`), if any; `Unsupported` for
+    /// flags that do not go with it (or its flags without it), an [`OptionError`] for a buffer
+    /// that does not fit the partitions.
+    fn partition_opts(&self, subcommand: bool) -> Result<Option<PartitionOpts>, BoxError> {
+        let Some(storage) = self.storage else {
+            if self.storage_dir.is_some() || self.partitions.is_some() || self.buffer.is_some() {
+                return Err(ConfigError::Unsupported(
+                    "--storage-dir, --partitions and --buffer need --storage",
+                )
+                .into());
+            }
+            return Ok(None);
+        };
+        let others = [
+            (subcommand, "a subcommand (compare, eval, synth)"),
+            (self.pm.is_some(), "--pm"),
+            (
+                self.checkpoint.is_some() || self.resume.is_some(),
+                "--checkpoint or --resume (a disk storage checkpoints itself)",
+            ),
+            (self.save.is_some() || self.load.is_some(), "--save or --load"),
+            (self.device.is_some_and(|d| d != Device::Cpu), "--device other than cpu"),
+        ];
+        if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
+            return Err(format!("--storage does not go with {what}").into());
+        }
+        if storage == StorageKind::Memory && self.storage_dir.is_some() {
+            return Err(ConfigError::Unsupported(
+                "--storage memory keeps no files: drop --storage-dir",
+            )
+            .into());
+        }
+        let opts = PartitionOpts {
+            storage,
+            dir: self.storage_dir.clone(),
+            partitions: self.partitions.unwrap_or(16),
+            buffer: self.buffer.unwrap_or(4),
+        };
+        if let Err(e) = ordo::partition::ordering::beta(opts.partitions, opts.buffer) {
+            return Err(OptionError::new("--buffer", opts.buffer, e.to_string()).into());
+        }
+        if storage == StorageKind::Disk && opts.dir.is_none() {
+            return Err(ConfigError::Unsupported("--storage disk needs --storage-dir DIR").into());
+        }
+        Ok(Some(opts))
     }
 
     /// Every training option on its own, before anything is read or written: the one place
@@ -708,6 +774,7 @@ impl Plan {
         }
         // Bad flag combinations fail before the dataset is read.
         let pm = opts.pm_config(command.is_some(), launch)?;
+        opts.partition_opts(command.is_some())?;
         Ok(Plan { command, opts, cfg, pm })
     }
 
@@ -773,6 +840,10 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let d = Dataset::load_with_progress(o.dataset(), !o.quiet && !silent)?;
     if !silent {
         eprintln!("{}", d.summary());
+    }
+    if let Some(popts) = o.partition_opts(plan.command.is_some())? {
+        // The table is on disk: the in-memory estimate does not apply.
+        return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.quiet);
     }
     plan.check_memory(&d, Budget::of_process(o.memory_limit))?;
     if let Some(Command::Eval) = plan.command {
@@ -1045,6 +1116,44 @@ fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
     )
 }
 
+/// `kge --storage`: train with the entity table in a partition buffer and report its I/O.
+fn run_partitioned(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    opts: &PartitionOpts,
+    mode: Mode,
+    quiet: bool,
+) -> Result<(), BoxError> {
+    let mut print = |e: partitioned::Event| {
+        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait } = e;
+        if !quiet {
+            eprintln!(
+                "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%)",
+                io_wait.as_secs_f64(),
+                100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
+            );
+        }
+    };
+    let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg), &mut print)?;
+    let cost = run.cost();
+    let g = run.storage.geometry();
+    let part_bytes = g.file_len(0);
+    let epochs = run.orders.len().max(1) as u64;
+    println!(
+        "storage {:?}: {} partitions, buffer {}; {} swaps per epoch (lower bound {}); read {} bytes per epoch (lower bound {}); I/O wait {:.2} s of {:.2} s",
+        opts.storage,
+        g.partitions,
+        opts.buffer,
+        cost.swaps,
+        cost.lower_bound_swaps,
+        run.io.bytes_read / epochs,
+        cost.lower_bound_bytes(part_bytes, opts.buffer),
+        run.io.wait.as_secs_f64(),
+        run.train_time.as_secs_f64()
+    );
+    Ok(())
+}
+
 /// The time-to-accuracy summary: each mode against 95% of sync's best valid MRR.
 fn print_comparison(results: &[RunResult], n_train: usize) {
     if let Some((target, rows)) = compare::compare(results, n_train) {
@@ -1061,6 +1170,34 @@ mod tests {
     struct Cli {
         #[command(flatten)]
         kge: KgeArgs,
+    }
+
+    fn plan(args: &[&str]) -> Result<Plan, BoxError> {
+        let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
+        Plan::new(cli.kge, read_config, None)
+    }
+
+    #[test]
+    fn bad_storage_flags_are_refused_before_anything_is_read_or_written() {
+        let dir = std::env::temp_dir().join(format!("ordo-kge-cli-storage-{}", std::process::id()));
+        let d = dir.to_str().unwrap();
+        let err =
+            plan(&["--storage", "disk", "--storage-dir", d, "--partitions", "4", "--buffer", "5"]);
+        let err = err.err().expect("a buffer larger than the partitions");
+        assert!(err.to_string().contains("--buffer"), "{err}");
+        assert!(!dir.exists(), "nothing written");
+        let err = plan(&["--storage", "disk"]).err().expect("no folder");
+        assert!(err.to_string().contains("--storage-dir"), "{err}");
+        let err = plan(&["--buffer", "2"]).err().expect("no storage");
+        assert!(err.to_string().contains("need --storage"), "{err}");
+        let err = plan(&["--storage", "memory", "--pm", "adapm"]).err().expect("with --pm");
+        assert!(err.to_string().contains("--pm"), "{err}");
+        let ok =
+            plan(&["--storage", "disk", "--storage-dir", d, "--partitions", "8", "--buffer", "2"])
+                .unwrap();
+        let p = ok.opts.partition_opts(false).unwrap().unwrap();
+        assert_eq!((p.partitions, p.buffer, p.storage), (8, 2, StorageKind::Disk));
+        assert!(!dir.exists(), "planning writes nothing");
     }
 
     fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {

@@ -18,7 +18,8 @@
 //! Around it: [`npy`] saves and loads embeddings, [`checkpoint`] writes and resumes
 //! checkpoints, [`manifest`] ties their files together, [`plot`] writes the CSV and figures,
 //! [`compare`] tabulates time-to-accuracy, [`gpu`] runs the step on a CUDA GPU
-//! (`--device cuda`), [`pm`] trains with the parameters in AdaPM (`--pm`, its own asynchronous
+//! (`--device cuda`), [`partitioned`] trains with the entity table in a partition buffer on
+//! disk (`--storage`), [`pm`] trains with the parameters in AdaPM (`--pm`, its own asynchronous
 //! regime, not the engine), [`cli`] is `ordo-train kge`.
 
 pub mod batch;
@@ -38,6 +39,7 @@ pub mod measure;
 pub mod mode;
 pub mod npy;
 pub mod optim;
+pub mod partitioned;
 pub mod plot;
 pub mod pm;
 pub mod replay;

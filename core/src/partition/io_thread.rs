@@ -1,0 +1,218 @@
+//! The background I/O thread: loads partitions into fresh row stores and writes evicted ones
+//! back, one request at a time in the order they were sent.
+//!
+//! **Invariant:** requests are served first in, first out by one thread, so a load of a
+//! partition sent after its write-back reads the generation that write-back produced: a
+//! partition is never read from a stale file. A write-back updates the partition's
+//! [`FileEntry`] only after its file is synced.
+
+use super::error::PartitionError;
+use super::files::{FileName, PartitionFiles};
+use super::geometry::Geometry;
+use super::manifest::FileEntry;
+use crate::mutation::{Mutant, active};
+use crate::store::{RowStore, StoreError, Version};
+use crossbeam_channel::{Receiver, Sender};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Bytes a load or write-back moves per call: partitions stream through a buffer this size.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// A partition in the buffer.
+#[derive(Debug)]
+pub(crate) struct Resident {
+    pub(crate) rows: RowStore,
+    /// A write landed since the partition was loaded or last written back.
+    pub(crate) dirty: std::sync::atomic::AtomicBool,
+}
+
+/// What the storage shares with its I/O thread.
+pub(crate) struct Shared {
+    pub(crate) files: Arc<dyn PartitionFiles>,
+    pub(crate) geometry: Geometry,
+    /// Per partition, its current file (updated by write-backs after their sync).
+    pub(crate) entries: Mutex<Vec<FileEntry>>,
+    /// Generations superseded since the last checkpoint: deleted after the next one.
+    pub(crate) garbage: Mutex<Vec<FileName>>,
+    /// The first write-back failure, reported at the next swap or checkpoint.
+    pub(crate) failed: Mutex<Option<PartitionError>>,
+    pub(crate) bytes_read: AtomicU64,
+    pub(crate) bytes_written: AtomicU64,
+}
+
+pub(crate) type Loaded = Result<RowStore, PartitionError>;
+
+pub(crate) enum Request {
+    Load { partition: usize, reply: Sender<Loaded> },
+    WriteBack { partition: usize, resident: Arc<Resident> },
+    Flush { reply: Sender<()> },
+}
+
+fn io_error(
+    files: &dyn PartitionFiles,
+    name: FileName,
+) -> impl Fn(std::io::Error) -> PartitionError + '_ {
+    move |source| PartitionError::Io { path: files.describe(Some(name)), source }
+}
+
+/// Rows per chunk for rows of `row_bytes` bytes.
+fn chunk_rows(row_bytes: usize) -> usize {
+    (CHUNK_BYTES / row_bytes).max(1)
+}
+
+/// Encode one row: its version word (0: initial, `ts + 1`: written), then its floats, little
+/// endian.
+pub(crate) fn encode_row(version: Version, values: &[f32], out: &mut [u8]) {
+    let word = version.ts().map_or(0, |ts| ts + 1);
+    out[..8].copy_from_slice(&word.to_le_bytes());
+    for (v, b) in values.iter().zip(out[8..].chunks_exact_mut(4)) {
+        b.copy_from_slice(&v.to_le_bytes());
+    }
+}
+
+fn decode_row(bytes: &[u8], out: &mut [f32]) -> Version {
+    let word = u64::from_le_bytes(bytes[..8].try_into().expect("8 bytes"));
+    for (v, b) in out.iter_mut().zip(bytes[8..].chunks_exact(4)) {
+        *v = f32::from_le_bytes(b.try_into().expect("4 bytes"));
+    }
+    match word {
+        0 => Version::Initial,
+        w => Version::Written(w - 1),
+    }
+}
+
+/// Write partition `p`'s rows, as `row(r, out)` encodes row `r`, to file `name`; sync it and
+/// return the checksum.
+pub(crate) fn write_partition(
+    files: &dyn PartitionFiles,
+    geometry: &Geometry,
+    p: usize,
+    name: FileName,
+    mut row: impl FnMut(usize, &mut [u8]) -> Result<(), PartitionError>,
+) -> Result<(u32, u64), PartitionError> {
+    let rb = geometry.row_bytes();
+    let (rows, per) = (geometry.len(p), chunk_rows(rb));
+    let mut buf = vec![0u8; per.min(rows) * rb];
+    let mut hasher = crc32fast::Hasher::new();
+    let err = io_error(files, name);
+    let mut r = 0;
+    while r < rows {
+        let n = per.min(rows - r);
+        for (k, out) in buf[..n * rb].chunks_exact_mut(rb).enumerate() {
+            row(r + k, out)?;
+        }
+        hasher.update(&buf[..n * rb]);
+        files.write_at(name, (r * rb) as u64, &buf[..n * rb]).map_err(&err)?;
+        r += n;
+    }
+    if rows == 0 {
+        files.write_at(name, 0, &[]).map_err(&err)?;
+    }
+    files.sync(name).map_err(&err)?;
+    Ok((hasher.finalize(), (rows * rb) as u64))
+}
+
+/// Check that file `name` exists with partition `p`'s length.
+pub(crate) fn check_file(
+    files: &dyn PartitionFiles,
+    geometry: &Geometry,
+    p: usize,
+    name: FileName,
+) -> Result<(), PartitionError> {
+    let expected = geometry.file_len(p);
+    match files.len(name).map_err(io_error(files, name))? {
+        None => Err(PartitionError::MissingPartition { path: files.describe(Some(name)) }),
+        Some(got) if got != expected => Err(PartitionError::TruncatedPartition {
+            path: files.describe(Some(name)),
+            expected,
+            got,
+        }),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Read partition `p` from its current file into a fresh row store, checking its length and
+/// checksum.
+pub(crate) fn load_partition(shared: &Shared, p: usize) -> Loaded {
+    let files = &*shared.files;
+    let geometry = &shared.geometry;
+    let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+    let name = FileName { partition: p, generation: entry.generation };
+    check_file(files, geometry, p, name)?;
+    let rb = geometry.row_bytes();
+    let (rows, per) = (geometry.len(p), chunk_rows(rb));
+    let mut buf = vec![0u8; per.min(rows) * rb];
+    let mut hasher = crc32fast::Hasher::new();
+    let mut failure = None;
+    let store = RowStore::try_from_rows(rows, geometry.width, |r, out| {
+        let k = r % per;
+        if k == 0 {
+            let n = per.min(rows - r);
+            if let Err(e) = files.read_at(name, (r * rb) as u64, &mut buf[..n * rb]) {
+                failure = Some(e);
+                return Err(StoreError::TooLarge { rows, width: 0 }); // replaced below
+            }
+            hasher.update(&buf[..n * rb]);
+        }
+        Ok(decode_row(&buf[k * rb..(k + 1) * rb], out))
+    });
+    if let Some(e) = failure {
+        return Err(io_error(files, name)(e));
+    }
+    let store = store?;
+    shared.bytes_read.fetch_add(geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
+    if hasher.finalize() != entry.crc32 {
+        return Err(PartitionError::Checksum { path: files.describe(Some(name)) });
+    }
+    Ok(store)
+}
+
+/// Write `resident` back as partition `p`'s next generation.
+fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), PartitionError> {
+    let files = &*shared.files;
+    let old = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+    let name = FileName { partition: p, generation: old.generation + 1 };
+    let old_name = FileName { partition: p, generation: old.generation };
+    let width = shared.geometry.width;
+    let rb = shared.geometry.row_bytes();
+    let mut values = vec![0.0; width];
+    let (crc, len) = write_partition(files, &shared.geometry, p, name, |r, out| {
+        if active(Mutant::PartitionWriteBackStale) {
+            // The bug: write back the copy as it was loaded (the old file), not the buffer's.
+            return files
+                .read_at(old_name, (r * rb) as u64, out)
+                .map_err(io_error(files, old_name));
+        }
+        let version = resident.rows.read(r as u64, &mut values)?;
+        encode_row(version, &values, out);
+        Ok(())
+    })?;
+    shared.bytes_written.fetch_add(len, Ordering::Relaxed); // Relaxed: a counter.
+    shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p] =
+        FileEntry { generation: name.generation, crc32: crc };
+    shared.garbage.lock().map_err(|_| PartitionError::IoThreadGone)?.push(old_name);
+    Ok(())
+}
+
+/// The thread's loop: serve requests in order until the storage drops its sender.
+pub(crate) fn run(shared: Arc<Shared>, requests: Receiver<Request>) {
+    for request in requests {
+        match request {
+            Request::Load { partition, reply } => {
+                // The storage may have stopped waiting (dropped); nothing to do then.
+                let _ = reply.send(load_partition(&shared, partition));
+            }
+            Request::WriteBack { partition, resident } => {
+                if let Err(e) = write_back(&shared, partition, &resident)
+                    && let Ok(mut failed) = shared.failed.lock()
+                {
+                    failed.get_or_insert(e);
+                }
+            }
+            Request::Flush { reply } => {
+                let _ = reply.send(());
+            }
+        }
+    }
+}

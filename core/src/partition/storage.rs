@@ -1,0 +1,571 @@
+//! [`PartitionedStorage`]: a [`RowStorage`] over `P` partition files with a buffer of `c`
+//! partitions in memory.
+
+use super::error::PartitionError;
+use super::files::{FileName, PartitionFiles};
+use super::geometry::Geometry;
+use super::io_thread::{self, Loaded, Request, Resident, Shared};
+use super::manifest::{Cursor, FORMAT, FileEntry, Manifest};
+use super::ordering::{BufferState, check_geometry};
+use crate::mutation::{Mutant, active};
+use crate::storage::RowStorage;
+use crate::store::{RowStore, StoreError, Version};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the storage's I/O cost so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IoStats {
+    /// Time the caller waited in [`PartitionedStorage::admit`] for a partition to arrive (the
+    /// step's I/O wait).
+    pub wait: Duration,
+    /// Bytes of partition files read.
+    pub bytes_read: u64,
+    /// Bytes of partition files written (write-backs and checkpoints).
+    pub bytes_written: u64,
+}
+
+/// Rows in `P` partition files, `c` partitions of them in memory.
+///
+/// **The protocol at a swap** (module docs of [`super`]): the caller swaps only while no batch
+/// is in flight (between the session's [`finish`](crate::engine::Session::finish)es), and a
+/// batch touches only resident partitions. Then a row's reads and writes all go to the one
+/// in-memory copy of its partition while it is resident, eviction writes that copy back before
+/// the partition can be loaded again (the I/O thread's order), and the storage keeps
+/// [`RowStorage`]'s contract across swaps: a row's version and values leave and come back
+/// together. A row of a partition that is not resident is
+/// [`PartitionError::NotResident`] (as [`StoreError::Other`]), never a stale value.
+///
+/// **Slot reclamation.** A slot is an `RwLock<Option<Arc<Resident>>>`: a read or write holds
+/// its read guard while it copies, and eviction takes the write guard, so a slot is never freed
+/// under a reader; since swaps happen only when no batch is in flight, the write guard never
+/// waits. No epoch-based reclamation (crossbeam-epoch) is needed: the drain is the grace period.
+///
+/// **Memory:** `c` resident partitions, one prefetched partition (the spare slot), and a chunk
+/// of I/O buffer: `c + 1` partitions.
+///
+/// ```
+/// use ordo::partition::{Geometry, MemoryFiles, PartitionedStorage};
+/// use ordo::storage::RowStorage;
+///
+/// let g = Geometry { rows: 10, width: 2, partitions: 4 };
+/// let s = PartitionedStorage::create(MemoryFiles::default(), g, 2, "run-1", |r, out| out.fill(r as f32))?;
+/// s.admit(1)?;
+/// let mut row = [0.0; 2];
+/// s.read(3, &mut row)?; // row 3 is in partition 1
+/// assert_eq!(row, [3.0, 3.0]);
+/// assert!(s.read(0, &mut row).is_err()); // partition 0 is not in the buffer
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct PartitionedStorage {
+    shared: Arc<Shared>,
+    buffer: usize,
+    run_id: String,
+    /// Per partition, its copy in memory if resident.
+    slots: Vec<RwLock<Option<Arc<Resident>>>>,
+    next_version: AtomicU64,
+    /// Loads sent to the I/O thread and not yet admitted.
+    pending: Mutex<HashMap<usize, Receiver<Loaded>>>,
+    wait_nanos: AtomicU64,
+    requests: Option<Sender<Request>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn poisoned<T>(_: T) -> PartitionError {
+    PartitionError::IoThreadGone
+}
+
+impl PartitionedStorage {
+    fn check(geometry: Geometry, buffer: usize) -> Result<(), PartitionError> {
+        check_geometry(geometry.partitions, buffer)?;
+        if geometry.partitions > geometry.rows {
+            return Err(PartitionError::TooManyPartitions {
+                partitions: geometry.partitions,
+                rows: geometry.rows,
+            });
+        }
+        Ok(())
+    }
+
+    fn start(
+        files: Arc<dyn PartitionFiles>,
+        geometry: Geometry,
+        buffer: usize,
+        run_id: String,
+        entries: Vec<FileEntry>,
+        next_version: u64,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            files,
+            geometry,
+            entries: Mutex::new(entries),
+            garbage: Mutex::new(Vec::new()),
+            failed: Mutex::new(None),
+            bytes_read: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
+        });
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("ordo-partition-io".into())
+            .spawn(move || io_thread::run(thread_shared, rx))
+            .expect("spawn the partition I/O thread");
+        PartitionedStorage {
+            shared,
+            buffer,
+            run_id,
+            slots: (0..geometry.partitions).map(|_| RwLock::new(None)).collect(),
+            next_version: AtomicU64::new(next_version),
+            pending: Mutex::new(HashMap::new()),
+            wait_nanos: AtomicU64::new(0),
+            requests: Some(tx),
+            thread: Some(thread),
+        }
+    }
+
+    /// A new storage in `files`: every row `r` starts as `init(r, row)` at the initial
+    /// version, written partition by partition (one partition's chunk in memory at a time),
+    /// with a checkpoint at [`Cursor::default`]. Nothing is resident.
+    ///
+    /// Checked first, before any file is written: the geometry (a buffer of `2 ≤ c ≤ P`,
+    /// `P ≤ rows`), and that `files` holds no storage yet ([`PartitionError::AlreadyCreated`],
+    /// or [`PartitionError::ForeignRun`] for another run's).
+    pub fn create(
+        files: impl PartitionFiles,
+        geometry: Geometry,
+        buffer: usize,
+        run_id: &str,
+        mut init: impl FnMut(usize, &mut [f32]),
+    ) -> Result<Self, PartitionError> {
+        Self::check(geometry, buffer)?;
+        let files: Arc<dyn PartitionFiles> = Arc::new(files);
+        let manifest_path = files.describe(None);
+        if let Some(found) = read_manifest(&*files)? {
+            return Err(if found.run_id == run_id {
+                PartitionError::AlreadyCreated { manifest: manifest_path, run_id: found.run_id }
+            } else {
+                PartitionError::ForeignRun {
+                    manifest: manifest_path,
+                    expected: run_id.into(),
+                    found: found.run_id,
+                }
+            });
+        }
+        let mut entries = Vec::with_capacity(geometry.partitions);
+        let mut values = vec![0.0; geometry.width];
+        for p in 0..geometry.partitions {
+            let name = FileName { partition: p, generation: 0 };
+            let first = geometry.start(p);
+            let (crc32, _) = io_thread::write_partition(&*files, &geometry, p, name, |r, out| {
+                init(first + r, &mut values);
+                io_thread::encode_row(Version::Initial, &values, out);
+                Ok(())
+            })?;
+            entries.push(FileEntry { generation: 0, crc32 });
+        }
+        let storage = Self::start(files, geometry, buffer, run_id.into(), entries, 0);
+        storage.write_manifest(Cursor::default())?;
+        Ok(storage)
+    }
+
+    /// Open the storage in `files` at its last checkpoint, with a buffer of `buffer`; returns
+    /// it (nothing resident) and the checkpoint's cursor. Checked before anything is loaded:
+    /// the manifest exists and belongs to `run_id`, the geometry fits the buffer, and every
+    /// partition file it names exists with its length (checksums are checked as each partition
+    /// loads). Files of generations the manifest does not name (write-backs after the last
+    /// checkpoint, cut short by a crash) are deleted.
+    pub fn open(
+        files: impl PartitionFiles,
+        run_id: &str,
+        buffer: usize,
+    ) -> Result<(Self, Cursor), PartitionError> {
+        let files: Arc<dyn PartitionFiles> = Arc::new(files);
+        let manifest_path = files.describe(None);
+        let m = read_manifest(&*files)?
+            .ok_or(PartitionError::NoManifest { manifest: manifest_path.clone() })?;
+        if m.run_id != run_id {
+            return Err(PartitionError::ForeignRun {
+                manifest: manifest_path,
+                expected: run_id.into(),
+                found: m.run_id,
+            });
+        }
+        let geometry = Geometry { rows: m.rows, width: m.width, partitions: m.partitions };
+        Self::check(geometry, buffer)?;
+        if m.files.len() != m.partitions {
+            return Err(PartitionError::BadManifest {
+                manifest: manifest_path,
+                reason: format!("{} files for {} partitions", m.files.len(), m.partitions),
+            });
+        }
+        for (p, e) in m.files.iter().enumerate() {
+            io_thread::check_file(
+                &*files,
+                &geometry,
+                p,
+                FileName { partition: p, generation: e.generation },
+            )?;
+        }
+        let stray = files
+            .list()
+            .map_err(|source| PartitionError::Io { path: manifest_path.clone(), source })?;
+        for name in stray {
+            if m.files.get(name.partition).is_none_or(|e| e.generation != name.generation) {
+                files.remove(name).map_err(|source| PartitionError::Io {
+                    path: files.describe(Some(name)),
+                    source,
+                })?;
+            }
+        }
+        let cursor = m.cursor;
+        Ok((Self::start(files, geometry, buffer, m.run_id, m.files, m.next_version), cursor))
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> Geometry {
+        self.shared.geometry
+    }
+
+    /// The buffer's size `c`.
+    pub fn buffer(&self) -> usize {
+        self.buffer
+    }
+
+    /// The run id the files belong to.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The resident partitions, ascending.
+    pub fn resident(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&p| self.slots[p].read().map(|s| s.is_some()).unwrap_or(false))
+            .collect()
+    }
+
+    /// What I/O cost so far.
+    pub fn io_stats(&self) -> IoStats {
+        IoStats {
+            // Relaxed: counters, read for reports.
+            wait: Duration::from_nanos(self.wait_nanos.load(Ordering::Relaxed)),
+            bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
+            bytes_written: self.shared.bytes_written.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, request: Request) -> Result<(), PartitionError> {
+        let requests = self.requests.as_ref().ok_or(PartitionError::IoThreadGone)?;
+        requests.send(request).map_err(|_| PartitionError::IoThreadGone)
+    }
+
+    fn check_partition(&self, partition: usize) -> Result<(), PartitionError> {
+        let partitions = self.slots.len();
+        if partition >= partitions {
+            return Err(PartitionError::NoSuchPartition { partition, partitions });
+        }
+        Ok(())
+    }
+
+    /// The first write-back failure since the last call, if any.
+    fn take_failure(&self) -> Result<(), PartitionError> {
+        match self.shared.failed.lock().map_err(poisoned)?.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Start loading `partition` in the background (into the spare slot) unless it is resident
+    /// or already on its way. [`admit`](Self::admit) takes it.
+    pub fn prefetch(&self, partition: usize) -> Result<(), PartitionError> {
+        self.check_partition(partition)?;
+        if self.slots[partition].read().map_err(poisoned)?.is_some() {
+            return Ok(());
+        }
+        let mut pending = self.pending.lock().map_err(poisoned)?;
+        if let std::collections::hash_map::Entry::Vacant(slot) = pending.entry(partition) {
+            let (reply, rx) = crossbeam_channel::bounded(1);
+            self.send(Request::Load { partition, reply })?;
+            slot.insert(rx);
+        }
+        Ok(())
+    }
+
+    /// Make `partition` resident: take its prefetched copy, or load it now, waiting for the
+    /// load (the wait counts as I/O wait). An error if the buffer is full.
+    pub fn admit(&self, partition: usize) -> Result<(), PartitionError> {
+        self.check_partition(partition)?;
+        self.take_failure()?;
+        if self.slots[partition].read().map_err(poisoned)?.is_some() {
+            return Ok(());
+        }
+        if self.resident().len() >= self.buffer {
+            return Err(PartitionError::BufferFull { partition, buffer: self.buffer });
+        }
+        self.prefetch(partition)?;
+        let rx = self.pending.lock().map_err(poisoned)?.remove(&partition).expect("prefetched");
+        let rows = if active(Mutant::PartitionReadBeforeLoad) {
+            // The bug: take the slot before its load finished, as it is before the bytes
+            // arrive (zeros at the initial version).
+            drop(rx);
+            RowStore::zeros(self.shared.geometry.len(partition), self.shared.geometry.width)
+        } else {
+            let t = Instant::now();
+            let loaded = rx.recv().map_err(|_| PartitionError::IoThreadGone)?;
+            // Relaxed: a counter, read for reports.
+            self.wait_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            loaded?
+        };
+        let resident = Arc::new(Resident { rows, dirty: AtomicBool::new(false) });
+        *self.slots[partition].write().map_err(poisoned)? = Some(resident);
+        Ok(())
+    }
+
+    /// Take `partition` out of the buffer; its copy is written back in the background (as the
+    /// partition's next file generation) if a row of it was written since it was loaded.
+    /// Call only while no batch is in flight.
+    pub fn evict(&self, partition: usize) -> Result<(), PartitionError> {
+        self.check_partition(partition)?;
+        let Some(resident) = self.slots[partition].write().map_err(poisoned)?.take() else {
+            return Ok(());
+        };
+        // Relaxed: the writers' stores of the flag happened before the drain that lets the
+        // caller swap (the session's finish joins them).
+        if resident.dirty.load(Ordering::Relaxed) && !active(Mutant::PartitionEvictWithoutWriteBack)
+        {
+            self.send(Request::WriteBack { partition, resident })?;
+        }
+        Ok(())
+    }
+
+    /// Move the buffer to `state`: evict its swap's outgoing partition, admit its partitions,
+    /// and prefetch the partition `next` brings in. Call only while no batch is in flight.
+    pub fn enter(
+        &self,
+        state: &BufferState,
+        next: Option<&BufferState>,
+    ) -> Result<(), PartitionError> {
+        for p in self.resident() {
+            if !state.resident.contains(&p) {
+                self.evict(p)?;
+            }
+        }
+        for &p in &state.resident {
+            self.admit(p)?;
+        }
+        if let Some(swap) = next.and_then(|n| n.swap) {
+            self.prefetch(swap.load)?;
+        }
+        Ok(())
+    }
+
+    /// Wait until every write-back sent so far is on disk.
+    fn flush(&self) -> Result<(), PartitionError> {
+        let (reply, rx) = crossbeam_channel::bounded(1);
+        self.send(Request::Flush { reply })?;
+        rx.recv().map_err(|_| PartitionError::IoThreadGone)?;
+        self.take_failure()
+    }
+
+    /// A checkpoint at `cursor`: write back every resident partition changed since it was
+    /// loaded (new generations; nothing is copied or checksummed that did not change), wait for
+    /// every write-back to be synced, then replace the manifest atomically and delete the
+    /// generations it no longer names. A crash at any point leaves either this checkpoint or
+    /// the previous one whole. Call only while no batch is in flight.
+    pub fn checkpoint(&self, cursor: Cursor) -> Result<(), PartitionError> {
+        for (p, slot) in self.slots.iter().enumerate() {
+            if let Some(resident) = &*slot.read().map_err(poisoned)? {
+                // Relaxed: as in `evict`.
+                if resident.dirty.swap(false, Ordering::Relaxed) {
+                    self.send(Request::WriteBack { partition: p, resident: Arc::clone(resident) })?;
+                }
+            }
+        }
+        self.flush()?;
+        self.write_manifest(cursor)?;
+        let garbage = std::mem::take(&mut *self.shared.garbage.lock().map_err(poisoned)?);
+        for name in garbage {
+            self.shared.files.remove(name).map_err(|source| PartitionError::Io {
+                path: self.shared.files.describe(Some(name)),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    fn write_manifest(&self, cursor: Cursor) -> Result<(), PartitionError> {
+        let g = self.shared.geometry;
+        let manifest = Manifest {
+            format: FORMAT,
+            run_id: self.run_id.clone(),
+            rows: g.rows,
+            width: g.width,
+            partitions: g.partitions,
+            // Acquire: pairs with the writers' fetch_max (drained before a checkpoint).
+            next_version: self.next_version.load(Ordering::Acquire),
+            cursor,
+            files: self.shared.entries.lock().map_err(poisoned)?.clone(),
+        };
+        let bytes = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
+        let files = &self.shared.files;
+        files
+            .write_manifest(&bytes)
+            .map_err(|source| PartitionError::Io { path: files.describe(None), source })
+    }
+
+    /// Row `row`'s partition and its index inside it.
+    fn locate(&self, row: u64) -> Result<(usize, u64), StoreError> {
+        let g = &self.shared.geometry;
+        if row >= g.rows as u64 {
+            return Err(StoreError::RowOutOfRange { row, rows: g.rows });
+        }
+        let p = g.partition_of(row as usize);
+        Ok((p, row - g.start(p) as u64))
+    }
+
+    fn with_resident<R>(
+        &self,
+        row: u64,
+        f: impl FnOnce(&Resident, u64) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let (p, local) = self.locate(row)?;
+        let slot =
+            self.slots[p].read().map_err(|_| StoreError::other(PartitionError::IoThreadGone))?;
+        match &*slot {
+            Some(resident) => f(resident, local),
+            None => Err(StoreError::other(PartitionError::NotResident { row, partition: p })),
+        }
+    }
+}
+
+fn read_manifest(files: &dyn PartitionFiles) -> Result<Option<Manifest>, PartitionError> {
+    let path = files.describe(None);
+    let Some(bytes) = files
+        .read_manifest()
+        .map_err(|source| PartitionError::Io { path: path.clone(), source })?
+    else {
+        return Ok(None);
+    };
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| PartitionError::BadManifest {
+        manifest: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if m.format != FORMAT {
+        return Err(PartitionError::BadManifest {
+            manifest: path,
+            reason: format!("format {} is not {FORMAT}", m.format),
+        });
+    }
+    Ok(Some(m))
+}
+
+impl Drop for PartitionedStorage {
+    /// Stops the I/O thread after the requests already sent. Resident changes since the last
+    /// [`checkpoint`](PartitionedStorage::checkpoint) are not saved: dropping is a crash as far
+    /// as the files are concerned.
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for PartitionedStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionedStorage")
+            .field("geometry", &self.shared.geometry)
+            .field("buffer", &self.buffer)
+            .field("run_id", &self.run_id)
+            .finish()
+    }
+}
+
+impl RowStorage for PartitionedStorage {
+    fn rows(&self) -> usize {
+        self.shared.geometry.rows
+    }
+
+    fn width(&self) -> usize {
+        self.shared.geometry.width
+    }
+
+    fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
+        self.with_resident(row, |r, local| r.rows.read(local, out))
+    }
+
+    fn version(&self, row: u64) -> Result<Version, StoreError> {
+        self.with_resident(row, |r, local| r.rows.version(local))
+    }
+
+    fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
+        self.with_resident(row, |r, local| {
+            let landed = r.rows.write_if_newer(local, ts, values)?;
+            if landed {
+                // Relaxed: read only after a drain (see `evict`).
+                r.dirty.store(true, Ordering::Relaxed);
+                // AcqRel: a counter read at session start and checkpoints, after a drain.
+                self.next_version.fetch_max(ts + 1, Ordering::AcqRel);
+            }
+            Ok(landed)
+        })
+    }
+
+    fn prefetch(&self, row: u64) {
+        let _ = self.with_resident(row, |r, local| {
+            r.rows.prefetch(local);
+            Ok(())
+        });
+    }
+
+    /// The whole table: resident partitions from memory, the others streamed from their files
+    /// (after the pending write-backs), one partition at a time.
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
+        self.flush().map_err(StoreError::other)?;
+        let g = self.shared.geometry;
+        let mut all = Vec::with_capacity(g.rows * g.width);
+        for p in 0..g.partitions {
+            let slot = self.slots[p]
+                .read()
+                .map_err(|_| StoreError::other(PartitionError::IoThreadGone))?;
+            let part = match &*slot {
+                Some(r) => r.rows.snapshot(),
+                None => io_thread::load_partition(&self.shared, p)
+                    .map_err(StoreError::other)?
+                    .snapshot(),
+            };
+            all.extend_from_slice(&part);
+        }
+        Ok(all)
+    }
+
+    fn next_version(&self) -> Result<u64, StoreError> {
+        // Acquire: as in `write_manifest`.
+        Ok(self.next_version.load(Ordering::Acquire))
+    }
+
+    fn read_unordered(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
+        self.with_resident(row, |r, local| r.rows.hogwild().read(local, out))
+    }
+
+    fn overwrite_unordered(&self, row: u64, values: &[f32]) -> Result<(), StoreError> {
+        self.with_resident(row, |r, local| {
+            r.rows.hogwild().write(local, values)?;
+            // Relaxed: as in `write_if_newer`.
+            r.dirty.store(true, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+
+    fn add_unordered(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
+        self.with_resident(row, |r, local| {
+            r.rows.hogwild().add(local, delta)?;
+            // Relaxed: as in `write_if_newer`.
+            r.dirty.store(true, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+}

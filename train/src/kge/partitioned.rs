@@ -1,0 +1,512 @@
+//! KGE training with the entity table in a partition buffer (`ordo-train kge --storage disk
+//! --storage-dir DIR --partitions P --buffer c`; `--storage memory` is the in-memory twin: the
+//! same partitions, order and batches without a disk).
+//!
+//! The entity rows (embedding and optimizer state together) live in an
+//! [`ordo::partition::PartitionedStorage`]; relations stay dense in the model. An epoch walks
+//! [`ordo::partition::ordering::beta`]'s buffer states; in each it trains the state's edge
+//! buckets `(i, j)` (the training triples with head in partition `i` and tail in `j`), each
+//! bucket's triples shuffled by `(seed, epoch, bucket)` and cut into batches, every batch's
+//! negatives drawn from the rows of its bucket's two partitions (both in the buffer, as in
+//! Marius and PyTorch-BigGraph). The session is drained at every state's end before the buffer
+//! moves (the protocol of [`ordo::partition`]), so `--mode oac` ends equal to the synchronous
+//! replay of its recorded order.
+//!
+//! **Replay invariant:** batch `id` is a pure function of `(seed, epoch, state, bucket, index)`;
+//! ids are `epoch << 32 | position in the epoch`.
+//!
+//! A disk run checkpoints at every epoch's end: the dense parameters to `dense.e{epoch}.f32`
+//! (synced), then the storage's manifest, which names the epoch; a run started on a folder that
+//! holds a checkpoint of the same run resumes from it, bit for bit.
+
+use super::batch::{KgeBatch, Sampling, SplitMix64};
+use super::config::TrainConfig;
+use super::data::Dataset;
+use super::error::TrainError;
+use super::step::KgeModel;
+use ordo::engine::{self, Batch, CpuDevice, Engine, EngineConfig, EngineError};
+use ordo::partition::ordering::{Plan, SwapCost, beta};
+use ordo::partition::{
+    Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionedStorage,
+};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where the entity partitions live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageKind {
+    /// Partition files in `--storage-dir`, `--buffer` of them in memory.
+    Disk,
+    /// The in-memory twin: the same partitions and order, no disk.
+    Memory,
+}
+
+/// The partition buffer's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionOpts {
+    /// Disk or the twin.
+    pub storage: StorageKind,
+    /// The folder of a disk run.
+    pub dir: Option<PathBuf>,
+    /// `P`.
+    pub partitions: usize,
+    /// `c`.
+    pub buffer: usize,
+}
+
+/// Why a partitioned run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PartitionedError {
+    /// The storage refused its geometry or files, or its I/O failed.
+    #[error(transparent)]
+    Partition(#[from] PartitionError),
+    /// The model's configuration.
+    #[error(transparent)]
+    Train(#[from] TrainError),
+    /// The engine or a step failed.
+    #[error("engine: {0}")]
+    Engine(String),
+    /// `--storage disk` without `--storage-dir`.
+    #[error("--storage disk needs --storage-dir DIR")]
+    NoDir,
+    /// The dense parameters of the checkpoint to resume are missing or of the wrong size.
+    #[error("{path}: {reason}")]
+    Dense {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl<E: std::fmt::Display> From<EngineError<E>> for PartitionedError {
+    fn from(e: EngineError<E>) -> Self {
+        PartitionedError::Engine(e.to_string())
+    }
+}
+
+impl PartitionOpts {
+    /// Check the geometry against `entities` before anything is read or written.
+    pub fn check(&self, entities: usize) -> Result<(), PartitionedError> {
+        beta(self.partitions, self.buffer).map_err(PartitionError::from)?;
+        if self.partitions > entities {
+            return Err(PartitionError::TooManyPartitions {
+                partitions: self.partitions,
+                rows: entities,
+            }
+            .into());
+        }
+        if self.storage == StorageKind::Disk && self.dir.is_none() {
+            return Err(PartitionedError::NoDir);
+        }
+        Ok(())
+    }
+}
+
+/// The training triples by edge bucket.
+pub struct Buckets {
+    geometry: Geometry,
+    /// Per bucket `src · P + dst`, its training triples' indices in file order.
+    index: Vec<Vec<u32>>,
+}
+
+impl Buckets {
+    /// Sort `d`'s training triples into the buckets of `geometry`.
+    pub fn new(d: &Dataset, geometry: Geometry) -> Self {
+        let p = geometry.partitions;
+        let mut index = vec![Vec::new(); p * p];
+        for (i, t) in d.train.iter().enumerate() {
+            let (s, o) = (geometry.partition_of(t.h as usize), geometry.partition_of(t.t as usize));
+            index[s * p + o].push(i as u32);
+        }
+        Buckets { geometry, index }
+    }
+
+    /// The batches of state `state` of `plan` in `epoch`, the first of them at position
+    /// `first` of the epoch.
+    pub fn state_batches(
+        &self,
+        d: &Dataset,
+        sampling: &Sampling,
+        plan: &Plan,
+        state: usize,
+        epoch: usize,
+        first: usize,
+    ) -> Vec<Batch<KgeBatch>> {
+        let (g, p) = (self.geometry, self.geometry.partitions);
+        let size = sampling.batch_size.max(1);
+        let chunk = sampling.chunk.max(1);
+        let mut out = Vec::new();
+        for b in &plan.states[state].buckets {
+            let bucket = b.src * p + b.dst;
+            let mut order = self.index[bucket].clone();
+            let mut shuffle = SplitMix64::new(
+                sampling.seed,
+                0xB0C4_E700_0000 ^ ((epoch as u64) << 24) ^ bucket as u64,
+            );
+            for i in (1..order.len()).rev() {
+                order.swap(i, shuffle.below(i as u32 + 1) as usize);
+            }
+            let (src_len, dst_len) = (g.len(b.src), if b.dst == b.src { 0 } else { g.len(b.dst) });
+            let pool = (src_len + dst_len) as u32;
+            let row_of = |x: u32| {
+                let x = x as usize;
+                (if x < src_len { g.start(b.src) + x } else { g.start(b.dst) + x - src_len }) as u32
+            };
+            for positives in order.chunks(size) {
+                let id = ((epoch as u64) << 32) | (first + out.len()) as u64;
+                let triples: Vec<_> = positives.iter().map(|&i| d.train[i as usize]).collect();
+                let mut neg = SplitMix64::new(sampling.seed, id);
+                let n = triples.len().div_ceil(chunk) * sampling.negatives;
+                let neg_t = (0..n).map(|_| row_of(neg.below(pool))).collect();
+                let neg_h = (0..n).map(|_| row_of(neg.below(pool))).collect();
+                out.push(sampling.assemble(id, &triples, neg_t, neg_h));
+            }
+        }
+        out
+    }
+}
+
+/// Progress of a partitioned run.
+#[derive(Debug, Clone, Copy)]
+pub enum Event {
+    /// An epoch ended.
+    Epoch {
+        /// 1-based.
+        epoch: usize,
+        /// Batches trained.
+        batches: usize,
+        /// Wall seconds.
+        seconds: f64,
+        /// Of them, waiting for a partition to load.
+        io_wait: Duration,
+    },
+}
+
+/// What a partitioned run ends with.
+pub struct PartitionedRun {
+    /// The entity storage (resident partitions, the rest in files).
+    pub storage: PartitionedStorage,
+    /// The model (relations).
+    pub model: KgeModel,
+    /// The plan of every epoch.
+    pub plan: Plan,
+    /// Per epoch trained by this call, the recorded order of batch ids.
+    pub orders: Vec<Vec<u64>>,
+    /// The first epoch this call trained (0, or the resumed checkpoint's).
+    pub start_epoch: usize,
+    /// Bytes and wait of the storage's I/O.
+    pub io: IoStats,
+    /// Wall time of the epochs.
+    pub train_time: Duration,
+}
+
+impl PartitionedRun {
+    /// The plan's swaps against the lower bound.
+    pub fn cost(&self) -> SwapCost {
+        self.plan.cost()
+    }
+}
+
+/// The run id a storage folder is bound to: the dataset, the table's shape and the seed.
+pub fn run_id(d: &Dataset, cfg: &TrainConfig) -> String {
+    format!("{}:{}x{}:{:?}:seed{}", d.name, d.entities.len(), cfg.row_width(), cfg.score, cfg.seed)
+}
+
+fn dense_path(dir: &Path, epoch: u64) -> PathBuf {
+    dir.join(format!("dense.e{epoch}.f32"))
+}
+
+/// Write the dense parameters of the checkpoint at `epoch` (synced), before its manifest.
+fn write_dense(dir: &Path, epoch: u64, dense: &[f32]) -> Result<(), PartitionError> {
+    use std::io::Write;
+    let path = dense_path(dir, epoch);
+    let io = |source| PartitionError::Io { path: path.display().to_string(), source };
+    let mut f = std::fs::File::create(&path).map_err(io)?;
+    let bytes: Vec<u8> = dense.iter().flat_map(|v| v.to_le_bytes()).collect();
+    f.write_all(&bytes).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+fn read_dense(dir: &Path, epoch: u64, len: usize) -> Result<Vec<f32>, PartitionedError> {
+    let path = dense_path(dir, epoch);
+    let bad = |reason: String| PartitionedError::Dense { path: path.display().to_string(), reason };
+    let bytes = std::fs::read(&path).map_err(|e| bad(e.to_string()))?;
+    if bytes.len() != 4 * len {
+        return Err(bad(format!("{} bytes, not {}", bytes.len(), 4 * len)));
+    }
+    Ok(bytes.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect())
+}
+
+/// The initial entity rows, row `r` in order: [`super::init`]'s stream, so a partitioned run
+/// starts from the same table as an in-memory one.
+fn initial_rows(cfg: &TrainConfig) -> impl FnMut(usize, &mut [f32]) {
+    let (dim, init, scale) = (cfg.dim, cfg.init, cfg.init_scale);
+    let mut g = SplitMix64::new(cfg.seed, 0xE7);
+    move |_, row| {
+        row.fill(0.0);
+        row[..dim].copy_from_slice(&init.sample(&mut g, dim, dim, scale));
+    }
+}
+
+/// Create or resume the storage of `opts` for `d`; returns it with the epoch to start at and
+/// the resumed dense parameters, if any.
+pub fn open_storage(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    opts: &PartitionOpts,
+) -> Result<(PartitionedStorage, usize, Option<Vec<f32>>), PartitionedError> {
+    opts.check(d.entities.len())?;
+    let geometry =
+        Geometry { rows: d.entities.len(), width: cfg.row_width(), partitions: opts.partitions };
+    let id = run_id(d, cfg);
+    match (&opts.storage, &opts.dir) {
+        (StorageKind::Memory, _) => {
+            let s = PartitionedStorage::create(
+                MemoryFiles::default(),
+                geometry,
+                opts.buffer,
+                &id,
+                initial_rows(cfg),
+            )?;
+            Ok((s, 0, None))
+        }
+        (StorageKind::Disk, None) => Err(PartitionedError::NoDir),
+        (StorageKind::Disk, Some(dir)) => {
+            let files = DiskFiles::new(dir)
+                .map_err(|source| PartitionError::Io { path: dir.display().to_string(), source })?;
+            match PartitionedStorage::open(files.clone(), &id, opts.buffer) {
+                Ok((s, cursor)) => {
+                    if s.geometry() != geometry {
+                        return Err(PartitionError::BadManifest {
+                            manifest: dir.display().to_string(),
+                            reason: format!(
+                                "geometry {:?} is not this run's {geometry:?}",
+                                s.geometry()
+                            ),
+                        }
+                        .into());
+                    }
+                    let dense = match cursor.epoch {
+                        0 => None,
+                        e => Some(read_dense(
+                            dir,
+                            e,
+                            engine::Model::dense(&cfg.init_model(d)?).len(),
+                        )?),
+                    };
+                    Ok((s, cursor.epoch as usize, dense))
+                }
+                Err(PartitionError::NoManifest { .. }) => {
+                    let s = PartitionedStorage::create(
+                        files,
+                        geometry,
+                        opts.buffer,
+                        &id,
+                        initial_rows(cfg),
+                    )?;
+                    Ok((s, 0, None))
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Train `cfg.epochs` epochs (from a resumed checkpoint's epoch on) in `mode` with the entity
+/// rows in the partition buffer of `opts`.
+pub fn train(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    opts: &PartitionOpts,
+    mode: engine::Mode,
+    observe: &mut dyn FnMut(Event),
+) -> Result<PartitionedRun, PartitionedError> {
+    let (storage, start_epoch, dense) = open_storage(d, cfg, opts)?;
+    let mut model = cfg.init_model(d)?;
+    if let Some(dense) = dense {
+        model.set_dense(&dense);
+    }
+    let plan = beta(opts.partitions, opts.buffer).map_err(PartitionError::from)?;
+    let buckets = Buckets::new(d, storage.geometry());
+    let sampling = cfg.sampling(d);
+    let threads = cfg.threads.max(1);
+    let engine = Engine::new(EngineConfig::new(mode).threads(threads, threads))?;
+    let n = plan.states.len();
+    let t0 = Instant::now();
+    let orders = engine.session(&mut CpuDevice::new(), &mut model, &storage, |s| {
+        let mut orders = Vec::new();
+        for epoch in start_epoch..cfg.epochs {
+            let (t, wait0) = (Instant::now(), storage.io_stats().wait);
+            let mut order = Vec::new();
+            for k in 0..n {
+                storage.enter(&plan.states[k], plan.states.get(k + 1).or(plan.states.first()))?;
+                let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, order.len());
+                s.submit_all(batches)?;
+                // The drain: every batch of this state is written before the buffer moves.
+                order.extend(s.finish()?.batch_ids());
+            }
+            if let (StorageKind::Disk, Some(dir)) = (opts.storage, &opts.dir) {
+                let done = epoch as u64 + 1;
+                write_dense(dir, done, &engine::Model::dense(s.model()))?;
+                storage.checkpoint(Cursor { epoch: done, state: 0 })?;
+                let _ = std::fs::remove_file(dense_path(dir, epoch as u64));
+            }
+            observe(Event::Epoch {
+                epoch: epoch + 1,
+                batches: order.len(),
+                seconds: t.elapsed().as_secs_f64(),
+                io_wait: storage.io_stats().wait - wait0,
+            });
+            orders.push(order);
+        }
+        Ok::<_, PartitionedError>(orders)
+    })?;
+    let io = storage.io_stats();
+    Ok(PartitionedRun { storage, model, plan, orders, start_epoch, io, train_time: t0.elapsed() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo::engine::{AsyncWrite, Model, replay_into};
+    use ordo::storage::RowStorage;
+    use std::collections::HashMap;
+
+    fn config(epochs: usize) -> TrainConfig {
+        TrainConfig {
+            dim: 8,
+            epochs,
+            batch_size: 64,
+            negatives: 4,
+            chunk: 4,
+            threads: 2,
+            seed: 3,
+            ..TrainConfig::default()
+        }
+    }
+
+    fn opts(storage: StorageKind, dir: Option<&Path>) -> PartitionOpts {
+        PartitionOpts { storage, dir: dir.map(Path::to_path_buf), partitions: 4, buffer: 2 }
+    }
+
+    struct TempDir(PathBuf);
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let dir = std::env::temp_dir()
+                .join(format!("ordo-kge-partitioned-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            TempDir(dir)
+        }
+    }
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// The synchronous run of `orders` (epochs `0..`) on the in-memory twin: each state's part
+    /// of the order replayed batch by batch with the twin's buffer moved as the plan moves it.
+    fn twin_replay(d: &Dataset, cfg: &TrainConfig, orders: &[Vec<u64>]) -> (Vec<f32>, Vec<f32>) {
+        let o = opts(StorageKind::Memory, None);
+        let (twin, _, _) = open_storage(d, cfg, &o).unwrap();
+        let plan = beta(o.partitions, o.buffer).unwrap();
+        let buckets = Buckets::new(d, twin.geometry());
+        let sampling = cfg.sampling(d);
+        let mut model = cfg.init_model(d).unwrap();
+        for (epoch, order) in orders.iter().enumerate() {
+            let mut at = 0;
+            for k in 0..plan.states.len() {
+                twin.enter(&plan.states[k], None).unwrap();
+                let batches: HashMap<u64, _> = buckets
+                    .state_batches(d, &sampling, &plan, k, epoch, at)
+                    .into_iter()
+                    .map(|b| (b.id, b))
+                    .collect();
+                let part = &order[at..at + batches.len()];
+                replay_into(&mut model, &twin, part, |id| batches.get(&id)).unwrap();
+                at += part.len();
+            }
+            assert_eq!(at, order.len());
+        }
+        (twin.snapshot().unwrap(), model.dense())
+    }
+
+    #[test]
+    fn oac_on_disk_equals_the_twins_sync_replay_and_async_differs() {
+        let d = Dataset::load("umls").unwrap();
+        let cfg = config(2);
+        let dir = TempDir::new("oac");
+        let run =
+            train(&d, &cfg, &opts(StorageKind::Disk, Some(&dir.0)), engine::Mode::Oac, &mut |_| {})
+                .unwrap();
+        assert_eq!(run.orders.len(), 2);
+        let (table, dense) = twin_replay(&d, &cfg, &run.orders);
+        let trained = run.storage.snapshot().unwrap();
+        assert_ne!(trained, twin_replay(&d, &cfg, &[]).0, "training changed the table");
+        assert_eq!(trained, table, "oac on disk == sync replay on the twin, bit for bit");
+        assert_eq!(run.model.dense(), dense);
+        assert!(run.io.bytes_read > 0 && run.io.bytes_written > 0);
+
+        let run = train(
+            &d,
+            &cfg,
+            &opts(StorageKind::Memory, None),
+            engine::Mode::Async(AsyncWrite::AddDelta),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_ne!(
+            run.storage.snapshot().unwrap(),
+            twin_replay(&d, &cfg, &run.orders).0,
+            "async lost no update?"
+        );
+    }
+
+    #[test]
+    fn a_resumed_disk_run_equals_the_sync_replay_of_both_parts() {
+        let d = Dataset::load("umls").unwrap();
+        let dir = TempDir::new("resume");
+        let o = opts(StorageKind::Disk, Some(&dir.0));
+        let first = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).unwrap();
+        drop(first.storage);
+        let second = train(&d, &config(2), &o, engine::Mode::Oac, &mut |_| {}).unwrap();
+        assert_eq!(second.start_epoch, 1);
+        let orders = [first.orders[0].clone(), second.orders[0].clone()];
+        let (table, dense) = twin_replay(&d, &config(2), &orders);
+        assert_eq!(second.storage.snapshot().unwrap(), table);
+        assert_eq!(second.model.dense(), dense);
+    }
+
+    #[test]
+    fn bad_storage_options_are_typed_errors_before_anything_is_written() {
+        let d = Dataset::load("umls").unwrap();
+        let dir = TempDir::new("bad");
+        let mut o = opts(StorageKind::Disk, Some(&dir.0));
+        o.buffer = 5;
+        let err = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
+        assert!(matches!(err, PartitionedError::Partition(PartitionError::Plan(_))), "{err}");
+        assert!(!dir.0.exists(), "nothing written");
+        let err =
+            train(&d, &config(1), &opts(StorageKind::Disk, None), engine::Mode::Oac, &mut |_| {})
+                .err()
+                .unwrap();
+        assert!(matches!(err, PartitionedError::NoDir), "{err}");
+
+        let o = opts(StorageKind::Disk, Some(&dir.0));
+        drop(open_storage(&d, &config(1), &o).unwrap());
+        let other = TrainConfig { seed: 4, ..config(1) };
+        let err = train(&d, &other, &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
+        assert!(
+            matches!(err, PartitionedError::Partition(PartitionError::ForeignRun { .. })),
+            "{err}"
+        );
+        std::fs::remove_file(dir.0.join("p1.g0")).unwrap();
+        let err = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
+        assert!(
+            matches!(err, PartitionedError::Partition(PartitionError::MissingPartition { .. })),
+            "{err}"
+        );
+    }
+}
