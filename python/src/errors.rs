@@ -28,13 +28,21 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// The Python exception of an engine error. A stopped run's exception carries what the table
-/// holds: `stamped`, `order` (the stamped batch ids not drained before the stop), `prefix`
-/// (how many of `order` the table holds in `sync`/`oac`/`bounded(1)`; `None` otherwise) and
-/// `applied` (those ids).
+/// The Python exception of an engine error.
 pub(crate) fn to_py(py: Python<'_>, e: EngineError<PyErr>) -> PyErr {
+    stopped(py, e, Vec::new())
+}
+
+/// The Python exception of an engine error of a session whose device thread had moved the
+/// stamps `outbox` (ids, in order) out of the epoch's report, not yet handed to the caller.
+///
+/// A stopped run's exception carries what the table holds: `stamped` (batches stamped in the
+/// epoch), `order` (the epoch's stamped ids not handed out by `drain_order`), `prefix` (the
+/// epoch's batches the table holds, counted from its first, in `sync`/`oac`/`bounded(1)`;
+/// `None` otherwise) and `applied` (the ids of `order` among them; in the other modes, those
+/// whose writes all landed).
+pub(crate) fn stopped(py: Python<'_>, e: EngineError<PyErr>, outbox: Vec<u64>) -> PyErr {
     let message = e.to_string();
-    let applied = e.applied();
     match e {
         EngineError::InvalidBatch { position, batch_id, kind } => {
             let err = InvalidBatch::new_err(message);
@@ -44,7 +52,19 @@ pub(crate) fn to_py(py: Python<'_>, e: EngineError<PyErr>) -> PyErr {
             let _ = v.setattr("reason", kind.to_string());
             err
         }
-        EngineError::Stopped { cause, stamped, order, prefix, .. } => {
+        EngineError::Stopped { cause, stamped, order, prefix, unwritten } => {
+            let order: Vec<u64> = outbox.into_iter().chain(order).collect();
+            let first = stamped.saturating_sub(order.len() as u64);
+            let applied: Vec<u64> = order
+                .iter()
+                .enumerate()
+                .map(|(i, &id)| (first + i as u64, id))
+                .filter(|&(ts, _)| match prefix {
+                    Some(p) => ts < p,
+                    None => !unwritten.iter().any(|&(u, _)| u == ts),
+                })
+                .map(|(_, id)| id)
+                .collect();
             let (batch_id, source) = match cause {
                 StopCause::StepFailed { batch_id, source } => (batch_id, Some(source)),
                 StopCause::StepPanicked { batch_id, .. }

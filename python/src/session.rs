@@ -5,7 +5,7 @@
 //! [`SIGNAL_POLL`] meanwhile, so Ctrl-C stops a run promptly: the session is then closed (its
 //! threads joined, every stamped batch written) and `KeyboardInterrupt` propagates.
 
-use crate::errors::to_py;
+use crate::errors::{stopped, to_py};
 use crate::step::{Payload, PyStep};
 use crate::table::Table;
 use numpy::PyArray1;
@@ -182,7 +182,7 @@ impl Session {
             return PyRuntimeError::new_err("the session is closed");
         };
         let err = match py.detach(|| s.finish()) {
-            Err(e) => to_py(py, e),
+            Err(e) => stopped(py, e, s.drain_order().iter().map(|st| st.batch_id).collect()),
             Ok(_) => PyRuntimeError::new_err("the session halted without a failure"),
         };
         self.shut(py);
@@ -273,13 +273,15 @@ impl Session {
             }
         }
         let s = self.open()?;
-        let report = py.detach(|| s.finish());
+        let report = py.detach(|| s.finish()).map_err(|e| {
+            let outbox = s.drain_order().iter().map(|st| st.batch_id).collect();
+            stopped(py, e, outbox)
+        });
         self.submitted = 0;
         self.written = 0;
         match report {
             Ok(r) => Ok(Report::new(py, r)),
-            Err(e) => {
-                let err = to_py(py, e);
+            Err(err) => {
                 self.shut(py);
                 Err(err)
             }
