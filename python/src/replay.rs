@@ -20,8 +20,12 @@ pub(crate) fn replay(
     batch_of: &Bound<'_, PyAny>,
     step: Py<PyAny>,
 ) -> PyResult<()> {
-    let mut model =
-        PyStep { step, width: table.store.width(), failed: Arc::new(AtomicBool::new(false)) };
+    let mut model = PyStep {
+        step,
+        width: table.store.width(),
+        failed: Arc::new(AtomicBool::new(false)),
+        cancel: Arc::new(AtomicBool::new(false)),
+    };
     // An exception of `batch_of` stops the replay and is raised as it is.
     let mut raised: Option<PyErr> = None;
     let result = replay_into(&mut model, &*table.store, &order, |id| {

@@ -91,13 +91,19 @@ impl Engine {
     fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<Session> {
         let table = self.table.get();
         let failed = Arc::new(AtomicBool::new(false));
-        let model = PyStep { step, width: table.store.width(), failed: failed.clone() };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let model = PyStep {
+            step,
+            width: table.store.width(),
+            failed: failed.clone(),
+            cancel: cancel.clone(),
+        };
         let store = table.store.clone();
         let core = self.core.clone();
         let inner = py
             .detach(move || core.start(OneInFlight::new(CpuDevice::new()), model, store))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session { inner: Some(inner), failed, next_id: 0, submitted: 0, written: 0 })
+        Ok(Session { inner: Some(inner), failed, cancel, next_id: 0, submitted: 0, written: 0 })
     }
 
     /// Replay `order` sequentially onto the engine's table (see `ordo.replay`).
@@ -151,6 +157,8 @@ pub struct Session {
     inner: Option<OwnedSession<PyStep>>,
     /// Set by the step when it fails: the pipeline has halted and `finish` returns why.
     failed: Arc<AtomicBool>,
+    /// Tells the step to run no more batches (see `PyStep::cancel`).
+    cancel: Arc<AtomicBool>,
     /// The id the next `submit` without one gets.
     next_id: u64,
     /// Batches submitted this epoch and batches written (the completions taken so far).
@@ -171,6 +179,8 @@ impl Session {
 
     /// Close after a failure or an interrupt: join every thread without the lock.
     fn shut(&mut self, py: Python<'_>) {
+        // Release: pairs with the Acquire of the step; only the flag is read.
+        self.cancel.store(true, Ordering::Release);
         if let Some(s) = self.inner.take() {
             py.detach(move || drop(s));
         }
@@ -342,6 +352,8 @@ impl Session {
 /// while its threads are joined (the device thread may need it for a step in flight).
 impl Drop for Session {
     fn drop(&mut self) {
+        // Release: as in `shut`.
+        self.cancel.store(true, Ordering::Release);
         if let Some(s) = self.inner.take() {
             Python::attach(|py| py.detach(move || drop(s)));
         }

@@ -29,6 +29,10 @@ pub(crate) struct PyStep {
     pub(crate) width: usize,
     /// Set when a step fails, for a caller waiting on the session (the pipeline has halted).
     pub(crate) failed: Arc<AtomicBool>,
+    /// Set by the caller to close the session now: every step not yet run fails at once
+    /// (without calling Python), so the batches queued behind it are not applied and the
+    /// threads join after the step in progress.
+    pub(crate) cancel: Arc<AtomicBool>,
 }
 
 impl Model for PyStep {
@@ -40,7 +44,12 @@ impl Model for PyStep {
     }
 
     fn step(&mut self, data: &Payload, rows: &mut BatchRows<'_>) -> Result<(), PyErr> {
-        let result = self.call(data, rows);
+        // Acquire: pairs with the Release of `Session::shut`; only the flag is read.
+        let result = if self.cancel.load(Ordering::Acquire) {
+            Err(pyo3::exceptions::PyKeyboardInterrupt::new_err("the session was closed"))
+        } else {
+            self.call(data, rows)
+        };
         if result.is_err() {
             // Release: pairs with the Acquire of the waiting caller; only the flag is read.
             self.failed.store(true, Ordering::Release);
