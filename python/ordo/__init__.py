@@ -21,6 +21,7 @@ Classes: `Table`, `Engine`, `Session`, `Report`; functions `unique_rows`, `repla
 exceptions `OrdoError`, `StepFailed`, `InvalidBatch`. See each one's docstring.
 """
 
+from . import kge
 from ._ordo import (
     Engine,
     InvalidBatch,
@@ -34,6 +35,7 @@ from ._ordo import (
 )
 
 __all__ = [
+    "kge",
     "Engine",
     "InvalidBatch",
     "OrdoError",

@@ -9,12 +9,14 @@
 //! * [`session`]: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
 //! * [`replay`]: the sequential replay of a recorded order.
 //! * [`errors`]: the engine's typed errors as Python exceptions.
+//! * [`kge`]: the CLI's datasets and filtered evaluator on numpy arrays.
 
 // `EngineError` comes back at most once per run or epoch and is turned into a Python exception
 // at once; its size costs nothing that matters (as in ordo itself).
 #![allow(clippy::result_large_err)]
 
 mod errors;
+mod kge;
 mod replay;
 mod session;
 mod step;
@@ -73,5 +75,6 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(unique_rows, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     errors::register(m)?;
+    kge::register(m)?;
     Ok(())
 }
