@@ -2,10 +2,17 @@
 //! `ordo-train` CLI, on numpy arrays.
 
 use clap::ValueEnum;
-use numpy::{PyArray2, PyReadonlyArray2, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use ordo_train::kge::cli::plan_run;
+use ordo_train::kge::config::TrainConfig;
 use ordo_train::kge::data::{Dataset, Triple};
-use ordo_train::kge::eval::{Filter, evaluate as filtered};
+use ordo_train::kge::eval::{Filter, Metrics, evaluate as filtered};
+use ordo_train::kge::event::Event;
+use ordo_train::kge::npy;
+use ordo_train::kge::results::{EpochStats, RunResult};
 use ordo_train::kge::score::ScoreFn;
+use ordo_train::kge::train::train;
+use ordo_train::outdir::Held;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -101,8 +108,163 @@ fn evaluate<'py>(
     Ok(out)
 }
 
+fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("mrr", m.mrr)?;
+    out.set_item("hits1", m.hits1)?;
+    out.set_item("hits3", m.hits3)?;
+    out.set_item("hits10", m.hits10)?;
+    out.set_item("queries", m.queries)?;
+    Ok(out)
+}
+
+/// A finished `ordo.kge.train` run: the trained tables, the history, the test metrics and
+/// the computation order, with what `save` needs to write the CLI's layout.
+#[pyclass(module = "ordo.kge", frozen)]
+pub(crate) struct KgeRun {
+    dataset: Dataset,
+    config: TrainConfig,
+    result: RunResult,
+}
+
+#[pymethods]
+impl KgeRun {
+    /// Entity embeddings, `entities x dim` float32 (without the optimizer state).
+    #[getter]
+    fn entities<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let dim = self.config.dim;
+        numpy::PyArray1::from_vec(py, self.result.entity_embeddings(dim))
+            .reshape([self.dataset.entities.len(), dim])
+    }
+
+    /// Relation embeddings, `rows x relation_dim` float32.
+    #[getter]
+    fn relations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let rdim = self.result.relation_dim.max(1);
+        let rows = self.result.relations.len() / rdim;
+        numpy::PyArray1::from_vec(py, self.result.relations.clone()).reshape([rows, rdim])
+    }
+
+    /// Per epoch: a dict of `epoch`, `loss`, `valid_mrr` (None without a validation split),
+    /// `wall_s` (since the run started) and `epoch_s`.
+    #[getter]
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let has_valid = !self.dataset.valid.is_empty();
+        self.result.epochs.iter().map(|e| epoch_dict(py, e, has_valid)).collect()
+    }
+
+    /// Filtered test metrics: `mrr`, `hits1`, `hits3`, `hits10`, `queries`.
+    #[getter]
+    fn test<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        metrics_dict(py, &self.result.test)
+    }
+
+    /// The computation order, one `uint64` array of batch ids per epoch.
+    #[getter]
+    fn order<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, numpy::PyArray1<u64>>> {
+        self.result.order.iter().map(|o| numpy::PyArray1::from_slice(py, o)).collect()
+    }
+
+    /// The mode's name.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.result.mode.name()
+    }
+
+    /// Save in the CLI's layout (`entities.npy`, `relations.npy`, names, manifest), as `--save`
+    /// does: the directory locked for the write (a concurrent run is refused, naming it), the
+    /// files staged in a temporary directory and moved into place whole.
+    fn save(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            let mut held = Held::default();
+            held.hold(&dir, false)?;
+            npy::save(&dir, &self.dataset, &self.config, &self.result)?;
+            Ok(())
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+fn epoch_dict<'py>(
+    py: Python<'py>,
+    e: &EpochStats,
+    has_valid: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("epoch", e.epoch)?;
+    out.set_item("loss", e.loss)?;
+    out.set_item("valid_mrr", has_valid.then_some(e.valid.mrr))?;
+    out.set_item("wall_s", e.wall_s)?;
+    out.set_item("epoch_s", e.epoch_s)?;
+    Ok(out)
+}
+
+/// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed and checked
+/// by its own option struct, so a misspelt option is its error, a `ValueError`). `on_event`, if
+/// given, is called with `("epoch_start", epoch, batches)`, `("batches", n)` and `("epoch_end",
+/// history_entry)`. With `--save DIR` the run is saved as the CLI saves it.
+#[pyfunction]
+#[pyo3(signature = (flags, on_event = None))]
+fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) -> PyResult<KgeRun> {
+    let plan = plan_run(flags).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let dataset = py
+        .detach(|| Dataset::load(&plan.dataset))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let has_valid = !dataset.valid.is_empty();
+    // The first exception of the callback, raised when the run ends.
+    let mut raised: Option<PyErr> = None;
+    let mut observe = |event: Event<'_>| {
+        let Some(f) = &on_event else { return };
+        if raised.is_some() {
+            return;
+        }
+        let called = Python::attach(|py| -> PyResult<()> {
+            match event {
+                Event::EpochStart { epoch, batches } => {
+                    f.call1(py, ("epoch_start", epoch, batches))?
+                }
+                Event::Batches(n) => f.call1(py, ("batches", n))?,
+                Event::EpochEnd(stats) => {
+                    f.call1(py, ("epoch_end", epoch_dict(py, stats, has_valid)?))?
+                }
+            };
+            Ok(())
+        });
+        raised = called.err();
+    };
+    let result = py
+        .detach(|| train(&dataset, &plan.config, plan.mode, &mut observe, None))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let run = KgeRun { dataset, config: plan.config, result };
+    if let Some(dir) = plan.save {
+        run.save(py, dir)?;
+    }
+    Ok(run)
+}
+
+/// Load embeddings saved by `--save` (or `Run.save`) in `dir`, checked against the dataset
+/// `dataset` (its names and the manifest's checksums): `(entities, relations)` float32.
+#[pyfunction]
+fn kge_load<'py>(
+    py: Python<'py>,
+    dir: std::path::PathBuf,
+    dataset: &str,
+) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<f32>>)> {
+    let d =
+        py.detach(|| Dataset::load(dataset)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let saved =
+        py.detach(|| npy::load(&dir, &d)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((saved.entities.into_pyarray(py), saved.relations.into_pyarray(py)))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<KgeRun>()?;
     m.add_function(wrap_pyfunction!(load_dataset, m)?)?;
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(kge_train, m)?)?;
+    m.add_function(wrap_pyfunction!(kge_load, m)?)?;
     Ok(())
 }

@@ -732,6 +732,58 @@ impl Plan {
     }
 }
 
+/// One training run as the CLI's flags describe it, for a caller that drives the training
+/// itself (the Python package's `ordo.kge.train`, which turns its keyword arguments into
+/// these flags): parsed by the same clap struct and checked as `ordo-train kge` checks them,
+/// so the flags stay the one list of options and a misspelt one is the CLI's own error.
+#[derive(Debug)]
+pub struct RunPlan {
+    /// `--dataset`: an embedded name or a directory.
+    pub dataset: String,
+    /// The training configuration.
+    pub config: TrainConfig,
+    /// `--mode`.
+    pub mode: Mode,
+    /// `--save`, if given.
+    pub save: Option<PathBuf>,
+}
+
+/// Parse and check `flags` (without the program and `kge`) as `ordo-train kge FLAGS` does, for
+/// one run in one process: a subcommand, `--pm`, `--checkpoint`, `--resume`, `--load` and
+/// `--out` are refused ([`ConfigError::Unsupported`]).
+pub fn plan_run<T: Into<std::ffi::OsString>>(
+    flags: impl IntoIterator<Item = T>,
+) -> Result<RunPlan, BoxError> {
+    #[derive(clap::Parser)]
+    #[command(name = "kge")]
+    struct Flags {
+        #[command(flatten)]
+        args: KgeArgs,
+    }
+    let argv = std::iter::once("kge".into()).chain(flags.into_iter().map(Into::into));
+    let Flags { args } = <Flags as clap::Parser>::try_parse_from(argv)?;
+    let plan = Plan::new(args, read_config, None)?;
+    let o = &plan.opts;
+    if plan.command.is_some()
+        || plan.pm.is_some()
+        || o.checkpoint.is_some()
+        || o.resume.is_some()
+        || o.load.is_some()
+        || o.out.is_some()
+    {
+        return Err(ConfigError::Unsupported(
+            "one run in one process: no subcommand, --pm, --checkpoint, --resume, --load or --out",
+        )
+        .into());
+    }
+    Ok(RunPlan {
+        dataset: o.dataset().to_string(),
+        config: plan.cfg,
+        mode: o.mode(),
+        save: o.save.clone(),
+    })
+}
+
 /// In-memory inputs of [`check`]: what `--config`, `--dataset` and the like would read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Inputs<'a> {
