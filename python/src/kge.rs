@@ -245,6 +245,9 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
     Ok(run)
 }
 
+/// A float32 table handed to Python.
+type Table<'py> = Bound<'py, PyArray2<f32>>;
+
 /// Load embeddings saved by `--save` (or `Run.save`) in `dir`, checked against the dataset
 /// `dataset` (its names and the manifest's checksums): `(entities, relations)` float32.
 #[pyfunction]
@@ -252,7 +255,7 @@ fn kge_load<'py>(
     py: Python<'py>,
     dir: std::path::PathBuf,
     dataset: &str,
-) -> PyResult<(Bound<'py, PyArray2<f32>>, Bound<'py, PyArray2<f32>>)> {
+) -> PyResult<(Table<'py>, Table<'py>)> {
     let d =
         py.detach(|| Dataset::load(dataset)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let saved =

@@ -4,12 +4,12 @@
 //! writers are Rust threads that never take the interpreter lock; the device thread takes it
 //! only to call the step. The modules bind one concept each:
 //!
-//! * [`table`]: `ordo.Table`, a row store (parameters and per-row optimizer state).
-//! * [`step`]: the Python step as an [`ordo::engine::Model`], with its rows lent as numpy.
-//! * [`session`]: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
-//! * [`replay`]: the sequential replay of a recorded order.
-//! * [`errors`]: the engine's typed errors as Python exceptions.
-//! * [`kge`]: the CLI's datasets and filtered evaluator on numpy arrays.
+//! * `table`: `ordo.Table`, a row store (parameters and per-row optimizer state).
+//! * `step`: the Python step as an [`ordo::engine::Model`], with its rows lent as numpy.
+//! * `session`: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
+//! * `replay`: the sequential replay of a recorded order.
+//! * `errors`: the engine's typed errors as Python exceptions.
+//! * `kge`: the CLI's datasets and filtered evaluator on numpy arrays.
 
 // `EngineError` comes back at most once per run or epoch and is turned into a Python exception
 // at once; its size costs nothing that matters (as in ordo itself).
