@@ -1121,6 +1121,23 @@ mod tests {
     }
 
     #[test]
+    fn plan_run_takes_the_cli_flags_and_refuses_what_one_run_cannot_do() {
+        let plan = plan_run(["--dim", "20", "--mode", "sync", "--save", "x"]).unwrap();
+        assert_eq!((plan.config.dim, plan.mode, plan.dataset.as_str()), (20, Mode::Sync, "umls"));
+        assert_eq!(plan.save, Some(PathBuf::from("x")));
+        let clap = |r: Result<RunPlan, BoxError>| r.unwrap_err().downcast::<clap::Error>().is_ok();
+        assert!(clap(plan_run(["--dimm", "20"])), "a misspelt flag is clap's error");
+        assert!(plan_run(["--dim", "0"]).is_err(), "checked as the CLI checks it");
+        for refused in [&["compare"][..], &["--out", "x"], &["--pm", "adapm"], &["--resume", "x"]] {
+            let e = plan_run(refused.iter().copied()).unwrap_err();
+            assert!(
+                matches!(e.downcast_ref(), Some(ConfigError::Unsupported(_))),
+                "{refused:?}: {e}"
+            );
+        }
+    }
+
+    #[test]
     fn the_intent_offset_defaults_to_2_and_a_given_one_is_kept() {
         let one = pm(&["--pm", "adapm", "--pm-nodes", "4"], None).unwrap().unwrap();
         assert_eq!(one.intent_offset, INTENT_OFFSET);
