@@ -10,8 +10,8 @@ use crate::step::{Payload, PyStep};
 use crate::table::Table;
 use numpy::PyArray1;
 use ordo::engine::{
-    AsyncWrite, Batch, CpuDevice, Engine as Core, EngineConfig, Mode, OneInFlight, OwnedSession,
-    RunReport, TrySubmitError,
+    AsyncWrite, Batch, CpuDevice, Engine as Core, EngineConfig, Mode, OwnedSession, RunReport,
+    TrySubmitError,
 };
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -101,7 +101,7 @@ impl Engine {
         let store = table.store.clone();
         let core = self.core.clone();
         let inner = py
-            .detach(move || core.start(OneInFlight::new(CpuDevice::new()), model, store))
+            .detach(move || core.start(CpuDevice::new(), model, store))
             .map_err(|e| to_py(py, e))?;
         Ok(Session { inner: Some(inner), failed, cancel, next_id: 0, submitted: 0, written: 0 })
     }
