@@ -799,6 +799,58 @@ impl Plan {
     }
 }
 
+/// One training run as the CLI's flags describe it, for a caller that drives the training
+/// itself (the Python package's `ordo.kge.train`, which turns its keyword arguments into
+/// these flags): parsed by the same clap struct and checked as `ordo-train kge` checks them,
+/// so the flags stay the one list of options and a misspelt one is the CLI's own error.
+#[derive(Debug)]
+pub struct RunPlan {
+    /// `--dataset`: an embedded name or a directory.
+    pub dataset: String,
+    /// The training configuration.
+    pub config: TrainConfig,
+    /// `--mode`.
+    pub mode: Mode,
+    /// `--save`, if given.
+    pub save: Option<PathBuf>,
+}
+
+/// Parse and check `flags` (without the program and `kge`) as `ordo-train kge FLAGS` does, for
+/// one run in one process: a subcommand, `--pm`, `--checkpoint`, `--resume`, `--load` and
+/// `--out` are refused ([`ConfigError::Unsupported`]).
+pub fn plan_run<T: Into<std::ffi::OsString>>(
+    flags: impl IntoIterator<Item = T>,
+) -> Result<RunPlan, BoxError> {
+    #[derive(clap::Parser)]
+    #[command(name = "kge")]
+    struct Flags {
+        #[command(flatten)]
+        args: KgeArgs,
+    }
+    let argv = std::iter::once("kge".into()).chain(flags.into_iter().map(Into::into));
+    let Flags { args } = <Flags as clap::Parser>::try_parse_from(argv)?;
+    let plan = Plan::new(args, read_config, None)?;
+    let o = &plan.opts;
+    if plan.command.is_some()
+        || plan.pm.is_some()
+        || o.checkpoint.is_some()
+        || o.resume.is_some()
+        || o.load.is_some()
+        || o.out.is_some()
+    {
+        return Err(ConfigError::Unsupported(
+            "one run in one process: no subcommand, --pm, --checkpoint, --resume, --load or --out",
+        )
+        .into());
+    }
+    Ok(RunPlan {
+        dataset: o.dataset().to_string(),
+        config: plan.cfg,
+        mode: o.mode(),
+        save: o.save.clone(),
+    })
+}
+
 /// In-memory inputs of [`check`]: what `--config`, `--dataset` and the like would read.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Inputs<'a> {
@@ -1203,6 +1255,23 @@ mod tests {
     fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {
         let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
         cli.kge.opts.resolve(read_config)?.pm_config(false, launch)
+    }
+
+    #[test]
+    fn plan_run_takes_the_cli_flags_and_refuses_what_one_run_cannot_do() {
+        let plan = plan_run(["--dim", "20", "--mode", "sync", "--save", "x"]).unwrap();
+        assert_eq!((plan.config.dim, plan.mode, plan.dataset.as_str()), (20, Mode::Sync, "umls"));
+        assert_eq!(plan.save, Some(PathBuf::from("x")));
+        let clap = |r: Result<RunPlan, BoxError>| r.unwrap_err().downcast::<clap::Error>().is_ok();
+        assert!(clap(plan_run(["--dimm", "20"])), "a misspelt flag is clap's error");
+        assert!(plan_run(["--dim", "0"]).is_err(), "checked as the CLI checks it");
+        for refused in [&["compare"][..], &["--out", "x"], &["--pm", "adapm"], &["--resume", "x"]] {
+            let e = plan_run(refused.iter().copied()).unwrap_err();
+            assert!(
+                matches!(e.downcast_ref(), Some(ConfigError::Unsupported(_))),
+                "{refused:?}: {e}"
+            );
+        }
     }
 
     #[test]

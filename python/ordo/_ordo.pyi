@@ -1,0 +1,129 @@
+"""Type stubs of ordo's Rust extension (``ordo._ordo``)."""
+
+from types import TracebackType
+from typing import Any, Callable, Optional, Sequence, Tuple, Type, Union
+
+import numpy as np
+import numpy.typing as npt
+
+RowIds = Union[npt.NDArray[np.uint64], npt.NDArray[np.int64], Sequence[int]]
+Step = Callable[[int, npt.NDArray[np.uint64], npt.NDArray[np.float32], Any], Any]
+"""``step(batch_id, ids, rows, payload)``: updates ``rows`` (``len(ids) x width`` float32,
+writable, valid only during the call) in place, in the computation order."""
+
+class OrdoError(Exception):
+    """Any error of the ordo engine."""
+
+class StepFailed(OrdoError):
+    """The run stopped: the step of batch ``batch_id`` raised (that exception is ``__cause__``).
+
+    The table then holds exactly the batches ``applied`` (in ``sync``/``oac``/``bounded(1)``):
+    it equals ``replay`` of the order drained before the failure followed by ``applied``.
+    """
+
+    batch_id: int
+    stamped: int
+    order: list[int]
+    prefix: Optional[int]
+    applied: Optional[list[int]]
+
+class InvalidBatch(OrdoError):
+    """A malformed batch (empty, unsorted, duplicated or out-of-range row id), refused before
+    it entered the pipeline; nothing changed."""
+
+    batch_id: int
+    position: int
+    reason: str
+
+class Table:
+    """A table of ``rows`` rows of ``width`` float32 values (a parameter followed by its
+    per-row optimizer state), shared by the engine's threads.
+
+    ``init``: ``None`` (zeros), a float (every value), or a float32 array of ``rows x width``.
+    """
+
+    def __init__(self, rows: int, width: int, init: Union[None, float, npt.NDArray[np.float32]] = None) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def width(self) -> int: ...
+    def numpy(self) -> npt.NDArray[np.float32]:
+        """A copy of the table, ``rows x width``."""
+
+class Report:
+    """An epoch's computation order (the batch ids not drained) and telemetry."""
+
+    order: npt.NDArray[np.uint64]
+    elapsed: float
+    rows_validated: int
+    rows_replaced: int
+    cache_peak: int
+
+class Session:
+    """A running pipeline; also a context manager (leaving the block finishes and closes it).
+    Dropped by the garbage collector, it is closed (threads joined, stamped batches written)."""
+
+    def submit(self, ids: RowIds, payload: Any = None, batch_id: Optional[int] = None) -> int:
+        """Feed one batch (``ids`` sorted and unique, see ``unique_rows``); blocks without the
+        interpreter lock while the pipeline is full. Returns the batch id. Raises
+        ``InvalidBatch`` for a bad batch, ``StepFailed`` once a step failed,
+        ``KeyboardInterrupt`` on Ctrl-C (the session is then closed)."""
+    def finish(self) -> Report:
+        """Wait until every batch submitted is written; the epoch's ``Report``."""
+    def drain_order(self) -> npt.NDArray[np.uint64]:
+        """Batch ids stamped since the last call, in computation order."""
+    @property
+    def retained(self) -> int:
+        """Records held for the caller (stamps not drained): flat when the order is drained."""
+    @property
+    def closed(self) -> bool: ...
+    def close(self) -> None:
+        """Stop and join the threads; stamped batches are written, the rest not applied."""
+    def __enter__(self) -> "Session": ...
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> bool: ...
+
+class Engine:
+    """The engine over one table. ``mode``: ``"sync"``, ``"async"`` (last writer wins),
+    ``"async-add"`` (writes add their delta), ``"bounded"`` (with ``bound=k``) or ``"oac"``
+    (full pipelining with the result of the sequential loop)."""
+
+    def __init__(
+        self,
+        table: Table,
+        mode: str = "oac",
+        *,
+        bound: Optional[int] = None,
+        readers: int = 2,
+        writers: int = 2,
+        depth: int = 4,
+    ) -> None: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def table(self) -> Table: ...
+    def session(self, step: Step) -> Session:
+        """Start a session running ``step`` on the engine's device thread."""
+    def replay(
+        self,
+        order: Sequence[int],
+        batch_of: Callable[[int], Optional[Tuple[RowIds, Any]]],
+        step: Step,
+    ) -> None:
+        """``replay(self.table, order, batch_of, step)``."""
+
+def unique_rows(ids: RowIds) -> npt.NDArray[np.uint64]:
+    """Sorted, de-duplicated row ids, the form a batch's ids must have."""
+
+def replay(
+    table: Table,
+    order: Sequence[int],
+    batch_of: Callable[[int], Optional[Tuple[RowIds, Any]]],
+    step: Step,
+) -> None:
+    """Run the batches of ``order`` one by one onto ``table`` (``batch_of(id) -> (ids,
+    payload)``): on the run's initial table, the sequential result ``oac`` equals bit for bit."""

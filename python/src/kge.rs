@@ -1,0 +1,273 @@
+//! `ordo.kge`'s native part: the knowledge-graph datasets and the filtered evaluator of the
+//! `ordo-train` CLI, on numpy arrays.
+
+use clap::ValueEnum;
+use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use ordo_train::kge::cli::plan_run;
+use ordo_train::kge::config::TrainConfig;
+use ordo_train::kge::data::{Dataset, Triple};
+use ordo_train::kge::eval::{Filter, Metrics, evaluate as filtered};
+use ordo_train::kge::event::Event;
+use ordo_train::kge::npy;
+use ordo_train::kge::results::{EpochStats, RunResult};
+use ordo_train::kge::score::ScoreFn;
+use ordo_train::kge::train::train;
+use ordo_train::outdir::Held;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+fn triples_array<'py>(py: Python<'py>, t: &[Triple]) -> PyResult<Bound<'py, PyArray2<i64>>> {
+    let rows: Vec<Vec<i64>> = t.iter().map(|t| vec![t.h as i64, t.r as i64, t.t as i64]).collect();
+    if rows.is_empty() {
+        return Ok(PyArray2::zeros(py, [0, 3], false));
+    }
+    Ok(PyArray2::from_vec2(py, &rows)?)
+}
+
+fn triples_of(a: &PyReadonlyArray2<'_, i64>, what: &str) -> PyResult<Vec<Triple>> {
+    if a.shape()[1] != 3 {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be an n x 3 array of (head, relation, tail)"
+        )));
+    }
+    a.as_array()
+        .rows()
+        .into_iter()
+        .map(|r| {
+            let id = |x: i64| {
+                u32::try_from(x)
+                    .map_err(|_| PyValueError::new_err(format!("{what} holds the id {x}")))
+            };
+            Ok(Triple { h: id(r[0])?, r: id(r[1])?, t: id(r[2])? })
+        })
+        .collect()
+}
+
+/// Load a dataset as the CLI does: `umls`, `kinships`, `nations` (vendored) or a directory
+/// with `train.txt`, `valid.txt`, `test.txt` (tab-separated head, relation, tail). A dict of
+/// `name`, `entities`, `relations` (counts) and `train`, `valid`, `test` (`n x 3` int64 ids).
+#[pyfunction]
+fn load_dataset<'py>(py: Python<'py>, name_or_path: &str) -> PyResult<Bound<'py, PyDict>> {
+    let d = py
+        .detach(|| Dataset::load(name_or_path))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let out = PyDict::new(py);
+    out.set_item("name", &d.name)?;
+    out.set_item("entities", d.entities.len())?;
+    out.set_item("relations", d.relations.len())?;
+    out.set_item("train", triples_array(py, &d.train)?)?;
+    out.set_item("valid", triples_array(py, &d.valid)?)?;
+    out.set_item("test", triples_array(py, &d.test)?)?;
+    Ok(out)
+}
+
+/// Filtered link prediction as the CLI evaluates it (both directions, realistic rank of
+/// ties): `entities` (`n x dim`) and `relations` (`m x dim`) float32, `queries` and `known`
+/// (the triples to filter out, usually train + valid + test) `k x 3` int64. `score`: the CLI's
+/// names (`distmult`, `complex`, `transe-l1`, ...); ComplEx rows are `[real half | imaginary
+/// half]`. With `reciprocal`, relations are `2m` rows and head queries use the inverse ones.
+/// A dict of `mrr`, `hits1`, `hits3`, `hits10`, `queries`.
+#[pyfunction]
+#[pyo3(signature = (score, entities, relations, queries, known, reciprocal = false))]
+fn evaluate<'py>(
+    py: Python<'py>,
+    score: &str,
+    entities: PyReadonlyArray2<'py, f32>,
+    relations: PyReadonlyArray2<'py, f32>,
+    queries: PyReadonlyArray2<'py, i64>,
+    known: PyReadonlyArray2<'py, i64>,
+    reciprocal: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let score = ScoreFn::from_str(score, true).map_err(PyValueError::new_err)?;
+    let (e, r) = (entities.as_array(), relations.as_array());
+    if e.ncols() != r.ncols() {
+        return Err(PyValueError::new_err("entities and relations must have the same width"));
+    }
+    let queries = triples_of(&queries, "queries")?;
+    let known = triples_of(&known, "known")?;
+    for t in queries.iter().chain(&known) {
+        let rel = if reciprocal { 2 * t.r as usize + 1 } else { t.r as usize };
+        if t.h as usize >= e.nrows() || t.t as usize >= e.nrows() || rel > r.nrows() {
+            return Err(PyValueError::new_err(format!(
+                "the triple ({}, {}, {}) is out of range",
+                t.h, t.r, t.t
+            )));
+        }
+    }
+    let (e, r) = (e.to_owned(), r.to_owned());
+    let m = py.detach(|| {
+        filtered((score, reciprocal), e.view(), r.view(), &queries, &Filter::new(&known))
+    });
+    let out = PyDict::new(py);
+    out.set_item("mrr", m.mrr)?;
+    out.set_item("hits1", m.hits1)?;
+    out.set_item("hits3", m.hits3)?;
+    out.set_item("hits10", m.hits10)?;
+    out.set_item("queries", m.queries)?;
+    Ok(out)
+}
+
+fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("mrr", m.mrr)?;
+    out.set_item("hits1", m.hits1)?;
+    out.set_item("hits3", m.hits3)?;
+    out.set_item("hits10", m.hits10)?;
+    out.set_item("queries", m.queries)?;
+    Ok(out)
+}
+
+/// A finished `ordo.kge.train` run: the trained tables, the history, the test metrics and
+/// the computation order, with what `save` needs to write the CLI's layout.
+#[pyclass(module = "ordo.kge", frozen)]
+pub(crate) struct KgeRun {
+    dataset: Dataset,
+    config: TrainConfig,
+    result: RunResult,
+}
+
+#[pymethods]
+impl KgeRun {
+    /// Entity embeddings, `entities x dim` float32 (without the optimizer state).
+    #[getter]
+    fn entities<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let dim = self.config.dim;
+        numpy::PyArray1::from_vec(py, self.result.entity_embeddings(dim))
+            .reshape([self.dataset.entities.len(), dim])
+    }
+
+    /// Relation embeddings, `rows x relation_dim` float32.
+    #[getter]
+    fn relations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let rdim = self.result.relation_dim.max(1);
+        let rows = self.result.relations.len() / rdim;
+        numpy::PyArray1::from_vec(py, self.result.relations.clone()).reshape([rows, rdim])
+    }
+
+    /// Per epoch: a dict of `epoch`, `loss`, `valid_mrr` (None without a validation split),
+    /// `wall_s` (since the run started) and `epoch_s`.
+    #[getter]
+    fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        let has_valid = !self.dataset.valid.is_empty();
+        self.result.epochs.iter().map(|e| epoch_dict(py, e, has_valid)).collect()
+    }
+
+    /// Filtered test metrics: `mrr`, `hits1`, `hits3`, `hits10`, `queries`.
+    #[getter]
+    fn test<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        metrics_dict(py, &self.result.test)
+    }
+
+    /// The computation order, one `uint64` array of batch ids per epoch.
+    #[getter]
+    fn order<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, numpy::PyArray1<u64>>> {
+        self.result.order.iter().map(|o| numpy::PyArray1::from_slice(py, o)).collect()
+    }
+
+    /// The mode's name.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.result.mode.name()
+    }
+
+    /// Save in the CLI's layout (`entities.npy`, `relations.npy`, names, manifest), as `--save`
+    /// does: the directory locked for the write (a concurrent run is refused, naming it), the
+    /// files staged in a temporary directory and moved into place whole.
+    fn save(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+            let mut held = Held::default();
+            held.hold(&dir, false)?;
+            npy::save(&dir, &self.dataset, &self.config, &self.result)?;
+            Ok(())
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+}
+
+fn epoch_dict<'py>(
+    py: Python<'py>,
+    e: &EpochStats,
+    has_valid: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    out.set_item("epoch", e.epoch)?;
+    out.set_item("loss", e.loss)?;
+    out.set_item("valid_mrr", has_valid.then_some(e.valid.mrr))?;
+    out.set_item("wall_s", e.wall_s)?;
+    out.set_item("epoch_s", e.epoch_s)?;
+    Ok(out)
+}
+
+/// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed and checked
+/// by its own option struct, so a misspelt option is its error, a `ValueError`). `on_event`, if
+/// given, is called with `("epoch_start", epoch, batches)`, `("batches", n)` and `("epoch_end",
+/// history_entry)`. With `--save DIR` the run is saved as the CLI saves it.
+#[pyfunction]
+#[pyo3(signature = (flags, on_event = None))]
+fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) -> PyResult<KgeRun> {
+    let plan = plan_run(flags).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let dataset = py
+        .detach(|| Dataset::load(&plan.dataset))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let has_valid = !dataset.valid.is_empty();
+    // The first exception of the callback, raised when the run ends.
+    let mut raised: Option<PyErr> = None;
+    let mut observe = |event: Event<'_>| {
+        let Some(f) = &on_event else { return };
+        if raised.is_some() {
+            return;
+        }
+        let called = Python::attach(|py| -> PyResult<()> {
+            match event {
+                Event::EpochStart { epoch, batches } => {
+                    f.call1(py, ("epoch_start", epoch, batches))?
+                }
+                Event::Batches(n) => f.call1(py, ("batches", n))?,
+                Event::EpochEnd(stats) => {
+                    f.call1(py, ("epoch_end", epoch_dict(py, stats, has_valid)?))?
+                }
+            };
+            Ok(())
+        });
+        raised = called.err();
+    };
+    let result = py
+        .detach(|| train(&dataset, &plan.config, plan.mode, &mut observe, None))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let run = KgeRun { dataset, config: plan.config, result };
+    if let Some(dir) = plan.save {
+        run.save(py, dir)?;
+    }
+    Ok(run)
+}
+
+/// A float32 table handed to Python.
+type Table<'py> = Bound<'py, PyArray2<f32>>;
+
+/// Load embeddings saved by `--save` (or `Run.save`) in `dir`, checked against the dataset
+/// `dataset` (its names and the manifest's checksums): `(entities, relations)` float32.
+#[pyfunction]
+fn kge_load<'py>(
+    py: Python<'py>,
+    dir: std::path::PathBuf,
+    dataset: &str,
+) -> PyResult<(Table<'py>, Table<'py>)> {
+    let d =
+        py.detach(|| Dataset::load(dataset)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let saved =
+        py.detach(|| npy::load(&dir, &d)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((saved.entities.into_pyarray(py), saved.relations.into_pyarray(py)))
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<KgeRun>()?;
+    m.add_function(wrap_pyfunction!(load_dataset, m)?)?;
+    m.add_function(wrap_pyfunction!(evaluate, m)?)?;
+    m.add_function(wrap_pyfunction!(kge_train, m)?)?;
+    m.add_function(wrap_pyfunction!(kge_load, m)?)?;
+    Ok(())
+}

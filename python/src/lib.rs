@@ -1,0 +1,80 @@
+//! `ordo._ordo`: the Python extension behind the `ordo` package (see `ordo/__init__.py`).
+//!
+//! A Python step runs inside the OAC engine ([`ordo::engine::Engine::start`]): the readers and
+//! writers are Rust threads that never take the interpreter lock; the device thread takes it
+//! only to call the step. The modules bind one concept each:
+//!
+//! * `table`: `ordo.Table`, a row store (parameters and per-row optimizer state).
+//! * `step`: the Python step as an [`ordo::engine::Model`], with its rows lent as numpy.
+//! * `session`: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
+//! * `replay`: the sequential replay of a recorded order.
+//! * `errors`: the engine's typed errors as Python exceptions.
+//! * `kge`: the CLI's datasets and filtered evaluator on numpy arrays.
+
+// `EngineError` comes back at most once per run or epoch and is turned into a Python exception
+// at once; its size costs nothing that matters (as in ordo itself).
+#![allow(clippy::result_large_err)]
+
+mod errors;
+mod kge;
+mod replay;
+mod session;
+mod step;
+mod table;
+
+use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+
+/// Row ids as the engine takes them (sorted, unique): from a numpy integer array or any
+/// sequence of ints. A negative id is a `ValueError`.
+pub(crate) fn row_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    if let Ok(a) = ids.cast::<PyArray1<u64>>() {
+        return Ok(a
+            .readonly()
+            .as_slice()
+            .map(<[u64]>::to_vec)
+            .unwrap_or_else(|_| a.to_vec().unwrap_or_default()));
+    }
+    if let Ok(a) = ids.cast::<PyArray1<i64>>() {
+        let v = a.to_vec()?;
+        return v
+            .into_iter()
+            .map(|x| {
+                u64::try_from(x).map_err(|_| {
+                    pyo3::exceptions::PyValueError::new_err(format!("row id {x} is negative"))
+                })
+            })
+            .collect();
+    }
+    if let Ok(a) = ids.cast::<numpy::PyUntypedArray>()
+        && a.ndim() != 1
+    {
+        return Err(pyo3::exceptions::PyValueError::new_err("row ids must be one-dimensional"));
+    }
+    ids.extract::<Vec<u64>>()
+}
+
+/// Sorted, de-duplicated row ids as a `uint64` array: the form a batch's ids must have.
+#[pyfunction]
+fn unique_rows<'py>(
+    py: Python<'py>,
+    ids: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyArray1<u64>>> {
+    let mut v = row_ids(ids)?;
+    v.sort_unstable();
+    v.dedup();
+    Ok(PyArray1::from_vec(py, v))
+}
+
+#[pymodule]
+fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<table::Table>()?;
+    m.add_class::<session::Engine>()?;
+    m.add_class::<session::Session>()?;
+    m.add_class::<session::Report>()?;
+    m.add_function(wrap_pyfunction!(unique_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
+    errors::register(m)?;
+    kge::register(m)?;
+    Ok(())
+}

@@ -1,0 +1,361 @@
+//! `ordo.Engine` and the owned session Python holds across calls (`ordo.Session`).
+//!
+//! The caller's thread releases the interpreter lock whenever it waits for the pipeline
+//! (back-pressure in `submit`, the end of an epoch in `finish`), and checks for signals every
+//! [`SIGNAL_POLL`] meanwhile, so Ctrl-C stops a run promptly: the session is then closed (its
+//! threads joined, every stamped batch written) and `KeyboardInterrupt` propagates.
+
+use crate::errors::{stopped, to_py};
+use crate::step::{Payload, PyStep};
+use crate::table::Table;
+use numpy::PyArray1;
+use ordo::engine::{
+    AsyncWrite, Batch, CpuDevice, Engine as Core, EngineConfig, Mode, OwnedSession, RunReport,
+    TrySubmitError,
+};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often a waiting call takes the interpreter lock back to check for signals.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+/// How long a waiting call sleeps between two looks at the pipeline.
+const BACKOFF: Duration = Duration::from_micros(20);
+
+fn parse_mode(mode: &str, bound: Option<usize>) -> PyResult<Mode> {
+    Ok(match (mode, bound) {
+        ("sync", None) => Mode::Sync,
+        ("oac", None) => Mode::Oac,
+        ("async", None) => Mode::Async(AsyncWrite::Overwrite),
+        ("async-add", None) => Mode::Async(AsyncWrite::AddDelta),
+        ("bounded", Some(k)) if k >= 1 => Mode::Bounded(k),
+        ("bounded", _) => return Err(PyValueError::new_err("mode 'bounded' needs bound=k >= 1")),
+        (m, Some(_)) if matches!(m, "sync" | "oac" | "async" | "async-add") => {
+            return Err(PyValueError::new_err(format!(
+                "bound= is only for mode 'bounded', not {m:?}"
+            )));
+        }
+        (m, _) => {
+            return Err(PyValueError::new_err(format!(
+                "unknown mode {m:?}: one of 'sync', 'async', 'async-add', 'bounded', 'oac'"
+            )));
+        }
+    })
+}
+
+/// The engine over one table: its mode and threads.
+#[pyclass(module = "ordo", frozen)]
+pub struct Engine {
+    core: Core,
+    table: Py<Table>,
+    mode: String,
+}
+
+#[pymethods]
+impl Engine {
+    #[new]
+    #[pyo3(signature = (table, mode = "oac", *, bound = None, readers = 2, writers = 2, depth = 4))]
+    fn new(
+        table: Py<Table>,
+        mode: &str,
+        bound: Option<usize>,
+        readers: usize,
+        writers: usize,
+        depth: usize,
+    ) -> PyResult<Self> {
+        let parsed = parse_mode(mode, bound)?;
+        let config = EngineConfig::new(parsed).threads(readers, writers).depths(depth, depth);
+        let core = Core::new(config).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let mode = match bound {
+            Some(k) => format!("bounded({k})"),
+            None => mode.to_string(),
+        };
+        Ok(Engine { core, table, mode })
+    }
+
+    /// The mode, as given.
+    #[getter]
+    fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    /// The engine's table.
+    #[getter]
+    fn table(&self, py: Python<'_>) -> Py<Table> {
+        self.table.clone_ref(py)
+    }
+
+    /// Start a session running `step` on the engine's device thread.
+    fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<Session> {
+        let table = self.table.get();
+        let failed = Arc::new(AtomicBool::new(false));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let model = PyStep {
+            step,
+            width: table.store.width(),
+            failed: failed.clone(),
+            cancel: cancel.clone(),
+        };
+        let store = table.store.clone();
+        let core = self.core.clone();
+        let inner = py
+            .detach(move || core.start(CpuDevice::new(), model, store))
+            .map_err(|e| to_py(py, e))?;
+        Ok(Session { inner: Some(inner), failed, cancel, next_id: 0, submitted: 0, written: 0 })
+    }
+
+    /// Replay `order` sequentially onto the engine's table (see `ordo.replay`).
+    fn replay(
+        &self,
+        py: Python<'_>,
+        order: Vec<u64>,
+        batch_of: &Bound<'_, PyAny>,
+        step: Py<PyAny>,
+    ) -> PyResult<()> {
+        crate::replay::replay(py, self.table.bind(py).borrow(), order, batch_of, step)
+    }
+
+    fn __repr__(&self) -> String {
+        let t = &self.table.get().store;
+        format!("Engine(Table(rows={}, width={}), mode='{}')", t.rows(), t.width(), self.mode)
+    }
+}
+
+/// What `finish` returns: the epoch's computation order (the stamps not drained) and its
+/// telemetry.
+#[pyclass(module = "ordo", frozen, get_all)]
+pub struct Report {
+    /// Batch ids in computation order (`uint64`), after those handed out by `drain_order`.
+    order: Py<PyArray1<u64>>,
+    /// Wall seconds of the epoch's pipeline.
+    elapsed: f64,
+    /// Rows validated against the validation cache (`oac`).
+    rows_validated: u64,
+    /// Rows the validation replaced with a newer version (`oac`).
+    rows_replaced: u64,
+    /// The validation cache's largest size, in rows.
+    cache_peak: usize,
+}
+
+impl Report {
+    fn new(py: Python<'_>, r: RunReport) -> Self {
+        Report {
+            order: PyArray1::from_vec(py, r.batch_ids()).unbind(),
+            elapsed: r.elapsed.as_secs_f64(),
+            rows_validated: r.rows_validated,
+            rows_replaced: r.rows_replaced,
+            cache_peak: r.cache_peak,
+        }
+    }
+}
+
+/// A running session. Each method waits with the interpreter lock released.
+#[pyclass(module = "ordo")]
+pub struct Session {
+    inner: Option<OwnedSession<PyStep>>,
+    /// Set by the step when it fails: the pipeline has halted and `finish` returns why.
+    failed: Arc<AtomicBool>,
+    /// Tells the step to run no more batches (see `PyStep::cancel`).
+    cancel: Arc<AtomicBool>,
+    /// The id the next `submit` without one gets.
+    next_id: u64,
+    /// Batches submitted this epoch and batches written (the completions taken so far).
+    submitted: u64,
+    written: u64,
+}
+
+/// What one wait without the interpreter lock ended with.
+enum Wait {
+    Done,
+    Again(Batch<Payload>),
+}
+
+impl Session {
+    fn open(&mut self) -> PyResult<&mut OwnedSession<PyStep>> {
+        self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("the session is closed"))
+    }
+
+    /// Close after a failure or an interrupt: join every thread without the lock.
+    fn shut(&mut self, py: Python<'_>) {
+        // Release: pairs with the Acquire of the step; only the flag is read.
+        self.cancel.store(true, Ordering::Release);
+        if let Some(s) = self.inner.take() {
+            py.detach(move || drop(s));
+        }
+    }
+
+    /// The failure that halted the pipeline, from `finish`.
+    fn failure(&mut self, py: Python<'_>) -> PyErr {
+        let Some(s) = self.inner.as_mut() else {
+            return PyRuntimeError::new_err("the session is closed");
+        };
+        let err = match py.detach(|| s.finish()) {
+            Err(e) => stopped(py, e, s.drain_order().iter().map(|st| st.batch_id).collect()),
+            Ok(_) => PyRuntimeError::new_err("the session halted without a failure"),
+        };
+        self.shut(py);
+        err
+    }
+}
+
+#[pymethods]
+impl Session {
+    /// Feed one batch: `ids` (sorted, unique row ids; see `ordo.unique_rows`) and an opaque
+    /// `payload` handed to the step. Blocks while the pipeline is full, without the lock.
+    /// Returns the batch's id (`batch_id`, or the next of a counter from 0).
+    #[pyo3(signature = (ids, payload = None, batch_id = None))]
+    fn submit(
+        &mut self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        payload: Option<Py<PyAny>>,
+        batch_id: Option<u64>,
+    ) -> PyResult<u64> {
+        let rows = crate::row_ids(ids)?;
+        let id = batch_id.unwrap_or(self.next_id);
+        let data = Payload { id, data: payload.unwrap_or_else(|| py.None()) };
+        let mut batch = Batch { id, rows, data };
+        loop {
+            let s = self.open()?;
+            let (waited, written) = py.detach(|| {
+                let until = Instant::now() + SIGNAL_POLL;
+                let mut written = 0;
+                loop {
+                    written += s.completions().len() as u64;
+                    match s.try_submit(batch) {
+                        Ok(()) => return (Ok(Wait::Done), written),
+                        Err(TrySubmitError::Full(back)) if Instant::now() < until => {
+                            batch = back;
+                            std::thread::sleep(BACKOFF);
+                        }
+                        Err(TrySubmitError::Full(back)) => return (Ok(Wait::Again(back)), written),
+                        Err(TrySubmitError::Failed(e)) => return (Err(e), written),
+                    }
+                }
+            });
+            self.written += written;
+            match waited {
+                Ok(Wait::Done) => break,
+                Ok(Wait::Again(back)) => {
+                    if let Err(e) = py.check_signals() {
+                        self.shut(py);
+                        return Err(e);
+                    }
+                    batch = back;
+                }
+                Err(ordo::engine::EngineError::Halted) => return Err(self.failure(py)),
+                Err(e) => return Err(to_py(py, e)),
+            }
+        }
+        self.submitted += 1;
+        self.next_id = id.wrapping_add(1);
+        Ok(id)
+    }
+
+    /// End the epoch: wait (without the lock) until every batch submitted is written, and
+    /// return its `Report`. The session goes on for the next epoch.
+    fn finish(&mut self, py: Python<'_>) -> PyResult<Report> {
+        loop {
+            let (submitted, written) = (self.submitted, self.written);
+            let failed = self.failed.clone();
+            let s = self.open()?;
+            let (written, halted) = py.detach(|| {
+                let until = Instant::now() + SIGNAL_POLL;
+                let mut w = written;
+                while w < submitted && Instant::now() < until {
+                    w += s.completions().len() as u64;
+                    if w < submitted {
+                        std::thread::sleep(BACKOFF * 10);
+                    }
+                }
+                // Acquire: pairs with the Release of the failing step; only the flag is read.
+                (w, failed.load(Ordering::Acquire))
+            });
+            self.written = written;
+            if written >= submitted || halted {
+                break;
+            }
+            if let Err(e) = py.check_signals() {
+                self.shut(py);
+                return Err(e);
+            }
+        }
+        let s = self.open()?;
+        let report = py.detach(|| s.finish()).map_err(|e| {
+            let outbox = s.drain_order().iter().map(|st| st.batch_id).collect();
+            stopped(py, e, outbox)
+        });
+        self.submitted = 0;
+        self.written = 0;
+        match report {
+            Ok(r) => Ok(Report::new(py, r)),
+            Err(err) => {
+                self.shut(py);
+                Err(err)
+            }
+        }
+    }
+
+    /// Batch ids stamped since the last call, in computation order (`uint64`). Draining as
+    /// the run goes keeps a long run's memory flat; `finish` reports only what is left.
+    fn drain_order<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let s = self.open()?;
+        let ids: Vec<u64> = s.drain_order().iter().map(|st| st.batch_id).collect();
+        Ok(PyArray1::from_vec(py, ids))
+    }
+
+    /// Records the session holds for the caller (stamps not drained and completions not
+    /// taken): flat for a caller that drains the order.
+    #[getter]
+    fn retained(&mut self) -> PyResult<usize> {
+        Ok(self.open()?.retained())
+    }
+
+    /// Whether the session is closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    /// Stop the session and join its threads: batches stamped are written, the others not
+    /// applied. Idempotent.
+    fn close(&mut self, py: Python<'_>) {
+        self.shut(py);
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Leaving the `with` block finishes the epoch (unless an exception is on its way) and
+    /// closes the session.
+    fn __exit__(
+        &mut self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let result = if exc_type.is_none() && self.inner.is_some() {
+            self.finish(py).map(drop)
+        } else {
+            Ok(())
+        };
+        self.shut(py);
+        result.map(|()| false)
+    }
+}
+
+/// A session dropped by the garbage collector is closed like `close()`: the lock is released
+/// while its threads are joined (the device thread may need it for a step in flight).
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Release: as in `shut`.
+        self.cancel.store(true, Ordering::Release);
+        if let Some(s) = self.inner.take() {
+            Python::attach(|py| py.detach(move || drop(s)));
+        }
+    }
+}

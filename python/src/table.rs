@@ -1,0 +1,75 @@
+//! `ordo.Table`: one row store. A row is a parameter (an embedding) followed by its per-row
+//! optimizer state, so the state travels with the row and the equivalence covers it.
+
+use numpy::{PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use ordo::store::RowStore;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use std::sync::Arc;
+
+/// A table of `rows` rows of `width` float32 values, shared by the engine's threads.
+#[pyclass(module = "ordo", frozen)]
+pub struct Table {
+    pub(crate) store: Arc<RowStore>,
+}
+
+#[pymethods]
+impl Table {
+    #[new]
+    #[pyo3(signature = (rows, width, init = None))]
+    fn new(rows: usize, width: usize, init: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        if rows == 0 || width == 0 {
+            return Err(PyValueError::new_err(format!(
+                "a table needs rows and width >= 1, got {rows} x {width}"
+            )));
+        }
+        let store = match init {
+            None => RowStore::try_from_fn(rows, width, |_, _| 0.0),
+            Some(v) => {
+                if let Ok(c) = v.extract::<f32>() {
+                    RowStore::try_from_fn(rows, width, |_, _| c)
+                } else {
+                    let a: PyReadonlyArrayDyn<'_, f32> = v.extract().map_err(|_| {
+                        PyValueError::new_err(
+                            "init must be None, a float, or a float32 array of rows x width",
+                        )
+                    })?;
+                    if a.len() != rows * width {
+                        return Err(PyValueError::new_err(format!(
+                            "init has {} values, the table {rows} x {width} = {}",
+                            a.len(),
+                            rows * width
+                        )));
+                    }
+                    let values = a.as_array().iter().copied().collect::<Vec<f32>>();
+                    RowStore::from_values(rows, width, &values)
+                }
+            }
+        }
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(Table { store: Arc::new(store) })
+    }
+
+    /// Rows.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.store.rows()
+    }
+
+    /// Floats per row.
+    #[getter]
+    fn width(&self) -> usize {
+        self.store.width()
+    }
+
+    /// A copy of the table as a `rows x width` float32 array.
+    fn numpy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let (rows, width) = (self.store.rows(), self.store.width());
+        let values = py.detach(|| self.store.snapshot());
+        numpy::PyArray1::from_vec(py, values).reshape([rows, width])
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Table(rows={}, width={})", self.store.rows(), self.store.width())
+    }
+}

@@ -1,0 +1,169 @@
+"""ordo's Python binding: equivalence, errors, signals and memory of the owned session."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import ordo
+from conftest import ROWS, WIDTH, batch_of, initial_table, make_step, plain_loop
+
+EPOCHS, PER_EPOCH = 3, 400
+
+
+def run(mode, init, dense=None, drain_every=None):
+    """Train EPOCHS epochs of PER_EPOCH batches in `mode`; the table, the recorded order
+    (drained part first) and the last report."""
+    table = ordo.Table(ROWS, WIDTH, init=init)
+    engine = ordo.Engine(table, mode=mode)
+    order, replaced = [], 0
+    with engine.session(make_step(dense)) as s:
+        for epoch in range(EPOCHS):
+            for k in range(PER_EPOCH):
+                batch_id = epoch * PER_EPOCH + k
+                ids, payload = batch_of(batch_id)
+                s.submit(ids, payload, batch_id=batch_id)
+                if drain_every and k % drain_every == 0:
+                    order.extend(s.drain_order().tolist())
+            report = s.finish()
+            order.extend(report.order.tolist())
+            replaced += report.rows_replaced
+    return table.numpy(), order, replaced
+
+
+def test_oac_equals_replay_and_the_plain_loop_bit_for_bit(init):
+    dense = np.zeros(1, dtype=np.float32)
+    final, order, replaced = run("oac", init, dense, drain_every=50)
+    assert sorted(order) == list(range(EPOCHS * PER_EPOCH))
+    # The run overlapped batches that share rows: validation repaired stale reads.
+    assert replaced > 0, "no conflict was repaired: the check would be vacuous"
+
+    replayed = ordo.Table(ROWS, WIDTH, init=init)
+    replay_dense = np.zeros(1, dtype=np.float32)
+    ordo.replay(replayed, order, batch_of, make_step(replay_dense))
+    assert np.array_equal(final.view(np.uint32), replayed.numpy().view(np.uint32))
+    assert replay_dense.view(np.uint32)[0] == dense.view(np.uint32)[0]
+
+    loop_dense = np.zeros(1, dtype=np.float32)
+    looped = plain_loop(init, order, make_step(loop_dense))
+    assert np.array_equal(final.view(np.uint32), looped.view(np.uint32))
+    assert loop_dense.view(np.uint32)[0] == dense.view(np.uint32)[0]
+
+
+def test_async_differs_from_its_plain_loop(init):
+    final, order, _ = run("async", init)
+    looped = plain_loop(init, sorted(order), make_step())
+    # Lost updates: the last writer wins, so async is not the sequential result.
+    assert not np.array_equal(final, looped)
+
+
+def test_a_step_raising_at_its_1000th_call_stops_the_run_with_the_prefix_applied(init):
+    calls, raised_at = [0], []
+
+    def step(batch_id, ids, rows, payload):
+        calls[0] += 1
+        if calls[0] == 1000:
+            raised_at.append(batch_id)
+            raise ValueError("step 1000 fails")
+        make_step()(batch_id, ids, rows, payload)
+
+    table = ordo.Table(ROWS, WIDTH, init=init)
+    engine = ordo.Engine(table, mode="oac")
+    s = engine.session(step)
+    with pytest.raises(ordo.StepFailed) as info:
+        for batch_id in range(5000):
+            s.submit(*batch_of(batch_id), batch_id=batch_id)
+        s.finish()
+    err = info.value
+    assert err.batch_id == raised_at[0]
+    assert isinstance(err.__cause__, ValueError)
+    assert err.stamped == 999 and err.prefix is not None
+    assert len(err.applied) == err.prefix
+    assert s.closed
+    # The table holds exactly the applied batches: the replay of them on the initial table.
+    replayed = ordo.Table(ROWS, WIDTH, init=init)
+    ordo.replay(replayed, err.applied, batch_of, make_step())
+    assert np.array_equal(table.numpy().view(np.uint32), replayed.numpy().view(np.uint32))
+
+
+def test_a_bad_row_id_is_invalid_batch_naming_the_batch(init):
+    table = ordo.Table(ROWS, WIDTH, init=init)
+    engine = ordo.Engine(table, mode="oac")
+    with engine.session(make_step()) as s:
+        s.submit(*batch_of(0), batch_id=0)
+        with pytest.raises(ordo.InvalidBatch) as info:
+            s.submit(np.array([1, ROWS], dtype=np.uint64), np.float32(0), batch_id=77)
+        assert info.value.batch_id == 77 and "out of range" in info.value.reason
+        with pytest.raises(ordo.InvalidBatch, match="not sorted"):
+            s.submit([5, 2], np.float32(0), batch_id=78)
+        s.submit(*batch_of(1), batch_id=1)
+        report = s.finish()
+    assert sorted(report.order.tolist()) == [0, 1]
+
+
+@pytest.mark.parametrize("phase", ["submit", "finish"])
+def test_sigint_stops_a_run_within_a_second(phase):
+    """Ctrl-C while the caller waits on the pipeline (a full pipeline in `submit`, the end of
+    the epoch in `finish`: seconds of queued steps) stops the run promptly, the session
+    closed. The step sleeps without the interpreter lock, as a long PyTorch step does."""
+    script = textwrap.dedent(
+        """
+        import sys, time, numpy as np, ordo
+        table = ordo.Table(16, 2)
+        def step(batch_id, ids, rows, payload):
+            time.sleep(0.2)
+            rows += 1.0
+        try:
+            with ordo.Engine(table, mode="oac", depth=8).session(step) as s:
+                if sys.argv[1] == "submit":
+                    print("waiting", flush=True)
+                    for i in range(10**9):
+                        s.submit([i % 16], None)
+                for i in range(12):
+                    s.submit([i % 16], None)
+                print("waiting", flush=True)
+                s.finish()
+                print("finished", flush=True)
+        except KeyboardInterrupt:
+            print("interrupted closed=%s" % s.closed, flush=True)
+            sys.exit(3)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, phase], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "waiting"
+    time.sleep(0.5)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=10)
+    finally:
+        proc.kill()
+    took = time.monotonic() - sent
+    assert proc.returncode == 3, out
+    assert "interrupted closed=True" in out
+    # The check every 50 ms, then the join: the step in progress (0.2 s) ends first.
+    assert took < 1.0, f"stopped {took:.2f} s after SIGINT"
+
+
+def test_a_million_tiny_batches_keep_the_session_flat():
+    table = ordo.Table(1024, 1)
+
+    def step(batch_id, ids, rows, payload):
+        rows += 1.0
+
+    peak, drained = 0, 0
+    with ordo.Engine(table, mode="oac").session(step) as s:
+        for i in range(1_000_000):
+            s.submit([i % 1024])
+            if i % 10_000 == 9_999:
+                peak = max(peak, s.retained)
+                assert peak < 20_000, f"the session retained {peak} records after {i + 1} batches"
+                drained += len(s.drain_order())
+        drained += len(s.finish().order)
+    assert drained == 1_000_000
+    assert np.all(table.numpy() == np.float32(1_000_000 // 1024 + 0.0) + (np.arange(1024) < 1_000_000 % 1024)[:, None])
