@@ -13,7 +13,7 @@
 //! no kernel reaches it (a copy typically gets 80–90% of it), so a fraction of it is lower.
 
 use crate::GpuError;
-use crate::device::Gpu;
+use crate::cuda_context::Gpu;
 use crate::kernels;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};

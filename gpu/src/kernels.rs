@@ -7,7 +7,7 @@
 //! kernel set is created; the PTX is JIT-compiled by the driver for the device at load time.
 //! The cost is a few hundred milliseconds at start-up, paid once.
 
-use crate::device::Gpu;
+use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use cudarc::driver::CudaFunction;
 use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};

@@ -18,7 +18,7 @@
 //!   ([`cache_device::CacheDevice`]), written once for both tables below.
 //! * [`sim_device`]: that device over the host port of the cache, for the engine on
 //!   machines without a GPU (tests the device and the table algorithm inside the real engine).
-//! * [`device`]: opening a CUDA context behind the gate of [`cuda_available`].
+//! * [`cuda_context`]: opening a CUDA context behind the gate of [`cuda_available`].
 //! * [`bandwidth`]: the measured device-to-device copy (and the rated figure) that the kernels'
 //!   effective bandwidth is reported as a fraction of.
 //!
@@ -34,7 +34,7 @@ pub mod bandwidth;
 mod buffers;
 pub mod cache;
 pub mod cache_device;
-pub mod device;
+pub mod cuda_context;
 pub mod error;
 pub mod kernels;
 pub mod kge;
@@ -43,5 +43,5 @@ pub mod queue;
 pub mod sim_device;
 pub mod workload;
 
-pub use device::{Gpu, cuda_available, cuda_unavailable_reason};
+pub use cuda_context::{Gpu, cuda_available, cuda_unavailable_reason};
 pub use error::GpuError;

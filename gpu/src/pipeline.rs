@@ -34,7 +34,7 @@
 use crate::buffers::{count_u32, zeros};
 use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
 use crate::cache_device::{CacheBackend, CacheDevice, apply_validation, version_words};
-use crate::device::Gpu;
+use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
 use crate::queue::{BatchQueue, Collected};

@@ -10,7 +10,7 @@
 pub mod accumulate;
 pub mod clip;
 pub mod controller;
-pub mod device;
+pub mod device_clock;
 pub mod error;
 pub mod gather;
 pub mod graph;

@@ -38,7 +38,7 @@ pub struct Emit {
     /// Messages emitted, in order.
     pub out: Vec<Out>,
     /// Time the emulated device would spend on this operation (Appendix C; zero when
-    /// computing): the runtime's [`DeviceClock`](crate::device::DeviceClock) waits it out.
+    /// computing): the runtime's [`DeviceClock`](crate::device_clock::DeviceClock) waits it out.
     pub device: std::time::Duration,
 }
 

@@ -10,7 +10,7 @@ use crate::message::Message;
 #[derive(Debug)]
 pub enum Envelope {
     /// A message for a node on the receiving worker, and the emulated time it was sent at
-    /// ([`DeviceClock`](crate::device::DeviceClock)).
+    /// ([`DeviceClock`](crate::device_clock::DeviceClock)).
     Msg(Message, std::time::Duration),
     /// The run is over: stop once nothing else is queued.
     Stop,

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 
 use crate::controller::{InstanceResult, Source};
-use crate::device::DeviceClock;
+use crate::device_clock::DeviceClock;
 use crate::error::MpError;
 use crate::graph::{Graph, Topology};
 use crate::node::Emit;

@@ -118,7 +118,7 @@ pub enum SteAt {
     /// The paper (000, §3.3): the reader, atomically with the announcement, as the least MFT
     /// announced by the batches outstanding then.
     Announce,
-    /// ordo's engine (`core/src/engine/device.rs`): the device, when it takes the batch, as the
+    /// ordo's engine (`core/src/engine/sequencer.rs`): the device, when it takes the batch, as the
     /// least of the current MFT and the MFTs announced by the batches outstanding now.
     Device,
 }

@@ -3,7 +3,7 @@
 
 use super::{CacheConfig, CacheError, TableBackend, ValidationCache, check_len};
 use crate::buffers::{count_u32, upload, zeros};
-use crate::device::Gpu;
+use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use crate::kernels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};

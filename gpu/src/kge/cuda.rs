@@ -2,7 +2,7 @@
 
 use super::{Contributions, KgeBatch, KgeHyper, KgeShape, check_params, check_shape};
 use crate::buffers::{count_u32, ensure, upload, zeros};
-use crate::device::Gpu;
+use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use crate::kernels;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};

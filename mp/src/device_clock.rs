@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 /// ```
 /// use std::time::{Duration, Instant};
 /// let start = Instant::now();
-/// let mut c = ordo_mp::device::DeviceClock::new(start);
+/// let mut c = ordo_mp::device_clock::DeviceClock::new(start);
 /// let t = c.run(Duration::ZERO, Duration::ZERO, Duration::from_millis(2));
 /// assert_eq!(t, Duration::from_millis(2));
 /// assert!(start.elapsed() >= t);
