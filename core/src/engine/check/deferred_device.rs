@@ -9,7 +9,7 @@ use std::sync::Arc;
 /// evicted, validated, stepped and inserted into a host [`ValidationCache`] when it is
 /// submitted, and its stepped values wait until it is collected. For checking the driver at
 /// depth > 1 without a GPU (the simulation, the fuzzer, the mutation table); the insert copies
-/// the rows, which the one-at-a-time [`CpuDevice`](super::CpuDevice) does not.
+/// the rows, which the one-at-a-time [`CpuDevice`](crate::engine::CpuDevice) does not.
 #[derive(Debug)]
 pub struct DeferredCpuDevice {
     depth: usize,

@@ -501,7 +501,7 @@ impl FuzzCase {
 
     /// The batches (at most 8). A mask that selects none of the store's rows selects row
     /// `mask % rows` instead: an empty batch is rejected before anything runs
-    /// ([`BatchError::Empty`](super::BatchError::Empty)), so it would exercise no schedule.
+    /// ([`BatchError::Empty`](crate::engine::BatchError::Empty)), so it would exercise no schedule.
     pub fn batches(&self) -> Vec<Batch<f32>> {
         let rows = self.rows();
         self.batches
