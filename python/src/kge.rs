@@ -99,13 +99,7 @@ fn evaluate<'py>(
     let m = py.detach(|| {
         filtered((score, reciprocal), e.view(), r.view(), &queries, &Filter::new(&known))
     });
-    let out = PyDict::new(py);
-    out.set_item("mrr", m.mrr)?;
-    out.set_item("hits1", m.hits1)?;
-    out.set_item("hits3", m.hits3)?;
-    out.set_item("hits10", m.hits10)?;
-    out.set_item("queries", m.queries)?;
-    Ok(out)
+    metrics_dict(py, &m)
 }
 
 fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict>> {
