@@ -200,12 +200,27 @@ fn epoch_dict<'py>(
     Ok(out)
 }
 
+/// An error of the CLI's code as its exit status and message (made without the interpreter
+/// lock; the CLI's errors need not be `Send`).
+fn described(e: &(dyn std::error::Error + 'static)) -> (u8, String) {
+    (exit_code(e), e.to_string())
+}
+
+/// The Python exception of a [`described`] error: bad input (the CLI's exit status 2) is a
+/// `ValueError`, any other failure an `OrdoError`.
+fn cli_error((code, message): (u8, String)) -> PyErr {
+    match code {
+        2 => PyValueError::new_err(message),
+        _ => OrdoError::new_err(message),
+    }
+}
+
 /// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed and checked
 /// by its own option struct, so a misspelt option is its error, a `ValueError`), and its output
 /// directories (`--save`, `--checkpoint`, `--resume`, `--out`) are locked, checked and written by
 /// the CLI's own code ([`RunPlan::prepare`](ordo_train::kge::cli::RunPlan::prepare) before
-/// training, [`Prepared::finish`](ordo_train::kge::cli::Prepared::finish) after). Bad input is a `ValueError` (the CLI's exit status 2),
-/// any other failure an `OrdoError`.
+/// training, [`Prepared::finish`](ordo_train::kge::cli::Prepared::finish) after). Bad input is
+/// a `ValueError` (the CLI's exit status 2), any other failure an `OrdoError`.
 ///
 /// The run trains on a thread of its own while this thread waits without the interpreter lock,
 /// checking for signals every [`SIGNAL_POLL`]: on Ctrl-C the run is stopped (no batch submitted
@@ -216,23 +231,13 @@ fn epoch_dict<'py>(
 #[pyfunction]
 #[pyo3(signature = (flags, on_event = None))]
 fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) -> PyResult<KgeRun> {
-    let failed = |e: &(dyn std::error::Error + 'static)| -> PyErr {
-        match exit_code(e) {
-            2 => PyValueError::new_err(e.to_string()),
-            _ => OrdoError::new_err(e.to_string()),
-        }
-    };
     // Every error of the plan is one of the options (clap's, a configuration file's, a range).
     let plan = plan_run(flags).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let dataset = py
         .detach(|| Dataset::load(&plan.dataset))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    let mut prepared = py
-        .detach(|| plan.prepare(&dataset).map_err(|e| (exit_code(&*e), e.to_string())))
-        .map_err(|(code, message)| match code {
-            2 => PyValueError::new_err(message),
-            _ => OrdoError::new_err(message),
-        })?;
+    let mut prepared =
+        py.detach(|| plan.prepare(&dataset).map_err(|e| described(&*e))).map_err(cli_error)?;
     let stop = Arc::new(AtomicBool::new(false));
     let mut resumable = std::mem::take(&mut prepared.resumable);
     resumable.stop = Some(stop.clone());
@@ -292,18 +297,11 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
         return Err(e);
     }
     let result = match result {
-        Ok(r) => r.map_err(|e| failed(&e))?,
+        Ok(r) => r.map_err(|e| cli_error(described(&e)))?,
         Err(panic) => std::panic::resume_unwind(panic),
     };
-    py.detach(|| {
-        prepared
-            .finish(&dataset, &plan.config, &result)
-            .map_err(|e| (exit_code(&*e), e.to_string()))
-    })
-    .map_err(|(code, message)| match code {
-        2 => PyValueError::new_err(message),
-        _ => OrdoError::new_err(message),
-    })?;
+    py.detach(|| prepared.finish(&dataset, &plan.config, &result).map_err(|e| described(&*e)))
+        .map_err(cli_error)?;
     Ok(KgeRun { dataset, config: plan.config, result })
 }
 
