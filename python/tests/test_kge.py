@@ -30,6 +30,15 @@ def test_train_returns_the_run_and_its_save_loads_back(tmp_path):
     assert np.array_equal(entities, run.entities) and np.array_equal(relations, run.relations)
 
 
+def test_an_option_for_another_kind_of_run_is_refused_before_training(tmp_path):
+    # The table in partitions on disk is the command line's run of its own kind; trained here
+    # it would silently be in memory.
+    with pytest.raises(ValueError, match="--storage"):
+        ordo.kge.train(epochs=1, dim=8, storage="disk", storage_dir=tmp_path / "parts", progress=False)
+    with pytest.raises(ValueError, match="--pm"):
+        ordo.kge.train(epochs=1, dim=8, pm="adapm", progress=False)
+
+
 def test_a_misspelt_option_is_the_command_line_s_error():
     with pytest.raises(ValueError, match="--dimm"):
         ordo.kge.train(dimm=10, progress=False)

@@ -821,8 +821,8 @@ pub struct RunPlan {
 }
 
 /// Parse and check `flags` (without the program and `kge`) as `ordo-train kge FLAGS` does, for
-/// one run in one process: a subcommand, `--pm` and `--load` are refused
-/// ([`ConfigError::Unsupported`]).
+/// one run in one process, its table in memory: a subcommand, `--pm`, `--load` and `--storage`
+/// are refused ([`ConfigError::Unsupported`]).
 pub fn plan_run<T: Into<std::ffi::OsString>>(
     flags: impl IntoIterator<Item = T>,
 ) -> Result<RunPlan, BoxError> {
@@ -836,9 +836,15 @@ pub fn plan_run<T: Into<std::ffi::OsString>>(
     let Flags { args } = <Flags as clap::Parser>::try_parse_from(argv)?;
     let plan = Plan::new(args, read_config, None)?;
     let o = &plan.opts;
-    if plan.command.is_some() || plan.pm.is_some() || o.load.is_some() {
+    // `--storage` (the table in partitions) is a run of its own kind (`run_partitioned`), not
+    // a session over an in-memory table: refused rather than silently trained in memory.
+    if plan.command.is_some()
+        || plan.pm.is_some()
+        || o.load.is_some()
+        || o.partition_opts(false)?.is_some()
+    {
         return Err(ConfigError::Unsupported(
-            "one run in one process: no subcommand, --pm or --load",
+            "one run in one process, its table in memory: no subcommand, --pm, --load or --storage",
         )
         .into());
     }
@@ -1359,7 +1365,8 @@ mod tests {
             (Some("c".as_ref()), Some("r".as_ref()))
         );
         assert_eq!(o.out.as_deref(), Some("o".as_ref()), "--out is the plan's, written by finish");
-        for refused in [&["compare"][..], &["--load", "x"], &["--pm", "adapm"]] {
+        let disk = ["--storage", "disk", "--storage-dir", "x"];
+        for refused in [&["compare"][..], &["--load", "x"], &["--pm", "adapm"], &disk] {
             let e = plan_run(refused.iter().copied()).unwrap_err();
             assert!(
                 matches!(e.downcast_ref(), Some(ConfigError::Unsupported(_))),
