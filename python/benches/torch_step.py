@@ -16,7 +16,10 @@ oac it also prints, from the sessions' reports:
   run with no other thread of the run beside them (above 1: the pipeline's threads, and
   anything else on the machine, take the cores from the step);
 * cpu: the process's CPU time in oac over the plain loop's (all threads; the pipeline's
-  readers, writers and waiting threads included).
+  readers, writers and waiting threads included), and (Linux, from /proc/self/task) that
+  CPU time split by thread, each part over the plain loop's CPU time: the caller (building
+  and submitting batches), the device thread (the step and the stamping and validation
+  around it), and the session's other threads (readers and writers).
 
 With `--prebuilt`, every batch is built before the clock starts, for both loops: the caller's
 thread then only submits, which shows what building batches in Python costs the pipeline.
@@ -29,6 +32,7 @@ import os
 import pathlib
 import statistics
 import sys
+import threading
 import time
 
 import numpy as np
@@ -68,6 +72,31 @@ class Timed:
         self.seconds += time.perf_counter() - t
 
 
+def thread_cpu():
+    """CPU seconds of each thread of this process by native thread id (Linux; empty elsewhere)."""
+    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return out
+
+
+class OnThread(Timed):
+    """A timed step that records the native id of the thread it runs on."""
+
+    def __call__(self, *a):
+        self.thread = threading.get_native_id()
+        super().__call__(*a)
+
+
 def plain(init, total, batch_of, model):
     """torch_kge.py's plain loop (equivalence.plain_loop), timed; the share inside the step."""
     timed = Timed(model)
@@ -88,8 +117,10 @@ def oac(init, total, per_epoch, batch_of, model, readers):
     table = ordo.Table(init.shape[0], init.shape[1], init=init)
     engine = ordo.Engine(table, mode="oac", readers=readers, writers=readers)
     sums = dict(elapsed=0.0, step_s=0.0, crossing_s=0.0, lock_wait_s=0.0)
+    step, caller = OnThread(model), threading.get_native_id()
+    threads = thread_cpu()
     cpu, start = time.process_time(), time.perf_counter()
-    with engine.session(model) as s:
+    with engine.session(step) as s:
         for epoch in range(total // per_epoch):
             for b in range(epoch * per_epoch, (epoch + 1) * per_epoch):
                 ids, payload = batch_of(b)
@@ -97,7 +128,13 @@ def oac(init, total, per_epoch, batch_of, model, readers):
             r = s.finish()
             for k in sums:
                 sums[k] += getattr(r, k)
+        # Before the session's threads end: the CPU time of each since the session started.
+        after = thread_cpu()
     sums["cpu_s"] = time.process_time() - cpu
+    spent = {t: c - threads.get(t, 0.0) for t, c in after.items()}
+    sums["caller_cpu_s"] = spent.pop(caller, 0.0)
+    sums["device_cpu_s"] = spent.pop(step.thread, 0.0)
+    sums["pipeline_cpu_s"] = sum(c for t, c in spent.items() if t not in threads)
     return time.perf_counter() - start, sums
 
 
@@ -119,6 +156,7 @@ def main():
           f"{args.readers} readers + {args.readers} writers; batches "
           f"{'prebuilt' if args.prebuilt else 'built as submitted'}; {os.cpu_count()} CPUs")
     ratios, busy, crossing, lock_wait, plain_step, slower, cpu = [], [], [], [], [], [], []
+    caller_cpu, device_cpu, pipeline_cpu = [], [], []
     for round in range(1, args.rounds + 1):
         p_s, p_step, p_cpu = plain(init, total, batch_of, ComplEx(nr, args))
         p_share = p_step / p_s
@@ -131,15 +169,20 @@ def main():
         plain_step.append(p_share)
         slower.append(sums["step_s"] / p_step)
         cpu.append(sums["cpu_s"] / p_cpu)
+        caller_cpu.append(sums["caller_cpu_s"] / p_cpu)
+        device_cpu.append(sums["device_cpu_s"] / p_cpu)
+        pipeline_cpu.append(sums["pipeline_cpu_s"] / p_cpu)
         print(f"round {round}: plain {triples / p_s:,.0f} triples/s, oac {triples / o_s:,.0f} triples/s, "
               f"oac/plain {ratios[-1]:.2f}; oac device busy {busy[-1]:.0%}, crossing {crossing[-1]:.1%} "
               f"of the step (lock wait {lock_wait[-1]:.1%}); plain loop in the step {p_share:.0%}; "
-              f"step x {slower[-1]:.2f}; cpu x {cpu[-1]:.2f}")
+              f"step x {slower[-1]:.2f}; cpu x {cpu[-1]:.2f} (caller {caller_cpu[-1]:.2f}, "
+              f"device {device_cpu[-1]:.2f}, readers+writers {pipeline_cpu[-1]:.2f})")
     med = statistics.median
     print(f"median of {args.rounds}: oac/plain {med(ratios):.2f} (min {min(ratios):.2f}, max {max(ratios):.2f}); "
           f"oac device busy {med(busy):.0%}; crossing {med(crossing):.1%} of the step "
           f"(lock wait {med(lock_wait):.1%}); plain loop in the step {med(plain_step):.0%}; "
-          f"step x {med(slower):.2f}; cpu x {med(cpu):.2f}")
+          f"step x {med(slower):.2f}; cpu x {med(cpu):.2f} (caller {med(caller_cpu):.2f}, "
+          f"device {med(device_cpu):.2f}, readers+writers {med(pipeline_cpu):.2f})")
 
 
 if __name__ == "__main__":
