@@ -16,8 +16,8 @@ oac it also prints, from the sessions' reports:
   run with no other thread of the run beside them (above 1: the pipeline's threads, and
   anything else on the machine, take the cores from the step);
 * cpu: the process's CPU time in oac over the plain loop's (all threads; the pipeline's
-  readers, writers and waiting threads included), and (Linux, from /proc/self/task) that
-  CPU time split by thread, each part over the plain loop's CPU time: the caller (building
+  readers, writers and waiting threads included), and (Linux, from /proc/self/task/*/schedstat)
+  that CPU time split by thread, each part over the plain loop's CPU time: the caller (building
   and submitting batches), the device thread (the step and the stamping and validation
   around it), and the session's other threads (readers and writers).
 
@@ -73,19 +73,20 @@ class Timed:
 
 
 def thread_cpu():
-    """CPU seconds of each thread of this process by native thread id (Linux; empty elsewhere)."""
-    tick, out = os.sysconf("SC_CLK_TCK"), {}
+    """CPU seconds of each thread of this process by native thread id (Linux; empty elsewhere):
+    the scheduler's run time in nanoseconds (`schedstat`), exact also for a thread that runs
+    in bursts shorter than a clock tick, which `stat`'s tick-sampled times miss."""
+    out = {}
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return out
     for tid in tids:
         try:
-            with open(f"/proc/self/task/{tid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                out[int(tid)] = int(f.read().split()[0]) * 1e-9
         except OSError:
             continue  # the thread ended
-        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
     return out
 
 
