@@ -161,7 +161,7 @@ fn temp_dir(tag: &str) -> std::path::PathBuf {
 }
 
 fn checkpointed(dir: &std::path::Path) -> Resumable {
-    Resumable { checkpoint: Some(dir.to_path_buf()), every: 1, resume: None }
+    Resumable { checkpoint: Some(dir.to_path_buf()), every: 1, ..Resumable::default() }
 }
 
 /// Checkpoints (issue 13): 4 epochs equal 2 epochs, checkpointed, then resumed for 2 more — bit

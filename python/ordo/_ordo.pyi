@@ -58,6 +58,18 @@ class Report:
     rows_validated: int
     rows_replaced: int
     cache_peak: int
+    steps: int
+    """Steps run in the epoch."""
+    step_s: float
+    """Seconds the device thread spent inside the step (the Python callable itself)."""
+    crossing_s: float
+    """Seconds the device thread spent crossing into and out of Python around the steps:
+    waiting for the interpreter lock, lending the rows as numpy, checking they were not kept.
+    ``(step_s + crossing_s) / elapsed`` is the fraction of the epoch the device thread was busy
+    stepping (the rest it waited for rows or stamped and validated)."""
+    lock_wait_s: float
+    """The part of ``crossing_s`` spent waiting for the interpreter lock, held meanwhile by
+    another Python thread (e.g. the one building and submitting batches)."""
 
 class Session:
     """A running pipeline; also a context manager (leaving the block finishes and closes it).

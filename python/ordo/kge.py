@@ -4,7 +4,12 @@
   (``dim=200`` is ``--dim 200``, ``batch_size`` is ``--batch-size``, ``reciprocal=True`` is
   ``--reciprocal``), parsed and checked by the command line's own option struct, so a
   misspelt option is its error (a ``ValueError`` naming it). ``config`` is a TOML or JSON file
-  of the same options; keyword arguments override it. Returns a ``Run``.
+  of the same options; keyword arguments override it. Returns a ``Run``. ``save``,
+  ``checkpoint`` (with ``checkpoint_every``), ``resume`` and ``out`` are the command line's
+  output directories, locked, checked and written by its own code. Ctrl-C stops a run within
+  about a second with ``KeyboardInterrupt``: the batches in flight are written, the threads
+  joined, the epoch in progress neither checkpointed nor saved (resume from the last
+  checkpoint).
 * ``evaluate(score, entities, relations, queries, known)``: filtered link prediction on numpy
   arrays, as the command line evaluates.
 * ``load_dataset(name_or_path)``: ``umls``, ``kinships``, ``nations`` (vendored) or a directory
@@ -38,8 +43,13 @@ def train(config=None, *, callback=None, progress=True, **options):
     ``Run``: ``entities``, ``relations`` (numpy), ``history`` (per epoch: ``loss``,
     ``valid_mrr``, ``wall_s``), ``test`` metrics, ``order`` (batch ids per epoch), ``save(dir)``.
 
-    ``callback(entry)`` is called after each epoch with its ``history`` entry. ``progress``
-    shows a tqdm bar over the batches when tqdm is installed.
+    ``callback(entry)`` is called after each epoch with its ``history`` entry (an exception it
+    raises stops the run and is raised). ``progress`` shows a tqdm bar over the batches when
+    tqdm is installed. Bad options or inputs are a ``ValueError`` (the command line's exit
+    status 2), other failures an ``ordo.OrdoError``; Ctrl-C is ``KeyboardInterrupt``.
+
+        run = ordo.kge.train(epochs=20, checkpoint="ck", checkpoint_every=5)
+        run = ordo.kge.train(epochs=40, resume="ck", checkpoint="ck", out="plots")
     """
     bar = None
     if progress:

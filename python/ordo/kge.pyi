@@ -49,6 +49,9 @@ def train(
     progress: bool = True,
     **options: Any,
 ) -> Run:
-    """Train as ``ordo-train kge`` does; ``options`` are its flags (``batch_size=1024``)."""
+    """Train as ``ordo-train kge`` does; ``options`` are its flags (``batch_size=1024``,
+    ``checkpoint="ck"``, ``checkpoint_every=5``, ``resume="ck"``, ``out="plots"``,
+    ``save="emb"``). Ctrl-C stops it within about a second with ``KeyboardInterrupt`` (the
+    epoch in progress neither checkpointed nor saved)."""
 
 def load(dir: str, dataset: str = "umls") -> Tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]: ...

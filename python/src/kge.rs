@@ -1,9 +1,10 @@
 //! `ordo.kge`'s native part: the knowledge-graph datasets and the filtered evaluator of the
 //! `ordo-train` CLI, on numpy arrays.
 
+use crate::errors::OrdoError;
 use clap::ValueEnum;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use ordo_train::kge::cli::plan_run;
+use ordo_train::kge::cli::{exit_code, plan_run};
 use ordo_train::kge::config::TrainConfig;
 use ordo_train::kge::data::{Dataset, Triple};
 use ordo_train::kge::eval::{Filter, Metrics, evaluate as filtered};
@@ -11,11 +12,17 @@ use ordo_train::kge::event::Event;
 use ordo_train::kge::npy;
 use ordo_train::kge::results::{EpochStats, RunResult};
 use ordo_train::kge::score::ScoreFn;
-use ordo_train::kge::train::train;
+use ordo_train::kge::train::train_resumable;
 use ordo_train::outdir::Held;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// How often `kge_train` takes the interpreter lock back to check for signals.
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
 fn triples_array<'py>(py: Python<'py>, t: &[Triple]) -> PyResult<Bound<'py, PyArray2<i64>>> {
     let rows: Vec<Vec<i64>> = t.iter().map(|t| vec![t.h as i64, t.r as i64, t.t as i64]).collect();
@@ -193,19 +200,49 @@ fn epoch_dict<'py>(
     Ok(out)
 }
 
+/// An error of the CLI's code as its exit status and message (made without the interpreter
+/// lock; the CLI's errors need not be `Send`).
+fn described(e: &(dyn std::error::Error + 'static)) -> (u8, String) {
+    (exit_code(e), e.to_string())
+}
+
+/// The Python exception of a [`described`] error: bad input (the CLI's exit status 2) is a
+/// `ValueError`, any other failure an `OrdoError`.
+fn cli_error((code, message): (u8, String)) -> PyErr {
+    match code {
+        2 => PyValueError::new_err(message),
+        _ => OrdoError::new_err(message),
+    }
+}
+
 /// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed and checked
-/// by its own option struct, so a misspelt option is its error, a `ValueError`). `on_event`, if
-/// given, is called with `("epoch_start", epoch, batches)`, `("batches", n)` and `("epoch_end",
-/// history_entry)`. With `--save DIR` the run is saved as the CLI saves it.
+/// by its own option struct, so a misspelt option is its error, a `ValueError`), and its output
+/// directories (`--save`, `--checkpoint`, `--resume`, `--out`) are locked, checked and written by
+/// the CLI's own code ([`RunPlan::prepare`](ordo_train::kge::cli::RunPlan::prepare) before
+/// training, [`Prepared::finish`](ordo_train::kge::cli::Prepared::finish) after). Bad input is
+/// a `ValueError` (the CLI's exit status 2), any other failure an `OrdoError`.
+///
+/// The run trains on a thread of its own while this thread waits without the interpreter lock,
+/// checking for signals every [`SIGNAL_POLL`]: on Ctrl-C the run is stopped (no batch submitted
+/// after, the pipeline's written, its threads joined, the epoch neither ended nor checkpointed,
+/// nothing saved) and `KeyboardInterrupt` propagates. `on_event`, if given, is called with
+/// `("epoch_start", epoch, batches)`, `("batches", n)` and `("epoch_end", history_entry)`; its
+/// first exception stops the run the same way and is raised.
 #[pyfunction]
 #[pyo3(signature = (flags, on_event = None))]
 fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) -> PyResult<KgeRun> {
+    // Every error of the plan is one of the options (clap's, a configuration file's, a range).
     let plan = plan_run(flags).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let dataset = py
         .detach(|| Dataset::load(&plan.dataset))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut prepared =
+        py.detach(|| plan.prepare(&dataset).map_err(|e| described(&*e))).map_err(cli_error)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut resumable = std::mem::take(&mut prepared.resumable);
+    resumable.stop = Some(stop.clone());
     let has_valid = !dataset.valid.is_empty();
-    // The first exception of the callback, raised when the run ends.
+    // The first exception of the callback; it stops the run.
     let mut raised: Option<PyErr> = None;
     let mut observe = |event: Event<'_>| {
         let Some(f) = &on_event else { return };
@@ -224,19 +261,48 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
             };
             Ok(())
         });
-        raised = called.err();
+        if let Err(e) = called {
+            raised = Some(e);
+            // Release: pairs with the Acquire of the training loop; only the flag is read.
+            stop.store(true, Ordering::Release);
+        }
     };
-    let result = py
-        .detach(|| train(&dataset, &plan.config, plan.mode, &mut observe, None))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    if let Some(e) = raised {
+    let (config, mode) = (&plan.config, plan.mode);
+    let mut interrupted: Option<PyErr> = None;
+    let result = std::thread::scope(|scope| {
+        let worker =
+            scope.spawn(|| train_resumable(&dataset, config, mode, resumable, &mut observe, None));
+        loop {
+            py.detach(|| {
+                let until = Instant::now() + SIGNAL_POLL;
+                while !worker.is_finished() && Instant::now() < until {
+                    std::thread::sleep(SIGNAL_POLL / 10);
+                }
+            });
+            if worker.is_finished() {
+                break;
+            }
+            if interrupted.is_none()
+                && let Err(e) = py.check_signals()
+            {
+                interrupted = Some(e);
+                // Release: as above.
+                stop.store(true, Ordering::Release);
+            }
+        }
+        // The worker has finished: joining does not wait.
+        worker.join()
+    });
+    if let Some(e) = interrupted.or(raised) {
         return Err(e);
     }
-    let run = KgeRun { dataset, config: plan.config, result };
-    if let Some(dir) = plan.save {
-        run.save(py, dir)?;
-    }
-    Ok(run)
+    let result = match result {
+        Ok(r) => r.map_err(|e| cli_error(described(&e)))?,
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
+    py.detach(|| prepared.finish(&dataset, &plan.config, &result).map_err(|e| described(&*e)))
+        .map_err(cli_error)?;
+    Ok(KgeRun { dataset, config: plan.config, result })
 }
 
 /// A float32 table handed to Python.

@@ -25,6 +25,7 @@ pub(crate) fn replay(
         width: table.store.width(),
         failed: Arc::new(AtomicBool::new(false)),
         cancel: Arc::new(AtomicBool::new(false)),
+        times: Arc::default(),
     };
     // An exception of `batch_of` stops the replay and is raised as it is.
     let mut raised: Option<PyErr> = None;

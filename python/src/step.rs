@@ -7,7 +7,8 @@ use ordo::engine::{BatchRows, Model};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// What a batch carries through the pipeline: its id (the step's first argument) and the
 /// caller's payload, opaque to the engine.
@@ -23,6 +24,49 @@ pub(crate) struct Payload {
 #[pyclass(module = "ordo", frozen)]
 pub(crate) struct LentRows;
 
+/// Where the device thread's time in the Python step went, summed over the steps since the
+/// last [`StepTimes::take`]: inside the callable, and the crossing around it (waiting for the
+/// interpreter lock, lending the rows as numpy, checking they were not kept). Four clock reads
+/// a step.
+#[derive(Debug, Default)]
+pub(crate) struct StepTimes {
+    steps: AtomicU64,
+    python_ns: AtomicU64,
+    crossing_ns: AtomicU64,
+    lock_wait_ns: AtomicU64,
+}
+
+/// [`StepTimes`] taken: steps, then seconds inside the callable, in the crossing, and (part of
+/// the crossing) waiting for the interpreter lock.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StepTimesTaken {
+    pub(crate) steps: u64,
+    pub(crate) python_s: f64,
+    pub(crate) crossing_s: f64,
+    pub(crate) lock_wait_s: f64,
+}
+
+impl StepTimes {
+    fn add(&self, python: Duration, crossing: Duration, lock_wait: Duration) {
+        // Relaxed: independent counters, read only by `take` after the steps they sum.
+        self.steps.fetch_add(1, Ordering::Relaxed);
+        self.python_ns.fetch_add(python.as_nanos() as u64, Ordering::Relaxed);
+        self.crossing_ns.fetch_add(crossing.as_nanos() as u64, Ordering::Relaxed);
+        self.lock_wait_ns.fetch_add(lock_wait.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The sums so far, and reset them.
+    pub(crate) fn take(&self) -> StepTimesTaken {
+        let s = |a: &AtomicU64| a.swap(0, Ordering::Relaxed) as f64 * 1e-9;
+        StepTimesTaken {
+            steps: self.steps.swap(0, Ordering::Relaxed),
+            python_s: s(&self.python_ns),
+            crossing_s: s(&self.crossing_ns),
+            lock_wait_s: s(&self.lock_wait_ns),
+        }
+    }
+}
+
 /// A Python callable `step(batch_id, ids, rows, payload)` of rows `width` floats wide.
 pub(crate) struct PyStep {
     pub(crate) step: Py<PyAny>,
@@ -33,6 +77,8 @@ pub(crate) struct PyStep {
     /// (without calling Python), so the batches queued behind it are not applied and the
     /// threads join after the step in progress.
     pub(crate) cancel: Arc<AtomicBool>,
+    /// The time of each call, for the session's `Report`.
+    pub(crate) times: Arc<StepTimes>,
 }
 
 impl Model for PyStep {
@@ -61,7 +107,10 @@ impl Model for PyStep {
 impl PyStep {
     /// One call of the Python step on the batch's rows, lent as a numpy array.
     fn call(&self, data: &Payload, rows: &mut BatchRows<'_>) -> Result<(), PyErr> {
-        Python::attach(|py| {
+        let asked = Instant::now();
+        let mut clock = (asked, asked, asked);
+        let result = Python::attach(|py| {
+            clock.0 = Instant::now();
             let ids = PyArray1::from_slice(py, rows.ids());
             let shape = (rows.len(), rows.width());
             let view = ArrayViewMut2::from_shape(shape, rows.values_mut())
@@ -74,7 +123,9 @@ impl PyStep {
             // if it did, the run stops with an error naming the batch (the contract, stated in
             // the step's documentation, is that the rows are valid only during the call).
             let array = unsafe { PyArray2::borrow_from_array(&view, lent.clone().into_any()) };
+            clock.1 = Instant::now();
             let result = self.step.call1(py, (data.id, ids, &array, data.data.clone_ref(py)));
+            clock.2 = Instant::now();
             drop(array);
             if let Err(e) = result {
                 // The traceback's frames hold the step's locals, `rows` among them: clear them
@@ -95,6 +146,10 @@ impl PyStep {
                 )));
             }
             Ok(())
-        })
+        });
+        let (locked, called, returned) = clock;
+        let python = returned.saturating_duration_since(called);
+        self.times.add(python, asked.elapsed().saturating_sub(python), locked - asked);
+        result
     }
 }

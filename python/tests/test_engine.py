@@ -167,3 +167,26 @@ def test_a_million_tiny_batches_keep_the_session_flat():
         drained += len(s.finish().order)
     assert drained == 1_000_000
     assert np.all(table.numpy() == np.float32(1_000_000 // 1024 + 0.0) + (np.arange(1024) < 1_000_000 % 1024)[:, None])
+
+
+def test_the_report_times_the_step_and_the_crossing_into_it():
+    """A step that sleeps 20 ms (without the interpreter lock, as a PyTorch step computes):
+    the report's step time covers the sleeps, and the step and the crossing around it fit in
+    the epoch's wall time."""
+    table = ordo.Table(16, 2)
+
+    def step(batch_id, ids, rows, payload):
+        time.sleep(0.02)
+        rows += 1.0
+
+    with ordo.Engine(table, mode="oac").session(step) as s:
+        for i in range(10):
+            s.submit([i], None)
+        first = s.finish()
+        s.submit([0], None)
+        second = s.finish()
+    assert first.steps == 10 and second.steps == 1, "each report counts its own epoch's steps"
+    assert 10 * 0.02 <= first.step_s < first.elapsed
+    assert 0 < first.crossing_s and first.step_s + first.crossing_s <= first.elapsed
+    assert 0 <= first.lock_wait_s <= first.crossing_s
+    assert 0.02 <= second.step_s < 10 * 0.02, "reset by each finish"

@@ -30,8 +30,86 @@ def test_train_returns_the_run_and_its_save_loads_back(tmp_path):
     assert np.array_equal(entities, run.entities) and np.array_equal(relations, run.relations)
 
 
+def test_an_option_for_another_kind_of_run_is_refused_before_training(tmp_path):
+    # The table in partitions on disk is the command line's run of its own kind; trained here
+    # it would silently be in memory.
+    with pytest.raises(ValueError, match="--storage"):
+        ordo.kge.train(epochs=1, dim=8, storage="disk", storage_dir=tmp_path / "parts", progress=False)
+    with pytest.raises(ValueError, match="--pm"):
+        ordo.kge.train(epochs=1, dim=8, pm="adapm", progress=False)
+
+
 def test_a_misspelt_option_is_the_command_line_s_error():
     with pytest.raises(ValueError, match="--dimm"):
         ordo.kge.train(dimm=10, progress=False)
     with pytest.raises(ValueError, match="--dim"):
         ordo.kge.train(dim=0, progress=False)
+
+
+def bits(a):
+    return np.ascontiguousarray(a).view(np.uint32)
+
+
+def test_a_resumed_run_equals_the_uninterrupted_run_bit_for_bit(tmp_path):
+    opts = dict(epochs=4, dim=16, batch_size=512, mode="sync", progress=False, quiet=True)
+    whole = ordo.kge.train(**opts, out=tmp_path / "out")
+    # --out as the command line writes it: the CSV and plots, COMPLETE (the run id) last.
+    assert (tmp_path / "out" / "metrics.csv").is_file() and (tmp_path / "out" / "COMPLETE").is_file()
+
+    first = ordo.kge.train(**{**opts, "epochs": 2}, checkpoint=tmp_path / "ck", checkpoint_every=1)
+    assert (tmp_path / "ck" / "latest").read_text().strip() == "epoch-000002"
+    rest = ordo.kge.train(**opts, resume=tmp_path / "ck", checkpoint=tmp_path / "ck")
+    assert (tmp_path / "ck" / "latest").read_text().strip() == "epoch-000004"
+    assert not np.array_equal(first.entities, whole.entities), "the first half alone is not the run"
+    assert np.array_equal(bits(rest.entities), bits(whole.entities))
+    assert np.array_equal(bits(rest.relations), bits(whole.relations))
+    assert [h["loss"] for h in rest.history] == [h["loss"] for h in whole.history]
+    # Resumed, not retrained: its first two epochs are the checkpoint's records (their wall
+    # times included), the last two its own.
+    assert [h["epoch"] for h in rest.history] == [1, 2, 3, 4]
+    assert rest.history[:2] == first.history and rest.history[2:] != whole.history[2:]
+
+    # A checkpoint of another run is refused before training, as the command line refuses it.
+    with pytest.raises(ValueError, match="checkpoint"):
+        ordo.kge.train(**{**opts, "dim": 20}, resume=tmp_path / "ck")
+
+
+SIGINT_SCRIPT = """
+import sys, ordo.kge
+ck, out = sys.argv[1], sys.argv[2]
+def started(entry):
+    if entry["epoch"] == 1:
+        print("training", flush=True)
+try:
+    ordo.kge.train(epochs=1_000_000, dim=16, batch_size=256, mode="oac", checkpoint=ck,
+                   checkpoint_every=1, out=out, callback=started, progress=False, quiet=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(3)
+"""
+
+
+def test_sigint_stops_kge_train_within_a_second_with_nothing_half_written(tmp_path):
+    import os, signal, subprocess, sys, time
+
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, str(ck), str(out)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "training"
+    time.sleep(1.0)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        rest, _ = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    took = time.monotonic() - sent
+    assert proc.returncode == 3 and "interrupted" in rest, rest
+    assert took < 1.0, f"stopped {took:.2f} s after SIGINT"
+    # Nothing half-written: no temporary left, --out not marked complete, and the last
+    # checkpoint resumes (it is checked file by file against its manifest).
+    assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+    assert not (out / "COMPLETE").exists()
+    epoch = int((ck / "latest").read_text().strip().split("-")[1])
+    assert epoch >= 1
+    run = ordo.kge.train(epochs=epoch + 1, dim=16, batch_size=256, mode="oac", resume=ck, progress=False, quiet=True)
+    assert [h["epoch"] for h in run.history][-1] == epoch + 1

@@ -802,7 +802,10 @@ impl Plan {
 /// One training run as the CLI's flags describe it, for a caller that drives the training
 /// itself (the Python package's `ordo.kge.train`, which turns its keyword arguments into
 /// these flags): parsed by the same clap struct and checked as `ordo-train kge` checks them,
-/// so the flags stay the one list of options and a misspelt one is the CLI's own error.
+/// so the flags stay the one list of options and a misspelt one is the CLI's own error. Its
+/// output directories (`--save`, `--checkpoint`, `--resume`, `--out`) are locked, checked and
+/// written by the CLI's own code too: [`RunPlan::prepare`] before training,
+/// [`Prepared::finish`] after.
 #[derive(Debug)]
 pub struct RunPlan {
     /// `--dataset`: an embedded name or a directory.
@@ -813,11 +816,13 @@ pub struct RunPlan {
     pub mode: Mode,
     /// `--save`, if given.
     pub save: Option<PathBuf>,
+    /// The options, for the output directories and the memory limit.
+    opts: KgeOpts,
 }
 
 /// Parse and check `flags` (without the program and `kge`) as `ordo-train kge FLAGS` does, for
-/// one run in one process: a subcommand, `--pm`, `--checkpoint`, `--resume`, `--load` and
-/// `--out` are refused ([`ConfigError::Unsupported`]).
+/// one run in one process, its table in memory: a subcommand, `--pm`, `--load` and `--storage`
+/// are refused ([`ConfigError::Unsupported`]).
 pub fn plan_run<T: Into<std::ffi::OsString>>(
     flags: impl IntoIterator<Item = T>,
 ) -> Result<RunPlan, BoxError> {
@@ -831,15 +836,15 @@ pub fn plan_run<T: Into<std::ffi::OsString>>(
     let Flags { args } = <Flags as clap::Parser>::try_parse_from(argv)?;
     let plan = Plan::new(args, read_config, None)?;
     let o = &plan.opts;
+    // `--storage` (the table in partitions) is a run of its own kind (`run_partitioned`), not
+    // a session over an in-memory table: refused rather than silently trained in memory.
     if plan.command.is_some()
         || plan.pm.is_some()
-        || o.checkpoint.is_some()
-        || o.resume.is_some()
         || o.load.is_some()
-        || o.out.is_some()
+        || o.partition_opts(false)?.is_some()
     {
         return Err(ConfigError::Unsupported(
-            "one run in one process: no subcommand, --pm, --checkpoint, --resume, --load or --out",
+            "one run in one process, its table in memory: no subcommand, --pm, --load or --storage",
         )
         .into());
     }
@@ -848,7 +853,52 @@ pub fn plan_run<T: Into<std::ffi::OsString>>(
         config: plan.cfg,
         mode: o.mode(),
         save: o.save.clone(),
+        opts: plan.opts,
     })
+}
+
+impl RunPlan {
+    /// What `ordo-train kge` does between loading the dataset `d` and training, in its order:
+    /// the device checked, the run's memory estimated against the limit, the options checked by
+    /// building the model, the output directories locked (a checkpoint to resume checked
+    /// first, `--out` marked incomplete), and the checkpoint to resume read.
+    pub fn prepare(&self, d: &Dataset) -> Result<Prepared, BoxError> {
+        let (o, cfg) = (&self.opts, &self.config);
+        check_device(cfg.device).map_err(TrainError::Cuda)?;
+        o.check_memory(cfg, d, None, &[self.mode], Budget::of_process(o.memory_limit))?;
+        cfg.init_model(d)?;
+        let same = |dir: &PathBuf, _: Mode| dir.clone();
+        let (held, out) = hold_outputs(o, d, cfg, &[self.mode], &same)?;
+        let resumable = resumable(o, d, cfg, self.mode, &same)?;
+        Ok(Prepared { resumable, save: o.save.clone(), out, held })
+    }
+}
+
+/// A [`RunPlan`] ready to train: its output directories locked (until [`Prepared::finish`] or a
+/// drop) and its checkpointing, the checkpoint to resume read.
+#[derive(Debug)]
+pub struct Prepared {
+    /// `--checkpoint`, `--checkpoint-every` and the `--resume` checkpoint, for
+    /// [`train_resumable`] (take it with `std::mem::take`).
+    pub resumable: Resumable,
+    save: Option<PathBuf>,
+    out: Option<OutputLock>,
+    held: Held,
+}
+
+impl Prepared {
+    /// After training, what `ordo-train kge` writes: `--save` (staged, swapped in whole), then
+    /// `--out` (CSV, plots, `COMPLETE` last); then the directories are unlocked.
+    pub fn finish(self, d: &Dataset, cfg: &TrainConfig, r: &RunResult) -> Result<(), BoxError> {
+        if let Some(dir) = &self.save {
+            npy::save(dir, d, cfg, r)?;
+        }
+        if let Some(lock) = &self.out {
+            write_out(lock, d, cfg, std::slice::from_ref(r))?;
+        }
+        drop(self.held);
+        Ok(())
+    }
 }
 
 /// In-memory inputs of [`check`]: what `--config`, `--dataset` and the like would read.
@@ -930,19 +980,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     // The options are checked (by building the model's small relation table once) before any
     // output is touched.
     cfg.init_model(&d)?;
-    let mut held = Held::default();
-    if let Some(dir) = &o.resume {
-        for &mode in &modes {
-            held.hold(&per_mode(dir, mode), true)?;
-            Checkpoint::verify(&per_mode(dir, mode), &d, &cfg)?;
-        }
-    }
-    for dir in [&o.checkpoint, &o.save].into_iter().flatten() {
-        for &mode in &modes {
-            held.hold(&per_mode(dir, mode), false)?;
-        }
-    }
-    let out_lock = o.out.as_deref().map(OutputLock::take_out).transpose()?;
+    let (held, out_lock) = hold_outputs(o, &d, &cfg, &modes, &per_mode)?;
     println!(
         "{:?} dim {}{} · {:?} loss · batch {} · {} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
         cfg.score,
@@ -973,14 +1011,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             println!("no validation split (valid.txt has no triple): valid MRR is not computed");
         }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
-        let resumable = Resumable {
-            checkpoint: o.checkpoint.as_ref().map(|dir| per_mode(dir, mode)),
-            every: o.checkpoint_every.unwrap_or(0),
-            resume: match &o.resume {
-                Some(dir) => Some(Checkpoint::read(&per_mode(dir, mode), &d, &cfg)?),
-                None => None,
-            },
-        };
+        let resumable = resumable(o, &d, &cfg, mode, &per_mode)?;
         let has_valid = !d.valid.is_empty();
         let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet, has_valid)?;
         println!(
@@ -1014,15 +1045,77 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(lock) = &out_lock {
         let out = lock.dir();
-        let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
-        plot::write_outputs(out, &title, &results)?;
-        lock.complete()?;
+        write_out(lock, &d, &cfg, &results)?;
         println!(
             "wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png, COMPLETE}}",
             out.display()
         );
     }
     drop(held);
+    Ok(())
+}
+
+/// Where each mode of a run writes under an output directory the options name: the directory
+/// itself, or (with `compare`) its subdirectory named after the mode.
+type DirOf<'a> = dyn Fn(&PathBuf, Mode) -> PathBuf + 'a;
+
+/// What `ordo-train kge` does with its output directories before training, in its order: the
+/// checkpoints to resume, locked, then checked without their tables; then every directory to
+/// write (`--checkpoint`, `--save`), locked for the whole run, and `--out`, locked and marked
+/// incomplete. An unwritable or busy directory is found here, not after training.
+fn hold_outputs(
+    o: &KgeOpts,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    modes: &[Mode],
+    dir_of: &DirOf<'_>,
+) -> Result<(Held, Option<OutputLock>), BoxError> {
+    let mut held = Held::default();
+    if let Some(dir) = &o.resume {
+        for &mode in modes {
+            held.hold(&dir_of(dir, mode), true)?;
+            Checkpoint::verify(&dir_of(dir, mode), d, cfg)?;
+        }
+    }
+    for dir in [&o.checkpoint, &o.save].into_iter().flatten() {
+        for &mode in modes {
+            held.hold(&dir_of(dir, mode), false)?;
+        }
+    }
+    let out_lock = o.out.as_deref().map(OutputLock::take_out).transpose()?;
+    Ok((held, out_lock))
+}
+
+/// The checkpointing of `mode`'s run: `--checkpoint` and `--checkpoint-every`, and the
+/// `--resume` checkpoint read (tables included) and checked against the run.
+fn resumable(
+    o: &KgeOpts,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    mode: Mode,
+    dir_of: &DirOf<'_>,
+) -> Result<Resumable, BoxError> {
+    Ok(Resumable {
+        checkpoint: o.checkpoint.as_ref().map(|dir| dir_of(dir, mode)),
+        every: o.checkpoint_every.unwrap_or(0),
+        resume: match &o.resume {
+            Some(dir) => Some(Checkpoint::read(&dir_of(dir, mode), d, cfg)?),
+            None => None,
+        },
+        stop: None,
+    })
+}
+
+/// `--out`: the CSV and the plots of `results`, then `COMPLETE`.
+fn write_out(
+    lock: &OutputLock,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    results: &[RunResult],
+) -> Result<(), BoxError> {
+    let title = format!("{} · {:?} dim {}", d.name, cfg.score, cfg.dim);
+    plot::write_outputs(lock.dir(), &title, results)?;
+    lock.complete()?;
     Ok(())
 }
 
@@ -1265,7 +1358,15 @@ mod tests {
         let clap = |r: Result<RunPlan, BoxError>| r.unwrap_err().downcast::<clap::Error>().is_ok();
         assert!(clap(plan_run(["--dimm", "20"])), "a misspelt flag is clap's error");
         assert!(plan_run(["--dim", "0"]).is_err(), "checked as the CLI checks it");
-        for refused in [&["compare"][..], &["--out", "x"], &["--pm", "adapm"], &["--resume", "x"]] {
+        let kept = plan_run(["--checkpoint", "c", "--resume", "r", "--out", "o"]).unwrap();
+        let o = &kept.opts;
+        assert_eq!(
+            (o.checkpoint.as_deref(), o.resume.as_deref()),
+            (Some("c".as_ref()), Some("r".as_ref()))
+        );
+        assert_eq!(o.out.as_deref(), Some("o".as_ref()), "--out is the plan's, written by finish");
+        let disk = ["--storage", "disk", "--storage-dir", "x"];
+        for refused in [&["compare"][..], &["--load", "x"], &["--pm", "adapm"], &disk] {
             let e = plan_run(refused.iter().copied()).unwrap_err();
             assert!(
                 matches!(e.downcast_ref(), Some(ConfigError::Unsupported(_))),

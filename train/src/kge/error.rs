@@ -31,6 +31,13 @@ pub enum TrainError {
     /// `--device cuda` could not be used (no usable CUDA, or a CUDA call failed).
     #[error("--device cuda: {0}")]
     Cuda(#[from] GpuError),
+    /// The run was stopped ([`Resumable::stop`](super::train::Resumable::stop)) during
+    /// `epoch` (1-based), which was not ended: nothing of it was checkpointed or recorded.
+    #[error("interrupted in epoch {epoch}: that epoch was not ended or checkpointed")]
+    Interrupted {
+        /// The epoch that was not ended.
+        epoch: usize,
+    },
 }
 
 /// An engine error as the trainer reports it (what a session's `?` converts with).

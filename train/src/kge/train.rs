@@ -27,6 +27,8 @@ use super::step::KgeModel;
 use super::stepper::{Step, Stepper};
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
 use ordo::store::RowStore;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// Rows a batch can touch: its positives' heads and tails and its chunks' negatives.
@@ -60,6 +62,11 @@ pub struct Resumable {
     pub every: usize,
     /// Continue from this checkpoint (read with [`Checkpoint::read`]) up to `cfg.epochs`.
     pub resume: Option<Checkpoint>,
+    /// Stop the run when this flag is set (e.g. on Ctrl-C): no batch is submitted after it is
+    /// seen, the batches in the pipeline are written, the session's threads are joined, and the
+    /// run returns [`TrainError::Interrupted`] without ending the epoch, so no checkpoint or
+    /// record of a partial epoch is written. The last checkpoint resumes the run.
+    pub stop: Option<Arc<AtomicBool>>,
 }
 
 /// [`train`] with checkpoints and resume (see [`super::checkpoint`]): a run of `a + b` epochs
@@ -68,7 +75,7 @@ pub fn train_resumable(
     d: &Dataset,
     cfg: &TrainConfig,
     mode: Mode,
-    resumable: Resumable,
+    mut resumable: Resumable,
     observe: &mut dyn FnMut(Event<'_>),
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
@@ -76,12 +83,12 @@ pub fn train_resumable(
     let mut cpu_model = cfg.init_model(d)?;
     // A resumed run's store is the checkpoint's (whose tables must match this run's); the
     // initial one is built only for a fresh run, so the two never coexist.
-    let (store, resumed) = match resumable.resume {
+    let (store, resumed) = match resumable.resume.take() {
         Some(ck) => resume(d, cfg, &mut cpu_model, ck)?,
         None => (cfg.init_store(d)?, None),
     };
     let checkpoints = Checkpoints { dir: resumable.checkpoint.as_deref(), every: resumable.every };
-    let session = Session { d, cfg, mode, tune };
+    let session = Session { d, cfg, mode, tune, stop: resumable.stop.as_deref() };
     match cfg.device {
         Device::Cpu => {
             let mut model = Stepper::new(Step::Cpu(cpu_model));
@@ -142,6 +149,8 @@ struct Session<'a> {
     cfg: &'a TrainConfig,
     mode: Mode,
     tune: Option<&'a Tune<'a>>,
+    /// [`Resumable::stop`].
+    stop: Option<&'a AtomicBool>,
 }
 
 impl Session<'_> {
@@ -165,8 +174,14 @@ impl Session<'_> {
         }
         let engine = Engine::new(ecfg).map_err(TrainError::Engine)?;
         let sampling = cfg.sampling(d);
+        // Acquire: pairs with the Release of whoever sets the flag; only the flag is read.
+        let stop = self.stop;
+        let stopped = move || stop.is_some_and(|f| f.load(Ordering::Acquire));
         engine.session(device, model, store, |s| {
             for epoch in run.start()..cfg.epochs {
+                if stopped() {
+                    return Err(TrainError::Interrupted { epoch: epoch + 1 });
+                }
                 let loader = sampling.epoch(&d.train, epoch);
                 observe(Event::EpochStart { epoch: epoch + 1, batches: loader.len() });
                 let t = Instant::now();
@@ -177,7 +192,7 @@ impl Session<'_> {
                     let (tx, rx) = std::sync::mpsc::sync_channel(LOADER_DEPTH);
                     scope.spawn(move || {
                         for batch in loader {
-                            if tx.send(batch).is_err() {
+                            if stopped() || tx.send(batch).is_err() {
                                 break;
                             }
                         }
@@ -188,6 +203,10 @@ impl Session<'_> {
                 });
                 let report = s.finish().map_err(engine_error)?;
                 submitted.map_err(engine_error)?;
+                if stopped() {
+                    // The loader may have stopped early: the epoch is not complete.
+                    return Err(TrainError::Interrupted { epoch: epoch + 1 });
+                }
                 let seconds = t.elapsed().as_secs_f64();
                 observe(Event::Batches(report.order.len()));
                 let (order, rows_replaced) = (report.batch_ids(), report.rows_replaced);
