@@ -895,7 +895,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(popts) = o.partition_opts(plan.command.is_some())? {
         // The table is on disk: the in-memory estimate does not apply.
-        return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.quiet);
+        return run_partitioned(&d, &cfg, &popts, plan.opts.mode());
     }
     plan.check_memory(&d, Budget::of_process(o.memory_limit))?;
     if let Some(Command::Eval) = plan.command {
@@ -1168,23 +1168,29 @@ fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
     )
 }
 
-/// `kge --storage`: train with the entity table in a partition buffer and report its I/O.
+/// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
+/// validation MRR, the I/O and the test metrics, all evaluated from the storage.
 fn run_partitioned(
     d: &Dataset,
     cfg: &TrainConfig,
     opts: &PartitionOpts,
     mode: Mode,
-    quiet: bool,
 ) -> Result<(), BoxError> {
+    let sampled = if cfg.eval_sample > 0 {
+        format!(", sampled ranking against {} entities", cfg.eval_sample)
+    } else {
+        String::new()
+    };
     let mut print = |e: partitioned::Event| {
-        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait } = e;
-        if !quiet {
-            eprintln!(
-                "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%)",
-                io_wait.as_secs_f64(),
-                100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
-            );
-        }
+        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } = e;
+        let valid = valid.map_or(String::new(), |m| {
+            format!("; valid MRR {:.4}{sampled} ({eval_seconds:.2} s)", m.mrr)
+        });
+        println!(
+            "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%){valid}",
+            io_wait.as_secs_f64(),
+            100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
+        );
     };
     let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg), &mut print)?;
     let cost = run.cost();
@@ -1203,6 +1209,7 @@ fn run_partitioned(
         run.io.wait.as_secs_f64(),
         run.train_time.as_secs_f64()
     );
+    println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
     Ok(())
 }
 
