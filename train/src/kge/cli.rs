@@ -484,7 +484,7 @@ impl KgeOpts {
                 self.checkpoint.is_some() || self.resume.is_some(),
                 "--checkpoint or --resume (a disk storage checkpoints itself)",
             ),
-            (self.save.is_some() || self.load.is_some(), "--save or --load"),
+            (self.load.is_some(), "--load"),
             (self.device.is_some_and(|d| d != Device::Cpu), "--device other than cpu"),
         ];
         if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
@@ -895,7 +895,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(popts) = o.partition_opts(plan.command.is_some())? {
         // The table is on disk: the in-memory estimate does not apply.
-        return run_partitioned(&d, &cfg, &popts, plan.opts.mode());
+        // The save's directory is locked before anything trains (busy or unwritable: now).
+        let mut held = Held::default();
+        if let Some(dir) = &o.save {
+            held.hold(dir, false)?;
+        }
+        return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.save.as_deref());
     }
     plan.check_memory(&d, Budget::of_process(o.memory_limit))?;
     if let Some(Command::Eval) = plan.command {
@@ -1169,12 +1174,14 @@ fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
 }
 
 /// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
-/// validation MRR, the I/O and the test metrics, all evaluated from the storage.
+/// validation MRR, the I/O and the test metrics, all evaluated from the storage; with `save`,
+/// save the embeddings streamed from it partition by partition (the caller holds its lock).
 fn run_partitioned(
     d: &Dataset,
     cfg: &TrainConfig,
     opts: &PartitionOpts,
     mode: Mode,
+    save: Option<&std::path::Path>,
 ) -> Result<(), BoxError> {
     let sampled = if cfg.eval_sample > 0 {
         format!(", sampled ranking against {} entities", cfg.eval_sample)
@@ -1210,6 +1217,12 @@ fn run_partitioned(
         run.train_time.as_secs_f64()
     );
     println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
+    if let Some(dir) = save {
+        let entities = partitioned::StoredEntities { storage: &run.storage, dim: cfg.dim };
+        let relations = (run.model.relations(), cfg.step_config().relation_dim());
+        npy::save_parts(dir, d, cfg, &entities, relations)?;
+        println!("saved embeddings to {} (streamed from the storage)", dir.display());
+    }
     Ok(())
 }
 
