@@ -1264,6 +1264,11 @@ mod tests {
         assert!(err.to_string().contains("need --storage"), "{err}");
         let err = plan(&["--storage", "memory", "--pm", "adapm"]).err().expect("with --pm");
         assert!(err.to_string().contains("--pm"), "{err}");
+        let err = plan(&["--storage", "memory", "--load", d]).err().expect("with --load");
+        assert!(err.to_string().contains("--load"), "{err}");
+        // --save streams the embeddings from the storage: accepted.
+        let saving = plan(&["--storage", "memory", "--save", d]).unwrap();
+        assert!(saving.opts.partition_opts(false).unwrap().is_some());
         let ok =
             plan(&["--storage", "disk", "--storage-dir", d, "--partitions", "8", "--buffer", "2"])
                 .unwrap();
