@@ -292,14 +292,14 @@ crate::mutation_catalog! {
     /// `PartitionedStorage::evict` drops a changed partition without writing it back: the
     /// partition leaves the buffer before its last write-back, which breaks *a row's version and
     /// values leave the buffer and come back together* (its updates are lost).
-    PartitionEvictWithoutWriteBack = "partition-evict-without-write-back", killed_by: [Proptest];
+    PartitionEvictWithoutWriteBack = "partition-evict-without-write-back", killed_by: [Proptest, Model];
     /// `PartitionedStorage::admit` takes a partition's slot before its load finished (its rows
     /// as they are before the bytes arrive), which breaks *a batch reads a partition only after
     /// its load completed*.
-    PartitionReadBeforeLoad = "partition-read-before-load", killed_by: [Proptest];
+    PartitionReadBeforeLoad = "partition-read-before-load", killed_by: [Proptest, Model];
     /// A write-back writes the partition's file as it was loaded, not the buffer's copy: a
     /// stale copy, which breaks the same invariant as an eviction without write-back.
-    PartitionWriteBackStale = "partition-write-back-stale", killed_by: [Proptest];
+    PartitionWriteBackStale = "partition-write-back-stale", killed_by: [Proptest, Model];
 }
 
 #[cfg(test)]

@@ -271,6 +271,19 @@ fn oac_on_disk_equals_the_twins_sync_replay_bit_for_bit_and_async_differs() -> R
     let stats = disk.io_stats();
     assert!(stats.bytes_read > 0 && stats.bytes_written > 0, "{stats:?}");
 
+    // The column reader (evaluation's): every partition's embedding columns, resident ones
+    // from the buffer, the others streamed from their files, equal the snapshot's; it moves
+    // nothing and a range wider than a row is a typed error.
+    let resident = disk.resident();
+    assert!(!resident.is_empty() && resident.len() < PARTITIONS, "{resident:?}");
+    let streamed: Vec<f32> =
+        (0..PARTITIONS).map(|p| disk.columns(p, 0..DIM)).collect::<Result<Vec<_>, _>>()?.concat();
+    let columns: Vec<f32> = oac.chunks(WIDTH).flat_map(|r| r[..DIM].to_vec()).collect();
+    assert_eq!(streamed, columns, "the columns of the trained table, partition by partition");
+    assert_eq!(disk.resident(), resident, "reading columns moves no partition");
+    assert!(disk.io_stats().bytes_streamed > 0 && disk.io_stats().bytes_read == stats.bytes_read);
+    assert!(matches!(disk.columns(0, DIM..WIDTH + 1), Err(PartitionError::NoSuchColumns { .. })));
+
     // Async on the twin promises nothing: its table is not the replay of its own order.
     let twin =
         PartitionedStorage::create(MemoryFiles::default(), geometry(), BUFFER, "async", init)?;

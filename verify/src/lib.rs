@@ -6,6 +6,7 @@
 //! - [`interval`]: the interval dispatcher (Interval-Asynchrony, Algorithm 2) as one.
 //! - [`passm`]: PASSM+ block ownership (one writer per block) as a stateright model.
 //! - [`ampnet`]: AMPNet's controller and joins as a stateright model.
+//! - [`swap`]: the partition buffer's protocol at a swap (drain, FIFO I/O, write-back).
 //! - [`mutants`]: the mutation table: every crate's catalog run against every checker.
 //! - [`suite`]: the models at a bound (the CI bound), as the `check` command runs them.
 //!
@@ -20,3 +21,4 @@ pub mod mutants;
 pub mod oac;
 pub mod passm;
 pub mod suite;
+pub mod swap;

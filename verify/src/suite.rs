@@ -7,6 +7,7 @@ use thiserror::Error;
 use crate::interval::{INTERVAL_MUTANTS, Interval, IntervalConfigError, Variant};
 use crate::model::{CheckError, Report, Search, check};
 use crate::oac::{OAC_MUTANTS, Oac, OacConfigError, SteAt};
+use crate::swap::{SWAP_MUTANTS, Swap};
 
 /// How large the checked instances are.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,8 +90,9 @@ pub struct ModelRun {
 
 /// Check the correct protocols at `bound` with stateright, breadth-first on `search.threads`
 /// threads: the OAC protocol (STE computed by the device, as the engine does, and at the
-/// announcement, as the paper does) and the single-word dispatcher, the latter a second time
-/// depth-first with symmetry reduction (its workers are interchangeable; OAC's batches are not:
+/// announcement, as the paper does), the single-word dispatcher, the latter a second time
+/// depth-first with symmetry reduction, and the partition buffer's swap protocol at its own CI
+/// bound ([`Swap::ci`]) (its workers are interchangeable; OAC's batches are not:
 /// each has its own row set and step, and its reader and writer pools hold no identity).
 pub fn check_correct(bound: &Bound, search: Search) -> Result<Vec<ModelRun>, ModelError> {
     let bfs = Search { dfs: false, symmetry: false, ..search };
@@ -132,13 +134,26 @@ pub fn check_correct(bound: &Bound, search: Search) -> Result<Vec<ModelRun>, Mod
                 Search { dfs: true, symmetry: true, ..search },
             )?,
         },
+        ModelRun { name: swap_name(&Swap::ci(None)), report: check(&Swap::ci(None), bfs)? },
     ];
     Ok(runs)
 }
 
+/// The partition buffer's swap model's name at its bound.
+fn swap_name(m: &Swap) -> String {
+    format!(
+        "partition buffer at a swap: {} epochs of BETA over P={} partitions, buffer c={} ({} states each), {} batches in flight",
+        m.epochs,
+        m.plan.partitions,
+        m.plan.buffer,
+        m.plan.states.len(),
+        m.depth
+    )
+}
+
 /// The mutants that change a modelled protocol step (the model checker's share of the catalog).
 pub fn protocol_mutants() -> Vec<Mutant> {
-    OAC_MUTANTS.iter().chain(INTERVAL_MUTANTS.iter()).copied().collect()
+    OAC_MUTANTS.iter().chain(INTERVAL_MUTANTS.iter()).chain(SWAP_MUTANTS.iter()).copied().collect()
 }
 
 /// Run the model of the protocol that `mutant` changes, with the mutant on (OAC: STE computed by
@@ -154,13 +169,16 @@ pub fn check_mutant(
         Some(bound.oac(Some(mutant)).and_then(|m| Ok(check(&m, search)?)))
     } else if INTERVAL_MUTANTS.contains(&mutant) {
         Some(bound.interval(Variant::SingleWord, Some(mutant)).and_then(|m| Ok(check(&m, search)?)))
+    } else if SWAP_MUTANTS.contains(&mutant) {
+        Some(check(&Swap::ci(Some(mutant)), search).map_err(ModelError::from))
     } else {
         None
     }
 }
 
 /// Whether ordo-verify has a model of the protocol that the mutant named `name` changes (the
-/// model column runs it in process): OAC, the dispatcher, PASSM+, AMPNet. AdaPM's mutants are
+/// model column runs it in process): OAC, the dispatcher, the partition buffer's swap, PASSM+,
+/// AMPNet. AdaPM's mutants are
 /// checked on the shipped node by `pm/tests/model_node.rs`, a suite of ordo-pm's catalog.
 pub fn has_model(name: &str) -> bool {
     protocol_mutants().iter().any(|m| m.name() == name)

@@ -21,8 +21,10 @@ fn violated(outcome: Outcome) -> Counterexample {
 #[test]
 fn correct_protocols_are_proved_at_the_ci_bound() {
     let runs = check_correct(&Bound::CI, Search::default()).unwrap();
-    assert_eq!(runs.len(), 4);
-    for run in &runs {
+    assert_eq!(runs.len(), 5);
+    // The partition buffer's swap model is small (a sequential trainer): see swap_model.rs.
+    assert_eq!(runs[4].report.outcome, Outcome::Proved, "{}", runs[4].name);
+    for run in &runs[..4] {
         assert_eq!(run.report.outcome, Outcome::Proved, "{}", run.name);
         // The search really explored interleavings, merging those that meet again.
         assert!(run.report.stats.states > 50_000, "{}: {}", run.name, run.report.stats);
@@ -54,7 +56,7 @@ fn two_checker_threads_explore_the_same_states() {
 #[test]
 fn every_non_equivalent_mutant_has_a_counterexample_at_the_ci_bound() {
     let protocol = protocol_mutants();
-    assert_eq!(protocol.len(), 10);
+    assert_eq!(protocol.len(), 13);
     for m in protocol {
         assert!(Mutant::ALL.contains(&m), "{} is not in the catalog", m.name());
         let report = check_mutant(&Bound::CI, m, Search::default()).unwrap().unwrap();
@@ -250,11 +252,18 @@ fn mutation_table_marks_missing_checkers_not_applicable() {
         timeout: std::time::Duration::from_secs(60),
         target_dir: root.join("target"),
         jobs: 2,
-        mutants: protocol_mutants().iter().filter_map(|m| mutants::row(m.name())).collect(),
+        // The mutants no catalog demands a proptest kill of (the partition mutants' is: with
+        // the proptest files missing, their table fails, as it should).
+        mutants: protocol_mutants()
+            .iter()
+            .filter_map(|m| mutants::row(m.name()))
+            .filter(|r| !r.entry.killed_by.contains(&Checker::Proptest))
+            .collect(),
     };
+    let live = opts.mutants.iter().filter(|r| r.entry.equivalent.is_none()).count();
+    assert!(live >= 9, "{live} rows");
     let table = mutants::run(&opts, &mutants::Quiet);
     let _ = std::fs::remove_dir_all(&root);
-    let live = protocol_mutants().iter().filter(|m| m.equivalent_because().is_none()).count();
     assert_eq!(table.kill_rate(), (live, live));
     assert_eq!(table.baseline[0], Verdict::Survived);
     assert!(matches!(table.baseline[1], Verdict::NotApplicable(_)));

@@ -107,6 +107,16 @@ pub enum PartitionError {
         /// Partitions.
         partitions: usize,
     },
+    /// Columns asked of rows that are not that wide.
+    #[error("columns {start}..{end} of rows {width} floats wide")]
+    NoSuchColumns {
+        /// The first column asked for.
+        start: usize,
+        /// One past the last.
+        end: usize,
+        /// Floats per row.
+        width: usize,
+    },
     /// Building a partition's rows failed (too large to allocate).
     #[error(transparent)]
     Store(#[from] StoreError),

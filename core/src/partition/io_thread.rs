@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub(crate) failed: Mutex<Option<PartitionError>>,
     pub(crate) bytes_read: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
+    /// Bytes read by [`stream_columns`] (evaluation, saves), not by loads into the buffer.
+    pub(crate) bytes_streamed: AtomicU64,
 }
 
 pub(crate) type Loaded = Result<RowStore, PartitionError>;
@@ -166,6 +168,44 @@ pub(crate) fn load_partition(shared: &Shared, p: usize) -> Loaded {
         return Err(PartitionError::Checksum { path: files.describe(Some(name)) });
     }
     Ok(store)
+}
+
+/// Columns `columns` of partition `p`'s rows (`len × columns.len()`, row-major) from its
+/// current file, a chunk at a time, checking its length and checksum: memory is the columns
+/// and one chunk, never the partition's whole rows. Counted in `bytes_streamed`.
+pub(crate) fn stream_columns(
+    shared: &Shared,
+    p: usize,
+    columns: std::ops::Range<usize>,
+) -> Result<Vec<f32>, PartitionError> {
+    let files = &*shared.files;
+    let geometry = &shared.geometry;
+    let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+    let name = FileName { partition: p, generation: entry.generation };
+    check_file(files, geometry, p, name)?;
+    let rb = geometry.row_bytes();
+    let (rows, per) = (geometry.len(p), chunk_rows(rb));
+    let mut buf = vec![0u8; per.min(rows) * rb];
+    let mut hasher = crc32fast::Hasher::new();
+    let mut out = Vec::with_capacity(rows * columns.len());
+    let mut r = 0;
+    while r < rows {
+        let n = per.min(rows - r);
+        files.read_at(name, (r * rb) as u64, &mut buf[..n * rb]).map_err(io_error(files, name))?;
+        hasher.update(&buf[..n * rb]);
+        for row in buf[..n * rb].chunks_exact(rb) {
+            let floats = &row[8 + 4 * columns.start..8 + 4 * columns.end];
+            out.extend(
+                floats.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4"))),
+            );
+        }
+        r += n;
+    }
+    shared.bytes_streamed.fetch_add(geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
+    if hasher.finalize() != entry.crc32 {
+        return Err(PartitionError::Checksum { path: files.describe(Some(name)) });
+    }
+    Ok(out)
 }
 
 /// Write `resident` back as partition `p`'s next generation.

@@ -27,6 +27,9 @@ pub struct IoStats {
     pub bytes_read: u64,
     /// Bytes of partition files written (write-backs and checkpoints).
     pub bytes_written: u64,
+    /// Bytes of partition files read by [`PartitionedStorage::columns`] (evaluation, saves):
+    /// not loads into the buffer, so not part of `bytes_read`.
+    pub bytes_streamed: u64,
 }
 
 /// Rows in `P` partition files, `c` partitions of them in memory.
@@ -107,6 +110,7 @@ impl PartitionedStorage {
             failed: Mutex::new(None),
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
+            bytes_streamed: AtomicU64::new(0),
         });
         let (tx, rx) = crossbeam_channel::unbounded();
         let thread_shared = Arc::clone(&shared);
@@ -254,6 +258,7 @@ impl PartitionedStorage {
             wait: Duration::from_nanos(self.wait_nanos.load(Ordering::Relaxed)),
             bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
             bytes_written: self.shared.bytes_written.load(Ordering::Relaxed),
+            bytes_streamed: self.shared.bytes_streamed.load(Ordering::Relaxed),
         }
     }
 
@@ -360,6 +365,40 @@ impl PartitionedStorage {
             self.prefetch(swap.load)?;
         }
         Ok(())
+    }
+
+    /// Columns `columns` of partition `partition`'s rows, `len × columns.len()` floats
+    /// row-major (e.g. an embedding without its optimizer state): from the buffer if the
+    /// partition is resident, else streamed from its current file after the write-backs sent
+    /// so far, a chunk at a time. The buffer does not move, and memory is the columns asked
+    /// for: a reader (evaluation, a save) walks the partitions one at a time and never holds
+    /// the table. Call only while no batch is in flight.
+    pub fn columns(
+        &self,
+        partition: usize,
+        columns: std::ops::Range<usize>,
+    ) -> Result<Vec<f32>, PartitionError> {
+        self.check_partition(partition)?;
+        let width = self.shared.geometry.width;
+        if columns.start > columns.end || columns.end > width {
+            return Err(PartitionError::NoSuchColumns {
+                start: columns.start,
+                end: columns.end,
+                width,
+            });
+        }
+        if let Some(resident) = &*self.slots[partition].read().map_err(poisoned)? {
+            let rows = self.shared.geometry.len(partition);
+            let mut out = Vec::with_capacity(rows * columns.len());
+            let mut row = vec![0.0; width];
+            for r in 0..rows as u64 {
+                resident.rows.read(r, &mut row)?;
+                out.extend_from_slice(&row[columns.clone()]);
+            }
+            return Ok(out);
+        }
+        self.flush()?;
+        io_thread::stream_columns(&self.shared, partition, columns)
     }
 
     /// Wait until every write-back sent so far is on disk.

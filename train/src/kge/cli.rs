@@ -484,7 +484,7 @@ impl KgeOpts {
                 self.checkpoint.is_some() || self.resume.is_some(),
                 "--checkpoint or --resume (a disk storage checkpoints itself)",
             ),
-            (self.save.is_some() || self.load.is_some(), "--save or --load"),
+            (self.load.is_some(), "--load"),
             (self.device.is_some_and(|d| d != Device::Cpu), "--device other than cpu"),
         ];
         if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
@@ -945,7 +945,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     }
     if let Some(popts) = o.partition_opts(plan.command.is_some())? {
         // The table is on disk: the in-memory estimate does not apply.
-        return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.quiet);
+        // The save's directory is locked before anything trains (busy or unwritable: now).
+        let mut held = Held::default();
+        if let Some(dir) = &o.save {
+            held.hold(dir, false)?;
+        }
+        return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.save.as_deref());
     }
     plan.check_memory(&d, Budget::of_process(o.memory_limit))?;
     if let Some(Command::Eval) = plan.command {
@@ -1261,23 +1266,31 @@ fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
     )
 }
 
-/// `kge --storage`: train with the entity table in a partition buffer and report its I/O.
+/// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
+/// validation MRR, the I/O and the test metrics, all evaluated from the storage; with `save`,
+/// save the embeddings streamed from it partition by partition (the caller holds its lock).
 fn run_partitioned(
     d: &Dataset,
     cfg: &TrainConfig,
     opts: &PartitionOpts,
     mode: Mode,
-    quiet: bool,
+    save: Option<&std::path::Path>,
 ) -> Result<(), BoxError> {
+    let sampled = if cfg.eval_sample > 0 {
+        format!(", sampled ranking against {} entities", cfg.eval_sample)
+    } else {
+        String::new()
+    };
     let mut print = |e: partitioned::Event| {
-        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait } = e;
-        if !quiet {
-            eprintln!(
-                "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%)",
-                io_wait.as_secs_f64(),
-                100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
-            );
-        }
+        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } = e;
+        let valid = valid.map_or(String::new(), |m| {
+            format!("; valid MRR {:.4}{sampled} ({eval_seconds:.2} s)", m.mrr)
+        });
+        println!(
+            "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%){valid}",
+            io_wait.as_secs_f64(),
+            100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
+        );
     };
     let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg), &mut print)?;
     let cost = run.cost();
@@ -1296,6 +1309,13 @@ fn run_partitioned(
         run.io.wait.as_secs_f64(),
         run.train_time.as_secs_f64()
     );
+    println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
+    if let Some(dir) = save {
+        let entities = partitioned::StoredEntities { storage: &run.storage, dim: cfg.dim };
+        let relations = (run.model.relations(), cfg.step_config().relation_dim());
+        npy::save_parts(dir, d, cfg, &entities, relations)?;
+        println!("saved embeddings to {} (streamed from the storage)", dir.display());
+    }
     Ok(())
 }
 
@@ -1337,6 +1357,11 @@ mod tests {
         assert!(err.to_string().contains("need --storage"), "{err}");
         let err = plan(&["--storage", "memory", "--pm", "adapm"]).err().expect("with --pm");
         assert!(err.to_string().contains("--pm"), "{err}");
+        let err = plan(&["--storage", "memory", "--load", d]).err().expect("with --load");
+        assert!(err.to_string().contains("--load"), "{err}");
+        // --save streams the embeddings from the storage: accepted.
+        let saving = plan(&["--storage", "memory", "--save", d]).unwrap();
+        assert!(saving.opts.partition_opts(false).unwrap().is_some());
         let ok =
             plan(&["--storage", "disk", "--storage-dir", d, "--partitions", "8", "--buffer", "2"])
                 .unwrap();

@@ -71,6 +71,16 @@ impl Filter {
         f
     }
 
+    /// The known tails of `(h, r, ?)`, sorted (empty if none).
+    pub fn tails_of(&self, h: u32, r: u32) -> &[u32] {
+        self.tails.get(&(h, r)).map_or(&[], Vec::as_slice)
+    }
+
+    /// The known heads of `(?, r, t)`, sorted (empty if none).
+    pub fn heads_of(&self, r: u32, t: u32) -> &[u32] {
+        self.heads.get(&(r, t)).map_or(&[], Vec::as_slice)
+    }
+
     /// Queries (head and tail) the filter knows answers for.
     pub fn len(&self) -> usize {
         self.tails.len() + self.heads.len()
@@ -137,7 +147,7 @@ pub fn realistic_rank(scores: &[f32], target: u32, known: &[u32]) -> f64 {
 }
 
 /// Queries scored per matrix product.
-const BLOCK: usize = 64;
+pub(super) const BLOCK: usize = 64;
 
 /// Filtered metrics of `triples` for entity embeddings `entities` (`N × dim`) and relation
 /// parameters `relations` (`R × rdim`, or `2R × rdim` with `reciprocal`: then a head query

@@ -3,7 +3,7 @@
 //! [`data`] loads datasets, [`score`] holds the scoring functions, losses and regularizers,
 //! [`init`] the initial embeddings, [`optim`] Adagrad and Adam, [`batch`] cuts batches and
 //! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
-//! filtered metrics.
+//! filtered metrics, [`eval_stream`] the same metrics over a table read one part at a time.
 //!
 //! A run: [`config`] holds its hyper-parameters ([`TrainConfig`]) and [`mode`] the trainer's
 //! modes ([`Mode`]); [`start`] builds the model and store a run starts from;
@@ -31,6 +31,7 @@ pub mod data;
 mod epochs;
 pub mod error;
 pub mod eval;
+pub mod eval_stream;
 pub mod event;
 pub mod gpu;
 pub mod init;

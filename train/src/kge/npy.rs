@@ -18,6 +18,7 @@
 use super::config::TrainConfig;
 use super::data::Dataset;
 use super::eval::{Filter, Metrics, evaluate};
+use super::eval_stream::{DenseParts, EntityParts};
 use super::manifest::{Manifest, ManifestError, same_names};
 use super::results::RunResult;
 use super::score::ScoreFn;
@@ -64,6 +65,9 @@ pub enum NpyError {
         /// The one asked for.
         given: String,
     },
+    /// Reading the embeddings to save failed (a partition of a partitioned run).
+    #[error("reading the embeddings to save: {0}")]
+    Source(String),
     /// A staged directory could not be written or published.
     #[error(transparent)]
     Staged(#[from] crate::staged::StagedError),
@@ -139,15 +143,50 @@ const FILES: [&str; 4] = ["entities.npy", "relations.npy", "entities.txt", "rela
 /// directory `dir`, replacing the one there all at once (see the module docs). The caller holds
 /// `dir`'s lock ([`crate::outdir::OutputLock`]).
 pub fn save(dir: &Path, d: &Dataset, cfg: &TrainConfig, r: &RunResult) -> Result<(), NpyError> {
-    let dim = cfg.dim;
-    let ents = Array2::from_shape_vec((d.entities.len(), dim), r.entity_embeddings(dim))
-        .map_err(|e| NpyError::Shape(e.to_string()))?;
-    let rdim = r.relation_dim.max(1);
-    let rels = Array2::from_shape_vec((r.relations.len() / rdim, rdim), r.relations.clone())
+    let table = r.entity_embeddings(cfg.dim);
+    let whole = DenseParts { table: &table, dim: cfg.dim, part: d.entities.len().max(1) };
+    save_parts(dir, d, cfg, &whole, (&r.relations, r.relation_dim))
+}
+
+/// [`save`] with the entity embeddings read one part at a time from `entities` (a partitioned
+/// run's storage: its parts in ascending order, the file written as each arrives), so the
+/// table is never in memory at once; `relations` is the relation parameters and their width.
+pub fn save_parts<S: EntityParts>(
+    dir: &Path,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    entities: &S,
+    (relations, rdim): (&[f32], usize),
+) -> Result<(), NpyError>
+where
+    S::Error: std::fmt::Display,
+{
+    let (rows, dim) = (entities.entities(), entities.dim());
+    if rows != d.entities.len() || dim != cfg.dim {
+        return Err(NpyError::Shape(format!(
+            "{rows} × {dim} entity embeddings for {} entities of dim {}",
+            d.entities.len(),
+            cfg.dim
+        )));
+    }
+    let rdim = rdim.max(1);
+    let rels = Array2::from_shape_vec((relations.len() / rdim, rdim), relations.to_vec())
         .map_err(|e| NpyError::Shape(e.to_string()))?;
     let staged = Staged::new(dir)?;
     let tmp = staged.path();
-    write_array(&tmp.join("entities.npy"), &ents)?;
+    let path = tmp.join("entities.npy");
+    let mut out =
+        npy_writer(File::create(&path).map_err(io(&path))?, rows, dim).map_err(io(&path))?;
+    let mut next = 0;
+    for k in 0..entities.parts() {
+        let (first, part) = entities.part(k).map_err(|e| NpyError::Source(e.to_string()))?;
+        if first != next {
+            return Err(NpyError::Shape(format!("part {k} starts at row {first}, not {next}")));
+        }
+        next += part.len() / dim.max(1);
+        out.extend(part).map_err(io(&path))?;
+    }
+    out.finish().map_err(io(&path))?;
     write_array(&tmp.join("relations.npy"), &rels)?;
     write_text(&tmp.join("entities.txt"), d.entities.iter())?;
     write_text(&tmp.join("relations.txt"), relation_names(d, rels.nrows()).iter())?;

@@ -15,6 +15,12 @@
 //! **Replay invariant:** batch `id` is a pure function of `(seed, epoch, state, bucket, index)`;
 //! ids are `epoch << 32 | position in the epoch`.
 //!
+//! **Evaluation streams the table.** After each epoch's drain the validation triples, and after
+//! the last the test triples, are ranked (filtered, full or sampled as `cfg.eval_sample` asks)
+//! by [`super::eval_stream`] over [`StoredEntities`]: the embedding columns of one partition
+//! at a time, from the buffer or streamed from its file, never the table or its optimizer
+//! state. The metrics equal the in-memory evaluator's on the same table, bit for bit.
+//!
 //! A disk run checkpoints at every epoch's end: the dense parameters to `dense.e{epoch}.f32`
 //! (synced), then the storage's manifest, which names the epoch; a run started on a folder that
 //! holds a checkpoint of the same run resumes from it, bit for bit.
@@ -23,6 +29,8 @@ use super::batch::{KgeBatch, Sampling, SplitMix64};
 use super::config::TrainConfig;
 use super::data::Dataset;
 use super::error::TrainError;
+use super::eval::{Filter, Metrics};
+use super::eval_stream::{EntityParts, evaluate_parts};
 use super::step::KgeModel;
 use ordo::engine::{self, Batch, CpuDevice, Engine, EngineConfig, EngineError};
 use ordo::partition::ordering::{Plan, SwapCost, beta};
@@ -181,7 +189,73 @@ pub enum Event {
         seconds: f64,
         /// Of them, waiting for a partition to load.
         io_wait: Duration,
+        /// Filtered validation metrics after the epoch (`None` without validation triples).
+        valid: Option<Metrics>,
+        /// Seconds the validation took (after `seconds`).
+        eval_seconds: f64,
     },
+}
+
+/// The entity embeddings of a partitioned storage (the first `dim` columns of each row), one
+/// partition at a time ([`PartitionedStorage::columns`]). Read only while no batch is in flight.
+pub struct StoredEntities<'a> {
+    /// The storage.
+    pub storage: &'a PartitionedStorage,
+    /// Floats of a row that are its embedding.
+    pub dim: usize,
+}
+
+impl EntityParts for StoredEntities<'_> {
+    type Error = PartitionError;
+
+    fn entities(&self) -> usize {
+        self.storage.geometry().rows
+    }
+
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn parts(&self) -> usize {
+        self.storage.geometry().partitions
+    }
+
+    fn part(&self, k: usize) -> Result<(usize, Vec<f32>), PartitionError> {
+        Ok((self.storage.geometry().start(k), self.storage.columns(k, 0..self.dim)?))
+    }
+}
+
+/// The triples a run evaluates (valid and test cut to `cfg.eval_limit`) and their filter.
+struct Evaluation<'a> {
+    valid: &'a [super::data::Triple],
+    test: &'a [super::data::Triple],
+    filter: Filter,
+}
+
+impl<'a> Evaluation<'a> {
+    fn new(d: &'a Dataset, cfg: &TrainConfig) -> Self {
+        let limit = |n: usize| n.min(if cfg.eval_limit == 0 { usize::MAX } else { cfg.eval_limit });
+        let (valid, test) = (&d.valid[..limit(d.valid.len())], &d.test[..limit(d.test.len())]);
+        let evaluated: Vec<_> = valid.iter().chain(test).copied().collect();
+        Evaluation { valid, test, filter: Filter::for_queries(d, &evaluated) }
+    }
+
+    /// The metrics of `triples` on the storage's rows and `model`'s relations.
+    fn metrics(
+        &self,
+        cfg: &TrainConfig,
+        storage: &PartitionedStorage,
+        model: &KgeModel,
+        triples: &[super::data::Triple],
+    ) -> Result<Metrics, PartitionError> {
+        let rdim = cfg.step_config().relation_dim();
+        let rel = model.relations();
+        let rel = ndarray::ArrayView2::from_shape((rel.len() / rdim, rdim), rel)
+            .expect("relations are rdim wide");
+        let sample = (cfg.eval_sample > 0).then_some((cfg.eval_sample, cfg.seed));
+        let parts = StoredEntities { storage, dim: cfg.dim };
+        evaluate_parts((cfg.score, cfg.reciprocal), &parts, rel, triples, &self.filter, sample)
+    }
 }
 
 /// What a partitioned run ends with.
@@ -198,8 +272,10 @@ pub struct PartitionedRun {
     pub start_epoch: usize,
     /// Bytes and wait of the storage's I/O.
     pub io: IoStats,
-    /// Wall time of the epochs.
+    /// Wall time of the epochs (evaluation not included).
     pub train_time: Duration,
+    /// Filtered test metrics of the final table (full or sampled as `cfg.eval_sample` asks).
+    pub test: Metrics,
 }
 
 impl PartitionedRun {
@@ -334,7 +410,8 @@ pub fn train(
     let threads = cfg.threads.max(1);
     let engine = Engine::new(EngineConfig::new(mode).threads(threads, threads))?;
     let n = plan.states.len();
-    let t0 = Instant::now();
+    let evaluation = Evaluation::new(d, cfg);
+    let mut train_time = Duration::ZERO;
     let orders = engine.session(&mut CpuDevice::new(), &mut model, &storage, |s| {
         let mut orders = Vec::new();
         for epoch in start_epoch..cfg.epochs {
@@ -353,18 +430,30 @@ pub fn train(
                 storage.checkpoint(Cursor { epoch: done, state: 0 })?;
                 let _ = std::fs::remove_file(dense_path(dir, epoch as u64));
             }
+            let seconds = t.elapsed().as_secs_f64();
+            train_time += t.elapsed();
+            let io_wait = storage.io_stats().wait - wait0;
+            let t = Instant::now();
+            let valid = match evaluation.valid {
+                [] => None,
+                v => Some(evaluation.metrics(cfg, &storage, s.model(), v)?),
+            };
+            let eval_seconds = t.elapsed().as_secs_f64();
             observe(Event::Epoch {
                 epoch: epoch + 1,
                 batches: order.len(),
-                seconds: t.elapsed().as_secs_f64(),
-                io_wait: storage.io_stats().wait - wait0,
+                seconds,
+                io_wait,
+                valid,
+                eval_seconds,
             });
             orders.push(order);
         }
         Ok::<_, PartitionedError>(orders)
     })?;
     let io = storage.io_stats();
-    Ok(PartitionedRun { storage, model, plan, orders, start_epoch, io, train_time: t0.elapsed() })
+    let test = evaluation.metrics(cfg, &storage, &model, evaluation.test)?;
+    Ok(PartitionedRun { storage, model, plan, orders, start_epoch, io, train_time, test })
 }
 
 #[cfg(test)]
@@ -462,6 +551,58 @@ mod tests {
             twin_replay(&d, &cfg, &run.orders).0,
             "async lost no update?"
         );
+    }
+
+    /// The streamed evaluation of a trained table (some partitions in the buffer, written since
+    /// their load, the others in files or the twin's memory) equals the in-memory evaluator's
+    /// on a snapshot of the same table, full and sampled, validation and test, bit for bit.
+    #[test]
+    fn streamed_evaluation_equals_the_in_memory_evaluator_on_the_same_table() {
+        let d = Dataset::load("umls").unwrap();
+        let dir = TempDir::new("eval");
+        for (storage, sample) in [(StorageKind::Disk, 0), (StorageKind::Memory, 30)] {
+            let cfg = TrainConfig { eval_sample: sample, ..config(1) };
+            let dir = (storage == StorageKind::Disk).then_some(dir.0.as_path());
+            let mut valid = Vec::new();
+            let mut seen = |e: Event| {
+                let Event::Epoch { valid: v, .. } = e;
+                valid.push(v.unwrap());
+            };
+            let run = train(&d, &cfg, &opts(storage, dir), engine::Mode::Oac, &mut seen).unwrap();
+            let resident = run.storage.resident();
+            assert!(!resident.is_empty() && resident.len() < 4, "{resident:?}");
+            let table = run.storage.snapshot().unwrap();
+            let filter = Filter::of(&d);
+            let rel = run.model.relations();
+            let in_memory = |t: &[_]| crate::kge::metrics(&cfg, &table, rel, t, &filter);
+            assert_eq!(valid, [in_memory(&d.valid)], "{storage:?} valid, sample {sample}");
+            assert_eq!(run.test, in_memory(&d.test), "{storage:?} test, sample {sample}");
+            assert!(run.test.mrr > 0.0 && run.test.queries == 2 * d.test.len());
+            assert!(run.io.bytes_streamed > 0, "the partitions outside the buffer were streamed");
+        }
+    }
+
+    /// `--save` of a partitioned run streams the embeddings partition by partition: the saved
+    /// files load back (checked against their manifest) equal to the trained table's columns.
+    #[test]
+    fn a_save_streamed_from_the_storage_loads_back_as_the_trained_table() {
+        let d = Dataset::load("umls").unwrap();
+        let cfg = config(1);
+        let dir = TempDir::new("save");
+        let run = train(&d, &cfg, &opts(StorageKind::Memory, None), engine::Mode::Oac, &mut |_| {})
+            .unwrap();
+        let entities = StoredEntities { storage: &run.storage, dim: cfg.dim };
+        let relations = (run.model.relations(), cfg.step_config().relation_dim());
+        crate::kge::npy::save_parts(&dir.0, &d, &cfg, &entities, relations).unwrap();
+        let saved = crate::kge::npy::load(&dir.0, &d).unwrap();
+        let table = run.storage.snapshot().unwrap();
+        let columns: Vec<f32> =
+            table.chunks(cfg.row_width()).flat_map(|r| r[..cfg.dim].to_vec()).collect();
+        assert_eq!(saved.entities.as_slice().unwrap(), &columns[..]);
+        assert_eq!(saved.relations.as_slice().unwrap(), run.model.relations());
+        let wrong = StoredEntities { storage: &run.storage, dim: cfg.dim + 2 };
+        let err = crate::kge::npy::save_parts(&dir.0, &d, &cfg, &wrong, relations).unwrap_err();
+        assert!(matches!(err, crate::kge::npy::NpyError::Shape(_)), "{err}");
     }
 
     #[test]
