@@ -3,7 +3,9 @@
 //!
 //! A file is named by its partition and its *generation* (`p3.g7`): a write-back never
 //! overwrites the generation the last checkpoint names, it writes the next one, so a crash at
-//! any point leaves the checkpoint's files whole (see [`super`]). The manifest is replaced
+//! any point leaves the checkpoint's files whole (see [`super`]); a generation no manifest
+//! names is deleted once its successor is written, so a partition has at most two files
+//! between checkpoints (`io_thread::write_back` keeps this). The manifest is replaced
 //! atomically (write a temporary file, sync it, rename it over the old one, sync the folder).
 
 use std::collections::HashMap;

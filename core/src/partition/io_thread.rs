@@ -33,7 +33,11 @@ pub(crate) struct Shared {
     pub(crate) geometry: Geometry,
     /// Per partition, its current file (updated by write-backs after their sync).
     pub(crate) entries: Mutex<Vec<FileEntry>>,
-    /// Generations superseded since the last checkpoint: deleted after the next one.
+    /// Per partition, the generation the manifest on disk names (set when a manifest is
+    /// written).
+    pub(crate) checkpointed: Mutex<Vec<u64>>,
+    /// Generations the manifest on disk names that a write-back has superseded: deleted after
+    /// the next checkpoint, since until then they are what a crash returns to.
     pub(crate) garbage: Mutex<Vec<FileName>>,
     /// The first write-back failure, reported at the next swap or checkpoint.
     pub(crate) failed: Mutex<Option<PartitionError>>,
@@ -231,7 +235,17 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
     shared.bytes_written.fetch_add(len, Ordering::Relaxed); // Relaxed: a counter.
     shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p] =
         FileEntry { generation: name.generation, crc32: crc };
-    shared.garbage.lock().map_err(|_| PartitionError::IoThreadGone)?.push(old_name);
+    // The superseded generation: kept until the next checkpoint if the manifest names it, else
+    // no crash can return to it and no reader can still want it (loads read the current
+    // generation, and after the FIFO queue this write-back is in; streams flush first), so it
+    // goes now. A partition has at most two files between checkpoints, however often it is
+    // swapped out: the checkpoint's and the current one.
+    let checkpointed = shared.checkpointed.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+    if old.generation == checkpointed {
+        shared.garbage.lock().map_err(|_| PartitionError::IoThreadGone)?.push(old_name);
+    } else {
+        files.remove(old_name).map_err(io_error(files, old_name))?;
+    }
     Ok(())
 }
 

@@ -105,6 +105,7 @@ impl PartitionedStorage {
         let shared = Arc::new(Shared {
             files,
             geometry,
+            checkpointed: Mutex::new(entries.iter().map(|e| e.generation).collect()),
             entries: Mutex::new(entries),
             garbage: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
@@ -452,7 +453,10 @@ impl PartitionedStorage {
         let files = &self.shared.files;
         files
             .write_manifest(&bytes)
-            .map_err(|source| PartitionError::Io { path: files.describe(None), source })
+            .map_err(|source| PartitionError::Io { path: files.describe(None), source })?;
+        *self.shared.checkpointed.lock().map_err(poisoned)? =
+            manifest.files.iter().map(|e| e.generation).collect();
+        Ok(())
     }
 
     /// Row `row`'s partition and its index inside it.
