@@ -138,39 +138,84 @@ pub(crate) fn check_file(
     }
 }
 
+/// Partition `p`'s current file, read row by row in order a chunk at a time: its length is
+/// checked when it is opened and its checksum by [`CurrentFile::finish`], so memory is one
+/// chunk whatever the partition's size.
+struct CurrentFile<'a> {
+    files: &'a dyn PartitionFiles,
+    name: FileName,
+    crc32: u32,
+    rows: usize,
+    row_bytes: usize,
+    per_chunk: usize,
+    buf: Vec<u8>,
+    hasher: crc32fast::Hasher,
+}
+
+impl<'a> CurrentFile<'a> {
+    fn open(shared: &'a Shared, p: usize) -> Result<Self, PartitionError> {
+        let (files, geometry) = (&*shared.files, &shared.geometry);
+        let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+        let name = FileName { partition: p, generation: entry.generation };
+        check_file(files, geometry, p, name)?;
+        let row_bytes = geometry.row_bytes();
+        let (rows, per_chunk) = (geometry.len(p), chunk_rows(row_bytes));
+        Ok(CurrentFile {
+            files,
+            name,
+            crc32: entry.crc32,
+            rows,
+            row_bytes,
+            per_chunk,
+            buf: vec![0u8; per_chunk.min(rows) * row_bytes],
+            hasher: crc32fast::Hasher::new(),
+        })
+    }
+
+    /// Row `r`'s bytes (its version word, then its floats); rows are asked for in order
+    /// `0, 1, 2, …`, and the next chunk is read at each chunk's first row.
+    fn row(&mut self, r: usize) -> Result<&[u8], PartitionError> {
+        let (rb, k) = (self.row_bytes, r % self.per_chunk);
+        if k == 0 {
+            let n = self.per_chunk.min(self.rows - r);
+            let chunk = &mut self.buf[..n * rb];
+            self.files
+                .read_at(self.name, (r * rb) as u64, chunk)
+                .map_err(io_error(self.files, self.name))?;
+            self.hasher.update(chunk);
+        }
+        Ok(&self.buf[k * rb..(k + 1) * rb])
+    }
+
+    /// After the last row: the bytes read match the checksum the file's entry names.
+    fn finish(self) -> Result<(), PartitionError> {
+        if self.hasher.finalize() != self.crc32 {
+            return Err(PartitionError::Checksum { path: self.files.describe(Some(self.name)) });
+        }
+        Ok(())
+    }
+}
+
 /// Read partition `p` from its current file into a fresh row store, checking its length and
 /// checksum.
 pub(crate) fn load_partition(shared: &Shared, p: usize) -> Loaded {
-    let files = &*shared.files;
     let geometry = &shared.geometry;
-    let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
-    let name = FileName { partition: p, generation: entry.generation };
-    check_file(files, geometry, p, name)?;
-    let rb = geometry.row_bytes();
-    let (rows, per) = (geometry.len(p), chunk_rows(rb));
-    let mut buf = vec![0u8; per.min(rows) * rb];
-    let mut hasher = crc32fast::Hasher::new();
+    let mut file = CurrentFile::open(shared, p)?;
+    let rows = file.rows;
     let mut failure = None;
-    let store = RowStore::try_from_rows(rows, geometry.width, |r, out| {
-        let k = r % per;
-        if k == 0 {
-            let n = per.min(rows - r);
-            if let Err(e) = files.read_at(name, (r * rb) as u64, &mut buf[..n * rb]) {
-                failure = Some(e);
-                return Err(StoreError::TooLarge { rows, width: 0 }); // replaced below
-            }
-            hasher.update(&buf[..n * rb]);
+    let store = RowStore::try_from_rows(rows, geometry.width, |r, out| match file.row(r) {
+        Ok(bytes) => Ok(decode_row(bytes, out)),
+        Err(e) => {
+            failure = Some(e);
+            Err(StoreError::TooLarge { rows, width: 0 }) // replaced below
         }
-        Ok(decode_row(&buf[k * rb..(k + 1) * rb], out))
     });
     if let Some(e) = failure {
-        return Err(io_error(files, name)(e));
+        return Err(e);
     }
     let store = store?;
     shared.bytes_read.fetch_add(geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
-    if hasher.finalize() != entry.crc32 {
-        return Err(PartitionError::Checksum { path: files.describe(Some(name)) });
-    }
+    file.finish()?;
     Ok(store)
 }
 
@@ -182,33 +227,14 @@ pub(crate) fn stream_columns(
     p: usize,
     columns: std::ops::Range<usize>,
 ) -> Result<Vec<f32>, PartitionError> {
-    let files = &*shared.files;
-    let geometry = &shared.geometry;
-    let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
-    let name = FileName { partition: p, generation: entry.generation };
-    check_file(files, geometry, p, name)?;
-    let rb = geometry.row_bytes();
-    let (rows, per) = (geometry.len(p), chunk_rows(rb));
-    let mut buf = vec![0u8; per.min(rows) * rb];
-    let mut hasher = crc32fast::Hasher::new();
-    let mut out = Vec::with_capacity(rows * columns.len());
-    let mut r = 0;
-    while r < rows {
-        let n = per.min(rows - r);
-        files.read_at(name, (r * rb) as u64, &mut buf[..n * rb]).map_err(io_error(files, name))?;
-        hasher.update(&buf[..n * rb]);
-        for row in buf[..n * rb].chunks_exact(rb) {
-            let floats = &row[8 + 4 * columns.start..8 + 4 * columns.end];
-            out.extend(
-                floats.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4"))),
-            );
-        }
-        r += n;
+    let mut file = CurrentFile::open(shared, p)?;
+    let mut out = Vec::with_capacity(file.rows * columns.len());
+    for r in 0..file.rows {
+        let floats = &file.row(r)?[8 + 4 * columns.start..8 + 4 * columns.end];
+        out.extend(floats.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4"))));
     }
-    shared.bytes_streamed.fetch_add(geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
-    if hasher.finalize() != entry.crc32 {
-        return Err(PartitionError::Checksum { path: files.describe(Some(name)) });
-    }
+    shared.bytes_streamed.fetch_add(shared.geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
+    file.finish()?;
     Ok(out)
 }
 
