@@ -14,6 +14,26 @@ import torch
 import ordo
 
 
+class EpochBatches:
+    """Batches of ``batch_size`` rows of ``train`` (the last one of an epoch may be short), in a
+    fresh order each epoch: epoch ``e`` permutes ``train`` with numpy's
+    ``Generator(PCG64([seed, e]))``, so batch ``b`` (of epoch ``b // per_epoch``) is rebuilt from
+    its id alone. Subclasses turn ``epoch_rows(b)`` into ``(ids, payload)``."""
+
+    def __init__(self, train, batch_size, seed):
+        self.train, self.batch_size, self.seed = train, batch_size, seed
+        self.per_epoch = (len(train) + batch_size - 1) // batch_size
+        self._perm = {}
+
+    def epoch_rows(self, batch_id):
+        """The rows of ``train`` in batch ``batch_id``."""
+        epoch, k = divmod(batch_id, self.per_epoch)
+        if epoch not in self._perm:
+            rng = np.random.Generator(np.random.PCG64([self.seed, epoch]))
+            self._perm = {epoch: rng.permutation(len(self.train))}
+        return self.train[self._perm[epoch][k * self.batch_size : (k + 1) * self.batch_size]]
+
+
 def plain_loop(init, order, batches, model):
     """The plain PyTorch loop: a dense tensor, each batch's rows gathered, stepped, scattered."""
     table = torch.from_numpy(init.copy())

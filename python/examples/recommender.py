@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 import ordo
-from equivalence import plain_loop, same_bits, through_ordo
+from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
 
 
 def parse():
@@ -99,23 +99,17 @@ def read_csv(path):
     return len(users), len(items), np.array(rows, dtype=np.float64)
 
 
-class Batches:
+class Batches(EpochBatches):
     """Batch `b` of epoch `b // per_epoch`, rebuilt from its id alone (seeded generators): the
     sorted unique rows it touches (users, then items offset by `users`) and, as positions into
     those rows, its users, its items and their ratings."""
 
     def __init__(self, train, users, args):
-        self.train, self.users, self.args = train, users, args
-        self.per_epoch = (len(train) + args.batch_size - 1) // args.batch_size
-        self._perm = {}
+        super().__init__(train, args.batch_size, args.seed)
+        self.users = users
 
     def __call__(self, batch_id):
-        a = self.args
-        epoch, k = divmod(batch_id, self.per_epoch)
-        if epoch not in self._perm:
-            rng = np.random.Generator(np.random.PCG64([a.seed, epoch]))
-            self._perm = {epoch: rng.permutation(len(self.train))}
-        chosen = self.train[self._perm[epoch][k * a.batch_size : (k + 1) * a.batch_size]]
+        chosen = self.epoch_rows(batch_id)
         user = chosen[:, 0].astype(np.int64)
         item = chosen[:, 1].astype(np.int64) + self.users
         ids = np.unique(np.concatenate([user, item])).astype(np.uint64)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 import ordo
 import ordo.kge
-from equivalence import plain_loop, same_bits, through_ordo
+from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
 
 
 def parse():
@@ -42,20 +42,17 @@ def parse():
     return p.parse_args()
 
 
-class Batches:
-    """Batch `b` of epoch `b // per_epoch`, rebuilt from its id alone (seeded generators)."""
+class Batches(EpochBatches):
+    """Batch `b` of epoch `b // per_epoch`, rebuilt from its id alone (seeded generators): its
+    triples and, per side, negatives shared by the batch."""
 
     def __init__(self, train, entities, args):
-        self.train, self.entities, self.args = train, entities, args
-        self.per_epoch = (len(train) + args.batch_size - 1) // args.batch_size
-        self._perm = {}
+        super().__init__(train, args.batch_size, args.seed)
+        self.entities, self.args = entities, args
 
     def __call__(self, batch_id):
         a = self.args
-        epoch, k = divmod(batch_id, self.per_epoch)
-        if epoch not in self._perm:
-            self._perm = {epoch: np.random.default_rng([a.seed, epoch]).permutation(len(self.train))}
-        triples = self.train[self._perm[epoch][k * a.batch_size : (k + 1) * a.batch_size]]
+        triples = self.epoch_rows(batch_id)
         rng = np.random.default_rng([a.seed, 1_000_003, batch_id])
         neg = rng.integers(0, self.entities, size=(2, a.negatives))
         ids = np.unique(np.concatenate([triples[:, 0], triples[:, 2], neg.ravel()])).astype(np.uint64)
