@@ -1,5 +1,11 @@
 """Shared fixtures: a small contended workload whose batches are rebuilt from their ids."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 
@@ -55,3 +61,19 @@ def plain_loop(init, order, step):
 @pytest.fixture
 def init():
     return initial_table()
+
+
+def interrupt(script, args, ready, wait, timeout):
+    """Run `script` in a fresh interpreter with `args`, wait until its first line is `ready`,
+    then `wait` seconds more, and send it SIGINT: its exit status, the rest of its output and
+    the seconds from the signal to its exit (it is killed after `timeout`)."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == ready
+    time.sleep(wait)
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        rest, _ = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    return proc.returncode, rest, time.monotonic() - sent

@@ -1,9 +1,5 @@
 """ordo's Python binding: equivalence, errors, signals and memory of the owned session."""
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 
@@ -11,7 +7,7 @@ import numpy as np
 import pytest
 
 import ordo
-from conftest import ROWS, WIDTH, batch_of, initial_table, make_step, plain_loop
+from conftest import ROWS, WIDTH, batch_of, initial_table, interrupt, make_step, plain_loop
 
 EPOCHS, PER_EPOCH = 3, 400
 
@@ -134,17 +130,8 @@ def test_sigint_stops_a_run_within_a_second(phase):
             sys.exit(3)
         """
     )
-    proc = subprocess.Popen([sys.executable, "-c", script, phase], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "waiting"
-    time.sleep(0.5)
-    sent = time.monotonic()
-    os.kill(proc.pid, signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=10)
-    finally:
-        proc.kill()
-    took = time.monotonic() - sent
-    assert proc.returncode == 3, out
+    returncode, out, took = interrupt(script, [phase], "waiting", wait=0.5, timeout=10)
+    assert returncode == 3, out
     assert "interrupted closed=True" in out
     # The check every 50 ms, then the join: the step in progress (0.2 s) ends first.
     assert took < 1.0, f"stopped {took:.2f} s after SIGINT"

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import ordo.kge
+from conftest import interrupt
 
 
 def test_train_returns_the_run_and_its_save_loads_back(tmp_path):
@@ -90,20 +91,9 @@ except KeyboardInterrupt:
 
 
 def test_sigint_stops_kge_train_within_a_second_with_nothing_half_written(tmp_path):
-    import os, signal, subprocess, sys, time
-
     ck, out = tmp_path / "ck", tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-c", SIGINT_SCRIPT, str(ck), str(out)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "training"
-    time.sleep(1.0)
-    sent = time.monotonic()
-    os.kill(proc.pid, signal.SIGINT)
-    try:
-        rest, _ = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-    took = time.monotonic() - sent
-    assert proc.returncode == 3 and "interrupted" in rest, rest
+    returncode, rest, took = interrupt(SIGINT_SCRIPT, [str(ck), str(out)], "training", wait=1.0, timeout=20)
+    assert returncode == 3 and "interrupted" in rest, rest
     assert took < 1.0, f"stopped {took:.2f} s after SIGINT"
     # Nothing half-written: no temporary left, --out not marked complete, and the last
     # checkpoint resumes (it is checked file by file against its manifest).
