@@ -28,7 +28,6 @@ import time
 import numpy as np
 import torch
 
-import ordo
 from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
 
 
