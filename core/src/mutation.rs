@@ -289,6 +289,10 @@ crate::mutation_catalog! {
     /// later batches land on top of a failed one, which breaks *after a failed write the store
     /// equals the replay of the prefix the error names*.
     WritesNotHeldBack = "writes-not-held-back";
+    /// A failed writer rolls back every row of its undo buffer, not only those whose old values
+    /// it saved: rows it never wrote get an earlier batch's floats, which breaks *after a failed
+    /// write the store equals the replay of the prefix the error names*.
+    RollBackUnsavedRows = "roll-back-unsaved-rows";
     /// `PartitionedStorage::evict` drops a changed partition without writing it back: the
     /// partition leaves the buffer before its last write-back, which breaks *a row's version and
     /// values leave the buffer and come back together* (its updates are lost).

@@ -63,3 +63,95 @@ fn after_a_failed_write_the_store_is_the_replay_of_the_named_prefix() {
         }
     }
 }
+
+/// A [`RowStore`] whose write of one row fails once, when armed: the failing batch's writer
+/// then stops in the middle of its rows, with some landed and some not.
+struct FailsOneWrite {
+    inner: RowStore,
+    row: u64,
+    /// Writes of `row` fail from this moment on, once (`None`: not armed).
+    armed: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl ordo::storage::RowStorage for FailsOneWrite {
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+    fn width(&self) -> usize {
+        self.inner.width()
+    }
+    fn read(
+        &self,
+        row: u64,
+        out: &mut [f32],
+    ) -> Result<ordo::store::Version, ordo::store::StoreError> {
+        self.inner.read(row, out)
+    }
+    fn version(&self, row: u64) -> Result<ordo::store::Version, ordo::store::StoreError> {
+        self.inner.version(row)
+    }
+    fn write_if_newer(
+        &self,
+        row: u64,
+        ts: u64,
+        values: &[f32],
+    ) -> Result<bool, ordo::store::StoreError> {
+        let mut armed = self.armed.lock().unwrap();
+        if row == self.row && armed.is_some_and(|at| std::time::Instant::now() >= at) {
+            *armed = None;
+            return Err(ordo::store::StoreError::RowOutOfRange { row, rows: 0 });
+        }
+        self.inner.write_if_newer(row, ts, values)
+    }
+    fn snapshot(&self) -> Result<Vec<f32>, ordo::store::StoreError> {
+        Ok(self.inner.snapshot())
+    }
+    fn next_version(&self) -> Result<u64, ordo::store::StoreError> {
+        Ok(self.inner.next_version())
+    }
+}
+
+/// A batch whose write fails after its first row landed and before its last is written: the
+/// store is still the named prefix's replay (the landed row rolled back, the unwritten one left
+/// alone). Rows `[i % 5, 5 + i % 7, 12 + i % 3]`; the middle row's write fails.
+#[test]
+fn a_write_failing_midway_leaves_the_named_prefix() {
+    let batches: Vec<Batch<f32>> = (0..40u64)
+        .map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 7, 12 + i % 3], data: i as f32 / 16.0 })
+        .collect();
+    for mode in [Mode::Oac, Mode::Bounded(1), Mode::Sync] {
+        for bad in [0u64, 9, 23] {
+            let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
+            let start = inner.snapshot();
+            let store = std::sync::Arc::new(FailsOneWrite {
+                inner,
+                row: 5 + bad % 7,
+                armed: std::sync::Mutex::new(None),
+            });
+            let delay = Duration::from_millis(150);
+            // Armed when the batch's delayed writer starts: the batches before it have written
+            // by then, and those after it are held back behind it.
+            let armer = store.clone();
+            let hook = StageHook::new(move |point, id| match point {
+                HookPoint::WriteStart if id == bad => {
+                    *armer.armed.lock().unwrap() = Some(std::time::Instant::now() + delay);
+                    HookAction::Delay(delay)
+                }
+                _ => HookAction::Continue,
+            });
+            let config = EngineConfig::new(mode).threads(2, 3).hook(hook);
+            let err = Engine::new(config)
+                .unwrap()
+                .run(&mut MixModel::new(2), &*store, batches.clone())
+                .unwrap_err();
+            let EngineError::Stopped { order, prefix, .. } = err else { panic!("{mode:?}: {err}") };
+            let ts = order.iter().position(|&id| id == bad).expect("stamped") as u64;
+            assert_eq!(prefix, Some(ts), "{mode:?}: the prefix ends before the failed batch");
+            let positions: Vec<usize> =
+                order[..ts as usize].iter().map(|&id| id as usize).collect();
+            let mut table = start.clone();
+            replay(&mut MixModel::new(2), &mut table, &batches, &positions).unwrap();
+            assert_eq!(store.inner.snapshot(), table, "{mode:?}, batch {bad}: not the prefix");
+        }
+    }
+}

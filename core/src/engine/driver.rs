@@ -199,6 +199,10 @@ pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized, E>(
         }
     }
     .await;
+    if res.is_err() {
+        task.roll_back(cx);
+    }
+    task.recycle(&cx.buffers);
     match res {
         Ok(true) => true,
         Ok(false) => {
@@ -206,7 +210,6 @@ pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized, E>(
             false
         }
         Err(cause) => {
-            task.roll_back(cx);
             stop.unwritten(ts, id);
             stop.fail(cause);
             // After the cause: a writer held back by it finds the cause already in.

@@ -3,6 +3,7 @@
 
 use super::context::{Progress, RunCtx, at};
 use super::error::Stage;
+use super::row_buffers::RowBuffers;
 use super::sequencer::Stamped;
 use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
 use crate::mutation::{self, Mutant};
@@ -28,7 +29,8 @@ use crate::storage::prefetch_ahead;
 /// if a roll-back write fails too, the error names no prefix (`None`). Rows of different
 /// batches are still written in parallel with the device and the readers; only writes of
 /// consecutive batches no longer overlap each other. Killed as mutant
-/// [`Mutant::WritesNotHeldBack`] by `core/tests/prop_write_prefix.rs`.
+/// [`Mutant::WritesNotHeldBack`] by `core/tests/prop_write_prefix.rs`, and rule 2's "only the
+/// landed rows" as [`Mutant::RollBackUnsavedRows`] by its write failing midway.
 pub(crate) struct WriteTask {
     stamped: Stamped,
     next_row: usize,
@@ -36,8 +38,12 @@ pub(crate) struct WriteTask {
     /// Whether the hold-back let this batch start writing.
     started: bool,
     scratch: Vec<f32>,
-    /// The values the landed rows held before this batch wrote them (rule 2).
+    /// The values the landed rows held before this batch wrote them (rule 2): row `i`'s at
+    /// `i × width`, for the first `saved` rows. A buffer of the session's pool, taken at its
+    /// full `rows × width` at the first write (not grown row by row: growing it copied and
+    /// page-faulted megabytes per batch) and given back by [`recycle`](WriteTask::recycle).
     undo: Vec<f32>,
+    saved: usize,
 }
 
 impl WriteTask {
@@ -49,7 +55,13 @@ impl WriteTask {
             started: false,
             scratch: Vec::new(),
             undo: Vec::new(),
+            saved: 0,
         }
+    }
+
+    /// Give the undo buffer back to the session's pool (after the task ended, written or not).
+    pub fn recycle(&mut self, buffers: &RowBuffers) {
+        buffers.put(std::mem::take(&mut self.undo));
     }
 
     /// **Invariant (finish after visible):** `Mft::finish(ts)` is called only after every row
@@ -95,12 +107,17 @@ impl WriteTask {
     /// After a failure of this task: write back the values its landed rows held before
     /// (rule 2 of the invariant); a failed roll-back [`tears`](RunCtx::tear) the store.
     pub fn roll_back<S: RowStorage + ?Sized>(&self, cx: &RunCtx<'_, S>) {
-        if !cx.mode.timestamped() || self.undo.is_empty() {
+        if !cx.mode.timestamped() || self.saved == 0 {
             return;
         }
         let block = &self.stamped.block;
         let version = cx.base + self.stamped.ts + 1;
-        for (i, old) in self.undo.chunks(cx.width.max(1)).enumerate() {
+        let saved = if mutation::active(Mutant::RollBackUnsavedRows) {
+            &self.undo[..]
+        } else {
+            &self.undo[..self.saved * cx.width]
+        };
+        for (i, old) in saved.chunks(cx.width.max(1)).enumerate() {
             if cx.store.write_if_newer(block.ids()[i], version, old).is_err() {
                 cx.tear();
             }
@@ -124,17 +141,14 @@ impl WriteTask {
                 cx.store.add_unordered(id, &self.scratch)
             }
             _ => {
-                let at = self.undo.len();
-                self.undo.resize(at + cx.width, 0.0);
-                match cx.store.read(id, &mut self.undo[at..]) {
-                    Ok(_) => {
-                        cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ())
-                    }
-                    Err(e) => {
-                        self.undo.truncate(at);
-                        Err(e)
-                    }
+                if self.undo.is_empty() {
+                    self.undo = cx.buffers.take(block.len() * cx.width);
                 }
+                let at = self.saved * cx.width;
+                cx.store.read(id, &mut self.undo[at..at + cx.width]).and_then(|_| {
+                    self.saved += 1;
+                    cx.store.write_if_newer(id, cx.base + self.stamped.ts, row).map(|_| ())
+                })
             }
         };
         res.map_err(|e| self.fail(e.into()))
