@@ -30,7 +30,7 @@ from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
 
 def parse():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default="umls", help="umls, kinships, nations, or a directory")
+    p.add_argument("--dataset", default="umls", help="umls, kinships, nations, wordnet30, or a directory")
     p.add_argument("--dim", type=int, default=100, help="real floats per embedding (dim/2 complex)")
     p.add_argument("--epochs", type=int, default=25)
     p.add_argument("--batch-size", type=int, default=128)

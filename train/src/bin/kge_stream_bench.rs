@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Parser)]
 #[command(about = "oac via the session API vs the whole-epoch API on the KGE workload")]
 struct Args {
-    /// Embedded dataset (umls, kinships, nations).
+    /// Embedded dataset (umls, kinships, nations, wordnet30).
     #[arg(long, default_value = "umls")]
     dataset: String,
     /// Epochs per measured run.

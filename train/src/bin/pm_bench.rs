@@ -22,7 +22,7 @@ use ordo_train::kge::train::{Mode, TrainConfig, train};
     about = "kge --pm in every mode and an intent-offset sweep, against the single-process run"
 )]
 struct Args {
-    /// Dataset: an embedded name (umls, kinships, nations) or a directory.
+    /// Dataset: an embedded name (umls, kinships, nations, wordnet30) or a directory.
     #[arg(long, default_value = "../shared/datasets/wordnet30")]
     dataset: String,
     /// Scoring function.

@@ -33,7 +33,7 @@ use crate::outdir::{Held, LockError, OutputLock};
 use indicatif::{ProgressBar, ProgressStyle};
 use ordo::engine::{EngineConfig, Observer, Stamp};
 use ordo_pm::PmMode;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// `--intent-offset`'s default: 2 clocks ahead keeps all but 0.07% of accesses local with
@@ -60,7 +60,8 @@ pub struct KgeArgs {
 #[derive(Debug, clap::Subcommand)]
 enum KgeCommand {
     /// Run every mode (sync, async, bounded, oac) on the same data, seed and hyper-parameters,
-    /// then compare time-to-accuracy.
+    /// then compare time-to-accuracy. Without --dataset or --config: the embedded WordNet 3.0
+    /// with train/configs/compare-wordnet30.toml's options (each flag overrides its line).
     Compare(Box<KgeOpts>),
     /// Print the filtered test metrics of embeddings saved with --save (give --load).
     Eval(Box<KgeOpts>),
@@ -101,8 +102,9 @@ struct SynthArgs {
 #[derive(Debug, Default, clap::Args, serde::Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 struct KgeOpts {
-    /// Dataset: umls, kinships, nations (embedded) or a directory with train/valid/test.txt
-    /// [default: umls].
+    /// Dataset: umls, kinships, nations, wordnet30 (embedded) or a directory with
+    /// train/valid/test.txt [default: umls; `kge compare` without --dataset or --config runs
+    /// wordnet30 with the options of train/configs/compare-wordnet30.toml].
     #[arg(long)]
     dataset: Option<String>,
     /// Scoring function [default: complex].
@@ -703,6 +705,11 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
     if bad_input { 2 } else { 1 }
 }
 
+/// The options of `kge compare` given neither `--dataset` nor `--config`: `(its file in the
+/// repository, its text)`. WordNet 3.0 at a size where the pipeline pays (see the file).
+const COMPARE_DEFAULT: (&str, &str) =
+    ("train/configs/compare-wordnet30.toml", include_str!("../../configs/compare-wordnet30.toml"));
+
 /// What `kge` was asked to do, with every option checked on its own.
 struct Plan {
     command: Option<Command>,
@@ -729,7 +736,15 @@ impl Plan {
         let KgeArgs { command, opts } = args;
         let (command, opts) = match command {
             None => (None, opts),
-            Some(KgeCommand::Compare(sub)) => (Some(Command::Compare), (*sub).or(opts)),
+            Some(KgeCommand::Compare(sub)) => {
+                let opts = (*sub).or(opts);
+                let opts = if opts.dataset.is_none() && opts.config.is_none() {
+                    opts.or(parse_config(Path::new(COMPARE_DEFAULT.0), COMPARE_DEFAULT.1)?)
+                } else {
+                    opts
+                };
+                (Some(Command::Compare), opts)
+            }
             Some(KgeCommand::Eval(sub)) => (Some(Command::Eval), (*sub).or(opts)),
             Some(KgeCommand::Synth(s)) => {
                 // Only --out and --seed may come before `synth`; nothing else applies to it.
@@ -1340,6 +1355,23 @@ mod tests {
     fn plan(args: &[&str]) -> Result<Plan, BoxError> {
         let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
         Plan::new(cli.kge, read_config, None)
+    }
+
+    /// `kge compare` alone runs the embedded WordNet profile; any flag overrides its line, and
+    /// --dataset or --config replaces the profile (UMLS's defaults then, as for `kge`).
+    #[test]
+    fn compare_without_a_dataset_runs_the_embedded_wordnet_profile() {
+        let p = plan(&["compare"]).unwrap();
+        assert_eq!((p.opts.dataset(), p.cfg.dim, p.cfg.epochs), ("wordnet30", 32, 10));
+        assert_eq!((p.cfg.batch_size, p.cfg.negatives, p.cfg.chunk), (512, 64, 16));
+        let p = plan(&["compare", "--dim", "8"]).unwrap();
+        assert_eq!((p.opts.dataset(), p.cfg.dim, p.cfg.epochs), ("wordnet30", 8, 10));
+        let p = plan(&["--epochs", "3", "compare"]).unwrap();
+        assert_eq!((p.opts.dataset(), p.cfg.epochs), ("wordnet30", 3), "a flag before it too");
+        let p = plan(&["compare", "--dataset", "umls"]).unwrap();
+        let single = plan(&[]).unwrap();
+        assert_eq!((p.opts.dataset(), p.cfg.dim), ("umls", single.cfg.dim));
+        assert_eq!(single.opts.dataset(), "umls", "`kge` alone keeps UMLS");
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Knowledge-graph datasets in the PyKEEN/LibKGE layout: a directory with `train.txt`,
 //! `valid.txt` and `test.txt`, one `head<TAB>relation<TAB>tail` triple per line.
 //!
-//! UMLS, Kinships and Nations (MIT, from the PyKEEN 1.11.1 wheel; see `train/data/`) are embedded
-//! in the binary and can be named instead of given by path.
+//! UMLS, Kinships and Nations (MIT, from the PyKEEN 1.11.1 wheel) and WordNet 3.0 (the WordNet
+//! 3.0 license; gzipped, 1.4 MB) are embedded in the binary (see `train/data/`) and can be named
+//! instead of given by path.
 
 use super::vocab::Vocab;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,7 +65,7 @@ pub enum DataError {
     },
     /// The name is neither an embedded dataset nor an existing directory.
     #[error(
-        "unknown dataset {0:?}: give a directory with train/valid/test.txt or one of umls, kinships, nations"
+        "unknown dataset {0:?}: give a directory with train/valid/test.txt or one of umls, kinships, nations, wordnet30"
     )]
     Unknown(String),
 }
@@ -113,8 +114,19 @@ const EMBEDDED: [(&str, &str, &str, &str); 3] = [
     ),
 ];
 
+/// An embedded dataset stored gzipped: `(name, train, valid, test)`.
+type Gzipped = (&'static str, &'static [u8], &'static [u8], &'static [u8]);
+
+/// The embedded datasets stored gzipped.
+const EMBEDDED_GZ: [Gzipped; 1] = [(
+    "wordnet30",
+    include_bytes!("../../data/wordnet30/train.txt.gz"),
+    include_bytes!("../../data/wordnet30/valid.txt.gz"),
+    include_bytes!("../../data/wordnet30/test.txt.gz"),
+)];
+
 /// Names of the embedded datasets.
-pub const EMBEDDED_NAMES: [&str; 3] = ["umls", "kinships", "nations"];
+pub const EMBEDDED_NAMES: [&str; 4] = ["umls", "kinships", "nations", "wordnet30"];
 
 /// Files at least this large get a progress bar while loading (when progress is asked for).
 const PROGRESS_BYTES: u64 = 32 << 20;
@@ -135,6 +147,9 @@ impl Dataset {
     pub fn load_with_progress(name_or_path: &str, progress: bool) -> Result<Self, DataError> {
         if let Some(&(name, tr, va, te)) = EMBEDDED.iter().find(|e| e.0 == name_or_path) {
             return Self::from_strs(name, [tr, va, te]);
+        }
+        if let Some(&(name, tr, va, te)) = EMBEDDED_GZ.iter().find(|e| e.0 == name_or_path) {
+            return Self::from_gz(name, [tr, va, te]);
         }
         let dir = Path::new(name_or_path);
         if dir.is_dir() {
@@ -182,12 +197,23 @@ impl Dataset {
 
     /// Parse the three splits' texts; `name` prefixes file names in errors.
     pub fn from_strs(name: &str, splits: [&str; 3]) -> Result<Self, DataError> {
+        Self::from_readers(name, splits.map(str::as_bytes))
+    }
+
+    /// [`from_strs`](Self::from_strs) for gzipped texts.
+    fn from_gz(name: &str, splits: [&[u8]; 3]) -> Result<Self, DataError> {
+        Self::from_readers(
+            name,
+            splits.map(|gz| BufReader::new(flate2::bufread::GzDecoder::new(gz))),
+        )
+    }
+
+    fn from_readers(name: &str, splits: [impl BufRead; 3]) -> Result<Self, DataError> {
         let mut d = Self::empty(name);
         for ((split, f), text) in
             [Split::Train, Split::Valid, Split::Test].into_iter().zip(FILES).zip(splits)
         {
-            d.read_split(split, name, f, text.as_bytes())
-                .map_err(|e| e.with_path(Path::new(name)))?;
+            d.read_split(split, name, f, text).map_err(|e| e.with_path(Path::new(name)))?;
             if let Split::Train = split {
                 d.check_train()?;
             }
@@ -334,9 +360,11 @@ mod tests {
 
     #[test]
     fn embedded_sets_load_with_published_counts() {
-        for (name, e, r, n) in
-            [("umls", 135, 46, [5216, 652, 661]), ("kinships", 104, 25, [8544, 1068, 1074])]
-        {
+        for (name, e, r, n) in [
+            ("umls", 135, 46, [5216, 652, 661]),
+            ("kinships", 104, 25, [8544, 1068, 1074]),
+            ("wordnet30", 112_199, 11, [200_652, 8_853, 8_862]),
+        ] {
             let d = Dataset::load(name).unwrap();
             assert_eq!((d.entities.len(), d.relations.len()), (e, r), "{name}");
             assert_eq!([d.train.len(), d.valid.len(), d.test.len()], n, "{name}");
