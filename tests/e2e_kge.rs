@@ -106,6 +106,23 @@ fn oac_equals_its_replay_with_adam_reciprocal_relations_and_every_new_score() {
     }
 }
 
+/// Row-wise Adagrad (PyTorch-BigGraph's; one sum per row, so a row is `dim + 1` floats) keeps
+/// the equivalence: OAC equals the replay of its order, rows, relations and curve.
+#[test]
+fn oac_equals_its_replay_with_row_adagrad() {
+    let d = Dataset::load("umls").unwrap();
+    let cfg = TrainConfig { optimizer: Optimizer::RowAdagrad, epochs: 2, ..config() };
+    assert_eq!(cfg.row_width(), cfg.dim + 1);
+    let oac = run(&d, &cfg, Mode::Oac);
+    let sync = replay(&d, &cfg, &oac.order).unwrap();
+    assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "rows differ");
+    assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations differ");
+    assert_eq!(curve(&oac), curve(&sync));
+    assert!(oac.rows_replaced > 0, "no stale read was repaired");
+    let (first, last) = (oac.epochs[0].valid.mrr, oac.epochs[1].valid.mrr);
+    assert!(last > first, "it learns: valid MRR {first} then {last}");
+}
+
 /// The check has teeth: async (Hogwild with additive deltas) on the same data, with the same
 /// delays, is not equal to any replay of its order, because it steps on stale rows.
 #[test]

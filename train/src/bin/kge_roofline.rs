@@ -67,6 +67,7 @@ use ordo::store::RowStore;
 use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
+use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::{KgeModel, NonFiniteLoss};
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
@@ -101,6 +102,11 @@ struct Args {
     /// Repetitions of each microbenchmark (the best is kept).
     #[arg(long, default_value_t = 5)]
     reps: usize,
+    /// The optimizer of entity rows and relations: adagrad (the throughput config's: a sum per
+    /// float, rows of `2·dim` floats) or row-adagrad (PyTorch-BigGraph's: a sum per row, rows of
+    /// `dim + 1`).
+    #[arg(long, value_enum, default_value = "adagrad")]
+    optimizer: Optimizer,
     /// Where the modes' steps run: cpu, or cuda (measured against the gather bound alone).
     #[arg(long, value_enum, default_value = "cpu")]
     device: Device,
@@ -269,6 +275,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         chunk: args.chunk,
         epochs: args.epochs,
         eval_limit: 100,
+        optimizer: args.optimizer,
         device: args.device,
         ..TrainConfig::default()
     };
@@ -433,12 +440,12 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     });
 
     println!(
-        "dataset {} · ComplEx dim {} · batch {} · {} negatives/side (chunks of {}) · row width {} floats",
-        args.dataset, args.dim, args.batch_size, args.negatives, args.chunk, w
+        "dataset {} · ComplEx dim {} · batch {} · {} negatives/side (chunks of {}) · {:?} · row width {} floats",
+        args.dataset, args.dim, args.batch_size, args.negatives, args.chunk, args.optimizer, w
     );
     println!(
         "distinct rows per positive {rows_per_pos:.2}; bytes per positive (read + write, values + \
-         Adagrad sums + TID) {bytes_per_pos:.0}"
+         optimizer state + TID) {bytes_per_pos:.0}"
     );
     println!(
         "random-row gather+scatter: plain memory {:.2} GB/s on one core, {:.2} GB/s on {cores}, \

@@ -562,6 +562,7 @@ impl KgeOpts {
         let state = match cfg.optimizer {
             Optimizer::Adagrad => Some(dim),
             Optimizer::Adam => dim.checked_mul(2).and_then(|x| x.checked_add(1)),
+            Optimizer::RowAdagrad => Some(1),
         };
         let row = state.and_then(|s| s.checked_add(dim));
         let ents = n(d.entities.len());
