@@ -112,7 +112,11 @@ pub struct KgeModel {
     rel_grad: Vec<f32>,
     rel_touched: Vec<bool>,
     /// Scratch: the batch's entity-row gradients (`rows × dim`), kept across batches so a step
-    /// allocates and page-faults no new megabytes (zeroed at the start of each batch).
+    /// allocates and page-faults no new megabytes.
+    ///
+    /// **Invariant: all zeros between steps.** The optimizer's pass zeroes each row's gradient
+    /// right after it reads it (the row is in cache then), and a failed step zeroes it all, so
+    /// a step adds into zeros without a separate pass over megabytes first.
     grad: Vec<f32>,
     /// Scratch: the chunk matrices of [`gradients`](Self::gradients), one set per chunk of the
     /// pair being computed and of the pair being added beside it (boxed: four sets of 22
@@ -201,7 +205,8 @@ impl KgeModel {
     /// The batch's summed (unscaled) loss and the gradient of the batch objective w.r.t. each
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
-    /// `grad` is the reused scratch of [`KgeModel::grad`], resized and zeroed here. Chunks are
+    /// `grad` holds zeros in its first `rows × dim` floats or is shorter (then it is grown with
+    /// zeros): [`KgeModel::grad`]'s invariant, or a fresh `Vec`. Chunks are
     /// computed two at a time on rayon's threads when it has more than one and a chunk is at
     /// least [`PARALLEL_CHUNK_WORK`].
     fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
@@ -233,8 +238,10 @@ impl KgeModel {
         sc: &mut [[StepScratch; 2]; 2],
         parallel: bool,
     ) -> f32 {
-        grad.clear();
-        grad.resize(rows.len() * self.cfg.dim, 0.0);
+        // Zeros already (see `KgeModel::grad`): only a longer batch's tail is written here.
+        if grad.len() < rows.len() * self.cfg.dim {
+            grad.resize(rows.len() * self.cfg.dim, 0.0);
+        }
         self.rel_grad.iter_mut().for_each(|g| *g = 0.0);
         self.rel_touched.iter_mut().for_each(|t| *t = false);
         // Mean-reduced losses average over the batch's positives and both sides.
@@ -421,8 +428,9 @@ impl Params<'_> {
         let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)));
         let inv = if self.cfg.reciprocal { pos } else { &[] };
         let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))));
-        let mut tq = sc.tq.zeroed(c, dim);
-        let mut hq = sc.hq.zeroed(c, dim);
+        // Every entry is written by the query functions below.
+        let mut tq = sc.tq.shaped(c, dim);
+        let mut hq = sc.hq.shaped(c, dim);
         let (tq_rows, hq_rows) = (rows_of_mut(&mut tq, dim), rows_of_mut(&mut hq, dim));
         for (i, (q, p)) in tq_rows.zip(hq_rows).enumerate() {
             let (h, r, t) = (r_of(heads, i), r_of(rels, i), r_of(tails, i));
@@ -658,18 +666,22 @@ impl KgeModel {
         let mut grad = std::mem::take(&mut self.grad);
         let batch_loss = self.gradients(b, rows, &mut grad);
         if !batch_loss.is_finite() {
+            grad.fill(0.0);
+            self.grad = grad;
             return Err(NonFiniteLoss { batch: b.id, loss: batch_loss });
         }
         let (lr, opt) = (self.cfg.lr, self.cfg.optimizer);
         // Each row's update reads only its own gradient and state: any split gives the same bits.
+        // Each gradient row is zeroed once read (the invariant of `KgeModel::grad`).
         let width = rows.width();
         rows.values_mut()
             .par_chunks_mut(width)
-            .zip(grad.par_chunks(dim))
+            .zip(grad.par_chunks_mut(dim))
             .with_min_len(64)
             .for_each(|(row, g)| {
                 let (w, state) = row.split_at_mut(dim);
                 opt.update(w, state, g, lr);
+                g.fill(0.0);
             });
         self.grad = grad;
         self.loss_sum += batch_loss as f64;
