@@ -177,6 +177,16 @@ impl Engine {
 }
 
 /// Start the reader and writer threads of a session; the device runs on the session's thread.
+/// Spawn a stage thread with its name; if the system refuses the thread, panic as
+/// `Scope::spawn` does (the session cannot run without its stages).
+fn spawn_named<'scope, 'env, F: FnOnce() + Send + 'scope>(
+    scope: &'scope thread::Scope<'scope, 'env>,
+    builder: thread::Builder,
+    f: F,
+) {
+    builder.spawn_scoped(scope, f).expect("failed to spawn a stage thread");
+}
+
 fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 'env>(
     scope: &'scope thread::Scope<'scope, 'env>,
     config: &'env EngineConfig,
@@ -192,7 +202,9 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 
     for _ in 0..config.readers {
         let (feed_rx, in_tx) = (feed_rx.clone(), in_tx.clone());
         // A reader waits for the next submitted batch, and ends when the session closes.
-        scope.spawn(move || {
+        // Named, so a profiler or `top -H` tells the stages apart.
+        let reader = thread::Builder::new().name("ordo-reader".into());
+        spawn_named(scope, reader, move || {
             while let Ok((position, batch)) = feed_rx.recv() {
                 if stop.is_stopped() {
                     return;
@@ -218,7 +230,8 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 
         let (out_rx, done_tx) = (out_rx.clone(), done_tx.clone());
         // Writers drain every stamped batch, even after a stop, so each is written or reported
         // unwritten; they end when the session drops the sender.
-        scope.spawn(move || {
+        let writer = thread::Builder::new().name("ordo-writer".into());
+        spawn_named(scope, writer, move || {
             for stamped in out_rx.iter() {
                 let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
                 let written = block_on(write_batch(cx, stamped, hook, stop, &OsThreads::default()));
