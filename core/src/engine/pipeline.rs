@@ -177,16 +177,8 @@ impl Engine {
 }
 
 /// Start the reader and writer threads of a session; the device runs on the session's thread.
-/// Spawn a stage thread with its name; if the system refuses the thread, panic as
-/// `Scope::spawn` does (the session cannot run without its stages).
-fn spawn_named<'scope, 'env, F: FnOnce() + Send + 'scope>(
-    scope: &'scope thread::Scope<'scope, 'env>,
-    builder: thread::Builder,
-    f: F,
-) {
-    builder.spawn_scoped(scope, f).expect("failed to spawn a stage thread");
-}
-
+/// The threads are named (`ordo-reader`, `ordo-writer`), so a profiler or `top -H` tells the
+/// stages apart; a thread the system refuses panics, as `Scope::spawn` does.
 fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 'env>(
     scope: &'scope thread::Scope<'scope, 'env>,
     config: &'env EngineConfig,
@@ -202,9 +194,8 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 
     for _ in 0..config.readers {
         let (feed_rx, in_tx) = (feed_rx.clone(), in_tx.clone());
         // A reader waits for the next submitted batch, and ends when the session closes.
-        // Named, so a profiler or `top -H` tells the stages apart.
         let reader = thread::Builder::new().name("ordo-reader".into());
-        spawn_named(scope, reader, move || {
+        let reader = reader.spawn_scoped(scope, move || {
             while let Ok((position, batch)) = feed_rx.recv() {
                 if stop.is_stopped() {
                     return;
@@ -225,13 +216,14 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 
                 }
             }
         });
+        reader.expect("failed to spawn a reader thread");
     }
     for _ in 0..config.writers {
         let (out_rx, done_tx) = (out_rx.clone(), done_tx.clone());
         // Writers drain every stamped batch, even after a stop, so each is written or reported
         // unwritten; they end when the session drops the sender.
         let writer = thread::Builder::new().name("ordo-writer".into());
-        spawn_named(scope, writer, move || {
+        let writer = writer.spawn_scoped(scope, move || {
             for stamped in out_rx.iter() {
                 let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
                 let written = block_on(write_batch(cx, stamped, hook, stop, &OsThreads::default()));
@@ -243,6 +235,7 @@ fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 
                 let _ = done_tx.send(done);
             }
         });
+        writer.expect("failed to spawn a writer thread");
     }
     Lanes { feed: feed_tx, staged: in_rx, stamped: out_tx, done: done_rx }
 }
