@@ -559,12 +559,7 @@ impl KgeOpts {
     ) -> Result<u64, OptionError> {
         const F: u64 = 4; // bytes per f32
         let dim = n(cfg.dim);
-        let state = match cfg.optimizer {
-            Optimizer::Adagrad => Some(dim),
-            Optimizer::Adam => dim.checked_mul(2).and_then(|x| x.checked_add(1)),
-            Optimizer::RowAdagrad => Some(1),
-        };
-        let row = state.and_then(|s| s.checked_add(dim));
+        let row = cfg.optimizer.checked_state_width(dim).and_then(|s| s.checked_add(dim));
         let ents = n(d.entities.len());
         let rels = n(d.relations.len()) * if cfg.reciprocal { 2 } else { 1 };
         let mut e = Estimate::default();

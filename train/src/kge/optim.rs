@@ -38,10 +38,18 @@ impl Optimizer {
     /// Floats of state per parameter row of `dim` floats: Adagrad's sums (`dim`), Adam's two
     /// moments and step count (`2·dim + 1`), row-wise Adagrad's one sum.
     pub fn state_width(self, dim: usize) -> usize {
+        self.checked_state_width(dim as u64)
+            .and_then(|w| usize::try_from(w).ok())
+            .expect("a dimension whose tables fit in memory (checked before they are sized)")
+    }
+
+    /// [`state_width`](Self::state_width) without overflow: `None` where it exceeds `u64`. The
+    /// memory estimate sizes a run's tables with it before any exists.
+    pub fn checked_state_width(self, dim: u64) -> Option<u64> {
         match self {
-            Optimizer::Adagrad => dim,
-            Optimizer::Adam => 2 * dim + 1,
-            Optimizer::RowAdagrad => 1,
+            Optimizer::Adagrad => Some(dim),
+            Optimizer::Adam => dim.checked_mul(2)?.checked_add(1),
+            Optimizer::RowAdagrad => Some(1),
         }
     }
 
