@@ -65,7 +65,8 @@ pub enum DataError {
     },
     /// The name is neither an embedded dataset nor an existing directory.
     #[error(
-        "unknown dataset {0:?}: give a directory with train/valid/test.txt or one of umls, kinships, nations, wordnet30"
+        "unknown dataset {0:?}: give a directory with train/valid/test.txt or one of {names}",
+        names = EMBEDDED_NAMES.join(", ")
     )]
     Unknown(String),
 }
@@ -357,6 +358,14 @@ impl ReadError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_names_are_the_embedded_tables_and_the_unknown_error_lists_them() {
+        let tables = EMBEDDED.iter().map(|e| e.0).chain(EMBEDDED_GZ.iter().map(|e| e.0));
+        assert_eq!(tables.collect::<Vec<_>>(), EMBEDDED_NAMES);
+        let err = Dataset::load("no-such-set").unwrap_err().to_string();
+        assert!(err.ends_with("one of umls, kinships, nations, wordnet30"), "{err}");
+    }
 
     #[test]
     fn embedded_sets_load_with_published_counts() {
