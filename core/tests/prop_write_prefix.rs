@@ -11,7 +11,10 @@ use ordo::engine::{
     Batch, Engine, EngineConfig, EngineError, HookAction, HookPoint, Mode, StageHook, StopCause,
     replay, testing::MixModel,
 };
-use ordo::store::RowStore;
+use ordo::storage::RowStorage;
+use ordo::store::{RowStore, StoreError, Version};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, ThreadId};
 use std::time::Duration;
 
 /// Overlapping batches over 12 rows of width 2.
@@ -23,6 +26,15 @@ fn batches() -> Vec<Batch<f32>> {
 
 fn initial() -> RowStore {
     RowStore::from_fn(12, 2, |r, c| (r * 2 + c) as f32 / 10.0)
+}
+
+/// The table `start` after the replay of `order`'s first `ts` batches (ids are input
+/// positions here): what the store must hold after a failure of the batch stamped `ts`.
+fn replay_of_prefix(start: &[f32], batches: &[Batch<f32>], order: &[u64], ts: u64) -> Vec<f32> {
+    let positions: Vec<usize> = order[..ts as usize].iter().map(|&id| id as usize).collect();
+    let mut table = start.to_vec();
+    replay(&mut MixModel::new(2), &mut table, batches, &positions).unwrap();
+    table
 }
 
 /// Batch `bad`'s writer waits, then fails after writing all its rows.
@@ -52,11 +64,7 @@ fn after_a_failed_write_the_store_is_the_replay_of_the_named_prefix() {
             );
             let ts = order.iter().position(|&id| id == bad).expect("stamped") as u64;
             assert_eq!(prefix, Some(ts), "{mode:?}: the prefix ends before the failed batch");
-            // Ids are input positions here.
-            let positions: Vec<usize> =
-                order[..ts as usize].iter().map(|&id| id as usize).collect();
-            let mut table = start.clone();
-            replay(&mut MixModel::new(2), &mut table, &batches(), &positions).unwrap();
+            let table = replay_of_prefix(&start, &batches(), &order, ts);
             assert_eq!(store.snapshot(), table, "{mode:?}, batch {bad}: not the prefix's replay");
             assert!(unwritten.iter().all(|&(t, _)| t >= ts), "{mode:?}: {unwritten:?}");
             assert_eq!(unwritten.len() as u64, stamped - ts, "{mode:?}: every later batch held");
@@ -64,49 +72,40 @@ fn after_a_failed_write_the_store_is_the_replay_of_the_named_prefix() {
     }
 }
 
-/// A [`RowStore`] whose write of one row fails once, when armed: the failing batch's writer
-/// then stops in the middle of its rows, with some landed and some not.
+/// A [`RowStore`] whose write of one row fails once, on the thread it is armed for: the
+/// failing batch's writer then stops in the middle of its rows, with some landed and some not.
 struct FailsOneWrite {
     inner: RowStore,
     row: u64,
-    /// Writes of `row` fail from this moment on, once (`None`: not armed).
-    armed: std::sync::Mutex<Option<std::time::Instant>>,
+    /// The writer thread whose next write of `row` fails (`None`: not armed, or failed once).
+    armed: Mutex<Option<ThreadId>>,
 }
 
-impl ordo::storage::RowStorage for FailsOneWrite {
+impl RowStorage for FailsOneWrite {
     fn rows(&self) -> usize {
         self.inner.rows()
     }
     fn width(&self) -> usize {
         self.inner.width()
     }
-    fn read(
-        &self,
-        row: u64,
-        out: &mut [f32],
-    ) -> Result<ordo::store::Version, ordo::store::StoreError> {
+    fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
         self.inner.read(row, out)
     }
-    fn version(&self, row: u64) -> Result<ordo::store::Version, ordo::store::StoreError> {
+    fn version(&self, row: u64) -> Result<Version, StoreError> {
         self.inner.version(row)
     }
-    fn write_if_newer(
-        &self,
-        row: u64,
-        ts: u64,
-        values: &[f32],
-    ) -> Result<bool, ordo::store::StoreError> {
+    fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
         let mut armed = self.armed.lock().unwrap();
-        if row == self.row && armed.is_some_and(|at| std::time::Instant::now() >= at) {
+        if row == self.row && *armed == Some(thread::current().id()) {
             *armed = None;
-            return Err(ordo::store::StoreError::RowOutOfRange { row, rows: 0 });
+            return Err(StoreError::RowOutOfRange { row, rows: 0 });
         }
         self.inner.write_if_newer(row, ts, values)
     }
-    fn snapshot(&self) -> Result<Vec<f32>, ordo::store::StoreError> {
+    fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
         Ok(self.inner.snapshot())
     }
-    fn next_version(&self) -> Result<u64, ordo::store::StoreError> {
+    fn next_version(&self) -> Result<u64, StoreError> {
         Ok(self.inner.next_version())
     }
 }
@@ -123,19 +122,16 @@ fn a_write_failing_midway_leaves_the_named_prefix() {
         for bad in [0u64, 9, 23] {
             let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
             let start = inner.snapshot();
-            let store = std::sync::Arc::new(FailsOneWrite {
-                inner,
-                row: 5 + bad % 7,
-                armed: std::sync::Mutex::new(None),
-            });
-            let delay = Duration::from_millis(150);
-            // Armed when the batch's delayed writer starts: the batches before it have written
-            // by then, and those after it are held back behind it.
+            let store =
+                Arc::new(FailsOneWrite { inner, row: 5 + bad % 7, armed: Mutex::new(None) });
+            // Armed for the thread that writes batch `bad` (a writer writes one batch to its
+            // end), so no other batch's write of that row fails, however the threads run. The
+            // delay lets the batches after it reach the other writers and be held back.
             let armer = store.clone();
             let hook = StageHook::new(move |point, id| match point {
                 HookPoint::WriteStart if id == bad => {
-                    *armer.armed.lock().unwrap() = Some(std::time::Instant::now() + delay);
-                    HookAction::Delay(delay)
+                    *armer.armed.lock().unwrap() = Some(thread::current().id());
+                    HookAction::Delay(Duration::from_millis(150))
                 }
                 _ => HookAction::Continue,
             });
@@ -147,10 +143,7 @@ fn a_write_failing_midway_leaves_the_named_prefix() {
             let EngineError::Stopped { order, prefix, .. } = err else { panic!("{mode:?}: {err}") };
             let ts = order.iter().position(|&id| id == bad).expect("stamped") as u64;
             assert_eq!(prefix, Some(ts), "{mode:?}: the prefix ends before the failed batch");
-            let positions: Vec<usize> =
-                order[..ts as usize].iter().map(|&id| id as usize).collect();
-            let mut table = start.clone();
-            replay(&mut MixModel::new(2), &mut table, &batches, &positions).unwrap();
+            let table = replay_of_prefix(&start, &batches, &order, ts);
             assert_eq!(store.inner.snapshot(), table, "{mode:?}, batch {bad}: not the prefix");
         }
     }
