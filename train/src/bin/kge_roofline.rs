@@ -67,6 +67,7 @@ use ordo::store::RowStore;
 use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
+use ordo_train::kge::matmul::mat_mul_into;
 use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::{KgeModel, NonFiniteLoss};
@@ -362,13 +363,25 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (store_bare_bw, store_hot_bw) = (moved / store_bare_s, moved / store_hot_s);
     let (gather_one, gather_all) = (plain_bw / bytes_per_pos, plain_bw_all / bytes_per_pos);
 
-    // The step's three GEMM shapes per chunk side.
+    // The step's three GEMM shapes per chunk side, as the step runs them: `mat_mul_into` into
+    // outputs reused from call to call. ndarray's own products (`matrixmultiply`, a fresh output
+    // per call), which the step used before, are timed beside them for comparison.
     let (c, nn, dd) = (args.chunk.min(args.batch_size), args.negatives, args.dim);
     let q = Array2::<f32>::from_shape_fn((c, dd), |(i, j)| ((i * 7 + j) % 13) as f32 * 0.01);
     let negs = Array2::<f32>::from_shape_fn((nn, dd), |(i, j)| ((i * 5 + j) % 11) as f32 * 0.01);
     let gm = Array2::<f32>::from_shape_fn((c, nn), |(i, j)| ((i + j) % 7) as f32 * 0.01);
     let iters = 200;
-    let gemms = |_: &mut (), _: &mut ()| {
+    type Outputs = (Array2<f32>, Array2<f32>, Array2<f32>);
+    let outputs = || (Array2::zeros((c, nn)), Array2::zeros((c, dd)), Array2::zeros((nn, dd)));
+    let gemms = |o: &mut Outputs, _: &mut ()| {
+        for _ in 0..iters {
+            mat_mul_into(q.view(), negs.t(), false, o.0.view_mut());
+            mat_mul_into(gm.view(), negs.view(), false, o.1.view_mut());
+            mat_mul_into(gm.t(), q.view(), false, o.2.view_mut());
+            black_box(&mut *o);
+        }
+    };
+    let ndarray_gemms = |_: &mut (), _: &mut ()| {
         for _ in 0..iters {
             black_box(q.dot(&negs.t()));
             black_box(gm.dot(&negs));
@@ -376,13 +389,16 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let gemm_s = |threads: usize| {
-        on_threads(args.reps, &mut vec![(); threads], &mut vec![(); threads], gemms)
+        let mut outs: Vec<Outputs> = (0..threads).map(|_| outputs()).collect();
+        on_threads(args.reps, &mut outs, &mut vec![(); threads], gemms)
     };
     let flop_per_side = 3.0 * 2.0 * (c * nn * dd) as f64;
     let (gflops, gflops_all) = (
         flop_per_side * iters as f64 / gemm_s(1) / 1e9,
         cores as f64 * flop_per_side * iters as f64 / gemm_s(cores) / 1e9,
     );
+    let gflops_ndarray =
+        flop_per_side * iters as f64 / on_threads(args.reps, &mut [()], &mut [()], ndarray_gemms) / 1e9;
     let flop_per_pos = 2.0 * flop_per_side / c as f64;
     let (compute_one, compute_all) = (gflops * 1e9 / flop_per_pos, gflops_all * 1e9 / flop_per_pos);
     // On the host the step's GEMMs bound it too; on a GPU only the host's row traffic does.
@@ -461,8 +477,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         store_bw / bytes_per_pos
     );
     println!(
-        "GEMM (ndarray, {c}x{dd}x{nn} shapes): {gflops:.1} GFLOP/s on one core, {gflops_all:.1} on \
-         {cores}; {:.0} kFLOP per positive -> compute bound {compute_one:.0} triples/s on one core, \
+        "GEMM (the step's mat_mul_into, {c}x{dd}x{nn} shapes): {gflops:.1} GFLOP/s on one core, \
+         {gflops_all:.1} on {cores} (ndarray's matrixmultiply: {gflops_ndarray:.1} on one core); \
+         {:.0} kFLOP per positive -> compute bound {compute_one:.0} triples/s on one core, \
          {compute_all:.0} on {cores}",
         flop_per_pos / 1e3
     );

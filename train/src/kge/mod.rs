@@ -2,7 +2,8 @@
 //!
 //! [`data`] loads datasets, [`score`] holds the scoring functions, losses and regularizers,
 //! [`init`] the initial embeddings, [`optim`] Adagrad and Adam, [`batch`] cuts batches and
-//! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs, [`eval`] computes
+//! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs (its products in
+//! [`matmul`]), [`eval`] computes
 //! filtered metrics, [`eval_stream`] the same metrics over a table read one part at a time.
 //!
 //! A run: [`config`] holds its hyper-parameters ([`TrainConfig`]) and [`mode`] the trainer's
@@ -36,6 +37,7 @@ pub mod event;
 pub mod gpu;
 pub mod init;
 pub mod manifest;
+pub mod matmul;
 pub mod measure;
 pub mod mode;
 pub mod npy;

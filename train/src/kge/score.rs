@@ -16,7 +16,7 @@
 //! phases θ (`r = e^{iθ}`, so the unit modulus holds by construction): see
 //! [`ScoreFn::relation_dim`].
 
-use ndarray::linalg::general_mat_mul;
+use super::matmul::mat_mul_into;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use thiserror::Error;
 
@@ -320,7 +320,7 @@ impl Interaction {
         mut out: ArrayViewMut2<'_, f32>,
     ) {
         match self {
-            Interaction::Dot => general_mat_mul(1.0, &q, &cands.t(), 0.0, &mut out),
+            Interaction::Dot => mat_mul_into(q, cands.t(), false, out),
             _ => {
                 for (i, mut row) in out.rows_mut().into_iter().enumerate() {
                     let a = q.row(i);

@@ -16,7 +16,7 @@
 use super::batch::KgeBatch;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
-use ndarray::linalg::general_mat_mul;
+use super::matmul::mat_mul_into;
 use ndarray::{ArrayView2, ArrayViewMut2};
 use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
@@ -363,11 +363,11 @@ impl Params<'_> {
             Interaction::Dot => {
                 // The same products `grads.dot(&negs)` and `grads.t().dot(&queries)` computed
                 // into fresh row-major matrices: same kernel, same bits.
-                general_mat_mul(1.0, &grads, &negs, 0.0, &mut dq);
+                mat_mul_into(grads.view(), negs, false, dq.view_mut());
                 for (i, &gi) in g0.iter().enumerate() {
                     dq.row_mut(i).scaled_add(gi, &targets.row(i));
                 }
-                general_mat_mul(1.0, &grads.t(), &queries, 0.0, &mut d_negs);
+                mat_mul_into(grads.t(), queries, false, d_negs.view_mut());
             }
             Interaction::L2 => {
                 // s = −‖q − c‖, so g·∂s/∂q = −w (q − c) and g·∂s/∂c = w (q − c) with
@@ -380,11 +380,11 @@ impl Params<'_> {
                     let d = -s;
                     *w = if d > 0.0 { *w / d } else { 0.0 };
                 }
-                general_mat_mul(1.0, &grads, &negs, 1.0, &mut dq);
+                mat_mul_into(grads.view(), negs, true, dq.view_mut());
                 for (i, w) in grads.rows().into_iter().enumerate() {
                     dq.row_mut(i).scaled_add(-w.sum(), &queries.row(i));
                 }
-                general_mat_mul(1.0, &grads.t(), &queries, 0.0, &mut d_negs);
+                mat_mul_into(grads.t(), queries, false, d_negs.view_mut());
                 for (j, w) in grads.columns().into_iter().enumerate() {
                     d_negs.row_mut(j).scaled_add(-w.sum(), &negs.row(j));
                 }
