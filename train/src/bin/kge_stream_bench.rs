@@ -8,9 +8,10 @@
 //! cargo run --release -p ordo-train --bin kge_stream_bench -- [--dataset umls] [--epochs 10] [--reps 5]
 //! ```
 
-/// mimalloc instead of glibc's malloc: the KGE step allocates and frees its GEMM packing
-/// buffers on every call, now on two threads, and under glibc 8 % of an oac run's samples were
-/// page faults; on mimalloc the trainer's oac runs 1.08× faster (BENCHMARKS.md).
+/// mimalloc instead of glibc's malloc: `matrixmultiply` allocates and frees its GEMM packing
+/// buffers on every call (the KGE step's products until issue 34, the evaluation's still), and
+/// under glibc 8 % of an oac run's samples were page faults; on mimalloc the trainer's oac ran
+/// 1.08× faster (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
