@@ -398,8 +398,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         flop_per_side * iters as f64 / gemm_s(1) / 1e9,
         cores as f64 * flop_per_side * iters as f64 / gemm_s(cores) / 1e9,
     );
-    let gflops_ndarray =
-        flop_per_side * iters as f64 / on_threads(args.reps, &mut [()], &mut [()], ndarray_gemms) / 1e9;
+    let gflops_ndarray = flop_per_side * iters as f64
+        / on_threads(args.reps, &mut [()], &mut [()], ndarray_gemms)
+        / 1e9;
     let flop_per_pos = 2.0 * flop_per_side / c as f64;
     let (compute_one, compute_all) = (gflops * 1e9 / flop_per_pos, gflops_all * 1e9 / flop_per_pos);
     // On the host the step's GEMMs bound it too; on a GPU only the host's row traffic does.

@@ -107,7 +107,8 @@ mod tests {
 
     #[test]
     fn matches_ndarray_on_the_steps_shapes_strides_and_edge_sizes() {
-        for (m, k, n) in [(50, 100, 100), (50, 100, 101), (1, 1, 1), (3, 0, 4), (0, 5, 2), (17, 33, 9)]
+        for (m, k, n) in
+            [(50, 100, 100), (50, 100, 101), (1, 1, 1), (3, 0, 4), (0, 5, 2), (17, 33, 9)]
         {
             let (a, b) = (filled(m, k, 1), filled(k, n, 2));
             for accumulate in [false, true] {

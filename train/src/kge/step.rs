@@ -14,9 +14,9 @@
 //! keeps it).
 
 use super::batch::KgeBatch;
+use super::matmul::mat_mul_into;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
-use super::matmul::mat_mul_into;
 use ndarray::{ArrayView2, ArrayViewMut2};
 use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
