@@ -3,7 +3,7 @@
 //! ndarray's products run on `matrixmultiply`, whose widest kernel is AVX2 (8 lanes). The step
 //! multiplies small matrices (a chunk of 50 queries by 100 negatives by 100 floats, three times
 //! per side), and on a CPU with AVX-512 `gemm`'s 16-lane kernels do the same shapes in about
-//! 0.6× the time (BENCHMARKS.md, "KGE step: rows, layouts and the first run"). `gemm` picks its
+//! 0.6× the time (BENCHMARKS.md, "The step's products on AVX-512, and what item 1 could still buy"). `gemm` picks its
 //! kernel at run time from the CPU's instruction set, as `matrixmultiply` does: on one machine
 //! the same shapes always run the same kernel with the same blocking, so the same operands give
 //! the same bits; another instruction set may give other bits (the README says which recorded

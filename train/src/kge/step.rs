@@ -361,8 +361,8 @@ impl Params<'_> {
         };
         match inter {
             Interaction::Dot => {
-                // The same products `grads.dot(&negs)` and `grads.t().dot(&queries)` computed
-                // into fresh row-major matrices: same kernel, same bits.
+                // dQ = G·N, then the positives' terms; dN = Gᵀ·Q. Both products overwrite
+                // their outputs (no accumulate), which is why `dq` and `d_negs` are only shaped.
                 mat_mul_into(grads.view(), negs, false, dq.view_mut());
                 for (i, &gi) in g0.iter().enumerate() {
                     dq.row_mut(i).scaled_add(gi, &targets.row(i));
