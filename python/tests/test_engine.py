@@ -1,5 +1,7 @@
 """ordo's Python binding: equivalence, errors, signals and memory of the owned session."""
 
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -154,6 +156,34 @@ def test_a_million_tiny_batches_keep_the_session_flat():
         drained += len(s.finish().order)
     assert drained == 1_000_000
     assert np.all(table.numpy() == np.float32(1_000_000 // 1024 + 0.0) + (np.arange(1024) < 1_000_000 % 1024)[:, None])
+
+
+def test_reading_the_session_between_submits_never_deadlocks_the_step():
+    """The caller holds the interpreter lock while it reads `retained` and `drain_order`, and
+    the step needs that lock on the device thread: the session must never make one wait for
+    the other. In a fresh interpreter, so a deadlock fails the test (killed after two minutes)
+    instead of hanging the suite; the loop takes a few seconds."""
+    script = textwrap.dedent(
+        """
+        import ordo
+        table = ordo.Table(16, 1)
+
+        def step(batch_id, ids, rows, payload):
+            rows += 1.0
+
+        stamped = 0
+        with ordo.Engine(table, mode="oac").session(step) as s:
+            for i in range(50_000):
+                s.submit([i % 16])
+                s.retained
+                stamped += len(s.drain_order())
+            stamped += len(s.finish().order)
+        print(stamped, int(table.numpy().sum()))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["50000", "50000"], "every batch stamped and written once"
 
 
 def test_the_report_times_the_step_and_the_crossing_into_it():

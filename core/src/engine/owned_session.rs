@@ -6,6 +6,7 @@ use super::{
     Batch, Completion, DeviceQueue, Engine, EngineError, Model, RunReport, Session, Stamp,
     TrySubmitError, validate_batch,
 };
+use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -265,10 +266,24 @@ fn serve<M: Model, S: RowStorage + ?Sized>(
 }
 
 /// Move what the scoped session has stamped and written into the caller's outbox.
+///
+/// **The outbox lock is never held across device work.** Taking the completions and the
+/// stamps runs the device work that is ready, model steps included, so both are taken before
+/// the lock. A step may wait for a lock of its caller's (a binding's interpreter lock, which
+/// the caller holds while it reads the outbox with [`OwnedSession::retained`] or
+/// [`OwnedSession::drain_order`]); a step run under the outbox lock would wait for the caller
+/// while the caller waits for the outbox, forever.
 fn publish<M: Model, S: RowStorage + ?Sized>(s: &mut Session<'_, M, S>, shared: &Shared) {
     let done = s.completions();
+    if mutation::active(Mutant::OutboxHeldAcrossStep) {
+        let mut outbox = shared.outbox();
+        outbox.order.extend(s.drain_order());
+        outbox.completions.extend(done);
+        return;
+    }
+    let stamped: Vec<Stamp> = s.drain_order().collect();
     let mut outbox = shared.outbox();
-    outbox.order.extend(s.drain_order());
+    outbox.order.extend(stamped);
     outbox.completions.extend(done);
 }
 
