@@ -23,8 +23,8 @@ const BATCHES: u64 = 50_000;
 /// Wall time per pipeline shape, at most, so the test stays short on a loaded machine (where a
 /// caller that spins for the lock the step needs makes slow progress).
 const BUDGET: Duration = Duration::from_secs(2);
-/// A caller that submits nothing for this long is stuck: the same loop submits about 200 000
-/// batches a second on 2 cores.
+/// A caller that offers nothing for this long is stuck: the same loop offers over 100,000
+/// batches a second on an idle 2-core machine.
 const STALLED: Duration = Duration::from_secs(20);
 
 /// A binding's model: its step runs only while it holds the binding's global lock.
