@@ -50,6 +50,7 @@ pub mod results;
 pub mod score;
 pub mod start;
 pub mod step;
+pub mod step_threads;
 mod stepper;
 pub mod synth;
 pub mod train;

@@ -28,7 +28,7 @@ pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunR
     let mut table = cfg.init_store(d)?.snapshot();
     // On a GPU the replay steps on the calling thread without a device stage.
     let mut model = match cfg.device {
-        Device::Cpu => Stepper::new(Step::Cpu(cpu_model)),
+        Device::Cpu => Stepper::new(Step::Cpu(Box::new(cpu_model))),
         Device::Cuda => Stepper::cuda(&ordo_gpu::Gpu::open(0)?, &cpu_model)?,
     };
     let sampling = cfg.sampling(d);

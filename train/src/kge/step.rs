@@ -17,6 +17,7 @@ use super::batch::KgeBatch;
 use super::matmul::mat_mul_into;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
+use super::step_threads::{StepThreads, Threads};
 use ndarray::{ArrayView2, ArrayViewMut2};
 use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
@@ -122,6 +123,8 @@ pub struct KgeModel {
     /// pair being computed and of the pair being added beside it (boxed: four sets of 22
     /// buffers would make the model, moved by value, large).
     scratch: Box<[[StepScratch; 2]; 2]>,
+    /// Whether the next step runs on one thread or two, from what the steps so far measured.
+    threads: StepThreads,
 }
 
 impl KgeModel {
@@ -142,6 +145,7 @@ impl KgeModel {
             rel_touched: vec![false; rows],
             grad: Vec::new(),
             scratch: Box::default(),
+            threads: StepThreads::default(),
         }
     }
 
@@ -206,12 +210,18 @@ impl KgeModel {
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
     /// `grad` holds zeros in its first `rows × dim` floats or is shorter (then it is grown with
-    /// zeros): [`KgeModel::grad`]'s invariant, or a fresh `Vec`. Chunks are
-    /// computed two at a time on rayon's threads when it has more than one and a chunk is at
-    /// least [`PARALLEL_CHUNK_WORK`].
-    fn gradients(&mut self, b: &KgeBatch, rows: &BatchRows<'_>, grad: &mut Vec<f32>) -> f32 {
+    /// zeros): [`KgeModel::grad`]'s invariant, or a fresh `Vec`. With `two` threads, chunks are
+    /// computed two at a time on rayon's threads when a chunk is at least
+    /// [`PARALLEL_CHUNK_WORK`].
+    fn gradients(
+        &mut self,
+        b: &KgeBatch,
+        rows: &BatchRows<'_>,
+        grad: &mut Vec<f32>,
+        two: bool,
+    ) -> f32 {
         let work = b.chunk.max(1) * (b.negatives + 1) * self.cfg.dim;
-        let parallel = rayon::current_num_threads() > 1 && work >= PARALLEL_CHUNK_WORK;
+        let parallel = two && work >= PARALLEL_CHUNK_WORK;
         let mut sc = std::mem::take(&mut self.scratch);
         let loss = self.gradients_with(b, rows, grad, &mut sc, parallel);
         self.scratch = sc;
@@ -644,14 +654,22 @@ impl Model for KgeModel {
         self.cfg.row_width()
     }
 
+    /// Runs on one thread or two as [`StepThreads`] chooses (the same bits either way), and
+    /// times itself for that choice.
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
-        if rayon::current_num_threads() > 1 {
+        if rayon::current_num_threads() == 1 {
+            return self.step_on(b, rows, false);
+        }
+        let threads = self.threads.next();
+        let start = std::time::Instant::now();
+        let stepped = match threads {
             // On one of rayon's threads, so the step's joins hand work to the other without a
             // round trip through the pool's injector each.
-            rayon::scope(|_| self.step_on(b, rows))
-        } else {
-            self.step_on(b, rows)
-        }
+            Threads::Two => rayon::scope(|_| self.step_on(b, rows, true)),
+            Threads::One => self.step_on(b, rows, false),
+        };
+        self.threads.record(threads, start.elapsed(), b.pos.len());
+        stepped
     }
 
     fn dense(&self) -> Vec<f32> {
@@ -660,11 +678,17 @@ impl Model for KgeModel {
 }
 
 impl KgeModel {
-    /// [`Model::step`] on the calling thread.
-    fn step_on(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
+    /// [`Model::step`] from the calling thread: on it alone, or with a second of rayon's if
+    /// `two`.
+    fn step_on(
+        &mut self,
+        b: &KgeBatch,
+        rows: &mut BatchRows<'_>,
+        two: bool,
+    ) -> Result<(), NonFiniteLoss> {
         let dim = self.cfg.dim;
         let mut grad = std::mem::take(&mut self.grad);
-        let batch_loss = self.gradients(b, rows, &mut grad);
+        let batch_loss = self.gradients(b, rows, &mut grad, two);
         if !batch_loss.is_finite() {
             grad.fill(0.0);
             self.grad = grad;
@@ -674,15 +698,21 @@ impl KgeModel {
         // Each row's update reads only its own gradient and state: any split gives the same bits.
         // Each gradient row is zeroed once read (the invariant of `KgeModel::grad`).
         let width = rows.width();
-        rows.values_mut()
-            .par_chunks_mut(width)
-            .zip(grad.par_chunks_mut(dim))
-            .with_min_len(64)
-            .for_each(|(row, g)| {
-                let (w, state) = row.split_at_mut(dim);
-                opt.update(w, state, g, lr);
-                g.fill(0.0);
-            });
+        let update = |(row, g): (&mut [f32], &mut [f32])| {
+            let (w, state) = row.split_at_mut(dim);
+            opt.update(w, state, g, lr);
+            g.fill(0.0);
+        };
+        let (values, grads) = (rows.values_mut(), &mut grad[..]);
+        if two {
+            values
+                .par_chunks_mut(width)
+                .zip(grads.par_chunks_mut(dim))
+                .with_min_len(64)
+                .for_each(update);
+        } else {
+            values.chunks_mut(width).zip(grads.chunks_mut(dim)).for_each(update);
+        }
         self.grad = grad;
         self.loss_sum += batch_loss as f64;
         self.positives += b.pos.len() as u64;
@@ -734,6 +764,61 @@ mod tests {
             .flat_map(|&r| all[r as usize * w..(r as usize + 1) * w].to_vec())
             .collect();
         (model, batch, values)
+    }
+
+    /// Steps on one thread, on two, in any mix, or as [`StepThreads`] chooses give the same
+    /// bits (entity rows, relations, loss): what lets the choice be made from wall-clock times.
+    /// The batches are large enough that two threads do split chunks ([`PARALLEL_CHUNK_WORK`])
+    /// and the rows' update.
+    #[test]
+    fn steps_give_the_same_bits_on_one_thread_or_two_in_any_mix() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let cfg = StepConfig { dim: 104, reg: 0.01, ..StepConfig::default() };
+        let (w, entities) = (cfg.row_width(), 500u32);
+        let s = Sampling {
+            seed: 3,
+            batch_size: 200,
+            negatives: 63,
+            chunk: 10,
+            entities,
+            neg_sampling: Default::default(),
+        };
+        assert!(s.chunk * (s.negatives + 1) * cfg.dim >= PARALLEL_CHUNK_WORK);
+        let train: Vec<Triple> = (0..400)
+            .map(|i| Triple { h: i % entities, r: i % 3, t: (i * 7 + 1) % entities })
+            .collect();
+        let batches: Vec<_> = (0..2).flat_map(|e| s.epoch_batches(&train, e)).collect();
+        // `None`: the model's own choice through `Model::step`.
+        let run = |threads: &(dyn Fn(usize) -> Option<bool> + Sync)| {
+            let mut m = KgeModel::new(cfg, 3, 0.5, 9);
+            let mut table = init_entities(entities as usize, cfg.dim, w, (Init::Uniform, 0.5), 2);
+            let mut losses = Vec::new();
+            for (i, b) in batches.iter().enumerate() {
+                let mut values: Vec<f32> = b
+                    .rows
+                    .iter()
+                    .flat_map(|&r| table[r as usize * w..(r as usize + 1) * w].to_vec())
+                    .collect();
+                let mut rows = BatchRows::new(&b.rows, w, &mut values).unwrap();
+                pool.install(|| match threads(i) {
+                    Some(two) => m.step_on(&b.data, &mut rows, two),
+                    None => m.step(&b.data, &mut rows),
+                })
+                .unwrap();
+                for (k, &r) in b.rows.iter().enumerate() {
+                    table[r as usize * w..(r as usize + 1) * w]
+                        .copy_from_slice(&values[k * w..(k + 1) * w]);
+                }
+                losses.push(m.take_loss().to_bits());
+            }
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            (bits(&table), bits(m.relations()), losses)
+        };
+        let one = run(&|_| Some(false));
+        assert!(batches.len() >= 4 && batches[0].rows.len() > 128, "batches big enough to split");
+        assert_eq!(run(&|_| Some(true)), one, "two threads");
+        assert_eq!(run(&|i| Some(i % 3 == 1)), one, "a mix");
+        assert_eq!(run(&|_| None), one, "the model's own choice");
     }
 
     /// Chunks computed two at a time on rayon's threads give the bits of the sequential step:
@@ -789,11 +874,11 @@ mod tests {
                         if loss.mean_reduced() { 0.5 / b.data.pos.len() as f64 } else { 1.0 };
                     let lossf = |m: &mut KgeModel, v: &mut [f32]| {
                         let rows = BatchRows::new(&ids, 2 * dim, v).unwrap();
-                        m.gradients(&b.data, &rows, &mut Vec::new()) as f64 * scale
+                        m.gradients(&b.data, &rows, &mut Vec::new(), false) as f64 * scale
                     };
                     let mut grad = Vec::new();
                     let rows = BatchRows::new(&ids, 2 * dim, &mut values).unwrap();
-                    m.gradients(&b.data, &rows, &mut grad);
+                    m.gradients(&b.data, &rows, &mut grad, false);
                     let rel_grad = m.rel_grad.clone();
                     let eps = 1e-2f32;
                     for i in 0..ids.len() {
@@ -845,7 +930,7 @@ mod tests {
                 let (mut m, b, mut values) = setup_with(cfg, chunk);
                 let ids = b.rows.clone();
                 let rows = BatchRows::new(&ids, cfg.row_width(), &mut values).unwrap();
-                let got = m.gradients(&b.data, &rows, &mut Vec::new()) as f64;
+                let got = m.gradients(&b.data, &rows, &mut Vec::new(), false) as f64;
                 let entity = |l: u32| &rows.row(l as usize)[..cfg.dim];
                 let rdim = cfg.relation_dim();
                 let rel = |r: u32| &m.relations()[r as usize * rdim..(r as usize + 1) * rdim];

@@ -13,7 +13,7 @@ use std::cell::Cell;
 /// The step the engine runs: the CPU model, or the same step on a CUDA GPU.
 pub(super) enum Step {
     /// The host step.
-    Cpu(KgeModel),
+    Cpu(Box<KgeModel>),
     /// The same step on a CUDA GPU.
     Cuda(Box<CudaKgeModel>),
 }

@@ -91,7 +91,7 @@ pub fn train_resumable(
     let session = Session { d, cfg, mode, tune, stop: resumable.stop.as_deref() };
     match cfg.device {
         Device::Cpu => {
-            let mut model = Stepper::new(Step::Cpu(cpu_model));
+            let mut model = Stepper::new(Step::Cpu(Box::new(cpu_model)));
             let mut run = Epochs::new(d, cfg, checkpoints, resumed);
             session.epochs(&mut CpuDevice::new(), &mut model, &store, &mut run, observe)?;
             run.finish(mode, &model, store)
