@@ -818,6 +818,8 @@ mod tests {
         assert!(batches.len() >= 4 && batches[0].rows.len() > 128, "batches big enough to split");
         assert_eq!(run(&|_| Some(true)), one, "two threads");
         assert_eq!(run(&|i| Some(i % 3 == 1)), one, "a mix");
+        // Through `Model::step` (its scope and its timing); over these 4 batches, all within
+        // `COLD_STEPS`, the model's choice is two threads throughout.
         assert_eq!(run(&|_| None), one, "the model's own choice");
     }
 

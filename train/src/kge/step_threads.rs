@@ -3,10 +3,11 @@
 //! The step computes a batch's chunks a pair at a time, the second chunk of a pair on another
 //! rayon thread (`KgeModel::gradients_with`). On an idle machine that second thread is worth
 //! 1.1–1.2×; when every core is busy (one busy-loop process per core) it costs about as much,
-//! because its half of a pair waits for a core and the first thread waits for it at the join
-//! (BENCHMARKS.md, "The step's second thread under load"). Which one pays depends on the
-//! machine's load at the moment, which no setting chosen before the run can know, so
-//! [`StepThreads`] times both and runs the faster.
+//! mostly because each step on two threads is first handed to a rayon worker, which must wait
+//! for a core before it starts: 0.6–1.3 ms a step beside the hogs, 142 µs idle, while the
+//! joins themselves hardly wait (BENCHMARKS.md, "The step chooses its threads"). Which one
+//! pays depends on the machine's load at the moment, which no setting chosen before the run
+//! can know, so [`StepThreads`] times both and runs the faster.
 //!
 //! **The choice never changes a bit:** the step gives the same bits on one thread or two (the
 //! chunk adds run in chunk order either way, stated at `KgeModel::gradients_with`; each row's
@@ -20,11 +21,16 @@
 //! [`LONGEST_RUN`]) when the probe confirms the choice. The current choice is kept unless the
 //! other is cheaper by more than [`switch_margin`], so that noise does not flap it. On a
 //! machine whose load does not change, the slower choice runs `PROBE_STEPS` of every
-//! `LONGEST_RUN` steps once the runs have grown (after 16 + 3 probes + 16 + 64 + 256 steps),
-//! and every switch pays a few slow steps while the other thread wakes. Timing a step costs
-//! two clock reads (tens of nanoseconds) against a step of milliseconds.
+//! `LONGEST_RUN` steps once the runs have grown (after [`COLD_STEPS`], 3 probes and runs of 64
+//! and 256 steps), and every switch pays a few slow steps while the other thread wakes. Timing
+//! a step costs two clock reads (tens of nanoseconds) against a step of milliseconds.
 
 use std::time::Duration;
+
+/// Steps run on two threads before the first probe: the first steps of a run page in the
+/// step's buffers and fill the caches, whichever choice they run on, and were measured up to
+/// 10× the steady cost, which a probe must not see.
+pub const COLD_STEPS: u32 = 16;
 
 /// Steps each choice runs in one probe.
 pub const PROBE_STEPS: u32 = 8;
@@ -93,11 +99,6 @@ pub struct StepThreads {
     /// Whether the next probe runs the other choice first (flips after each probe).
     other_first: bool,
 }
-
-/// Steps run on two threads before the first probe: the first steps of a run page in the
-/// step's buffers and fill the caches, whichever choice they run on, and were measured up to
-/// 10× the steady cost, which a probe must not see.
-pub const COLD_STEPS: u32 = 16;
 
 impl Default for StepThreads {
     /// Starts with [`COLD_STEPS`] steps on two threads, then probes.
@@ -176,7 +177,7 @@ mod tests {
             let mut s = StepThreads::default();
             let chose = run(&mut s, 5000, |t, _| if t == faster { 10 } else { 12 });
             let slow = chose.iter().filter(|&&t| t != faster).count();
-            // Probes hold at most PROBE_STEPS slow steps each; runs double up to LONGEST_RUN.
+            // Probes hold at most PROBE_STEPS slow steps each; runs grow 4× up to LONGEST_RUN.
             assert!(slow <= 10 * PROBE_STEPS as usize, "{faster:?}: {slow} slow steps");
             assert!(slow >= PROBE_STEPS as usize, "{faster:?}: the other choice was never timed");
             assert_eq!(chose[4999], faster);
