@@ -585,7 +585,7 @@ struct SideGrads {
     d_negs: Mat,
 }
 
-/// Working memory of [`KgeModel::side`].
+/// Working memory of [`Params::side`].
 #[derive(Debug, Clone, Default)]
 struct SideScratch {
     neg_scores: Mat,
