@@ -9,6 +9,7 @@ pub mod memory;
 pub mod options;
 pub mod outdir;
 pub mod plot;
+pub mod pool;
 pub mod rng;
 pub mod sgd;
 pub mod staged;

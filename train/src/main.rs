@@ -15,10 +15,9 @@ fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    // rayon's threads (the step's chunks, the evaluation) named, so a profiler or `top -H`
-    // tells them from the engine's stages. Only fails if the pool already exists: then unnamed.
-    let _ =
-        rayon::ThreadPoolBuilder::new().thread_name(|i| format!("ordo-rayon-{i}")).build_global();
+    // The device stage runs on this thread: as the pool's thread 0, its steps split work with
+    // rayon's other thread without handing each step over (`ordo_train::pool`).
+    ordo_train::pool::init_global();
     let result = match cli.command {
         // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
         Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::cli::exit_code(&*e), e)),

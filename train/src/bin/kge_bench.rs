@@ -58,6 +58,8 @@ fn wordnet_dir(arg: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The step runs on this thread, as ordo-train's does (`ordo_train::pool`).
+    ordo_train::pool::init_global();
     let args = Args::parse();
     let small = TrainConfig {
         dim: 100,

@@ -256,6 +256,8 @@ impl Model for TimedStep {
 }
 
 fn main() -> std::process::ExitCode {
+    // The step runs on this thread, as ordo-train's does (`ordo_train::pool`).
+    ordo_train::pool::init_global();
     match run(Args::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -78,6 +78,8 @@ fn measure(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The step runs on this thread, as ordo-train's does (`ordo_train::pool`).
+    ordo_train::pool::init_global();
     let args = Args::parse();
     let d = Dataset::load(&args.dataset)?;
     let cfg = TrainConfig {

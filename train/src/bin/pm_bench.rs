@@ -81,6 +81,8 @@ fn row(label: &str, r: &PmRun, single: (f64, f64), adapm_bytes: Option<u64>) -> 
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // The step runs on this thread, as ordo-train's does (`ordo_train::pool`).
+    ordo_train::pool::init_global();
     let a = Args::parse();
     let d = Dataset::load(&a.dataset)?;
     let cfg = TrainConfig {

@@ -5,9 +5,12 @@
 //! 1.1–1.2×; when every core is busy (one busy-loop process per core) it costs about as much,
 //! mostly because each step on two threads is first handed to a rayon worker, which must wait
 //! for a core before it starts: 0.6–1.3 ms a step beside the hogs, 142 µs idle, while the
-//! joins themselves hardly wait (BENCHMARKS.md, "The step chooses its threads"). Which one
-//! pays depends on the machine's load at the moment, which no setting chosen before the run
-//! can know, so [`StepThreads`] times both and runs the faster.
+//! joins themselves hardly wait (BENCHMARKS.md, "The step chooses its threads"). The trainers'
+//! binaries now build rayon's pool around the thread that steps (`crate::pool`), which removes
+//! the hand-off; the second thread still competes for a core with the engine's reader and
+//! writer, and with whatever else the machine runs. Which one pays depends on the machine's
+//! load at the moment, which no setting chosen before the run can know, so [`StepThreads`]
+//! times both and runs the faster.
 //!
 //! **The choice never changes a bit:** the step gives the same bits on one thread or two (the
 //! chunk adds run in chunk order either way, stated at `KgeModel::gradients_with`; each row's
