@@ -527,8 +527,11 @@ impl Params<'_> {
 
 /// Multiply-adds of one side of one chunk's scores (`chunk × (negatives + 1) × dim`) from
 /// which chunks are computed two at a time: below it (e.g. one positive with 16 negatives) a
-/// chunk takes a few microseconds, about what handing it to another thread costs.
-const PARALLEL_CHUNK_WORK: usize = 1 << 16;
+/// chunk takes a few microseconds, about what offering it to another thread costs. With the
+/// step on the pool's own thread (`crate::pool`), `2¹⁴` (the main job's old setting, 16 × 65 ×
+/// 32 = 33,280) gave sync 1.13× the throughput of `2¹⁶` and `2¹²` 1.08× (BENCHMARKS.md,
+/// "The step on the pool's own thread").
+const PARALLEL_CHUNK_WORK: usize = 1 << 14;
 
 /// A row-major matrix buffer reused across chunks and batches: its storage only grows, so
 /// shaping it for a chunk allocates nothing once the largest chunk has been seen (the step's
