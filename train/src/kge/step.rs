@@ -529,7 +529,7 @@ impl Params<'_> {
 /// which chunks are computed two at a time: below it (e.g. one positive with 16 negatives) a
 /// chunk takes a few microseconds, about what offering it to another thread costs. With the
 /// step on the pool's own thread (`crate::pool`), `2¹⁴` (the main job's old setting, 16 × 65 ×
-/// 32 = 33,280) gave sync 1.13× the throughput of `2¹⁶` and `2¹²` 1.08× (BENCHMARKS.md,
+/// 32 = 33,280) gave sync 1.15× the throughput of `2¹⁶` and `2¹²` 1.09× (BENCHMARKS.md,
 /// "The step on the pool's own thread").
 const PARALLEL_CHUNK_WORK: usize = 1 << 14;
 
