@@ -21,7 +21,9 @@
 /// existed (it is then left as it is, and the step still runs correctly, with a hand-off
 /// each time it uses two threads).
 ///
-/// ```
+/// (A crate of its own, so that no other example has built the global pool first.)
+///
+/// ```standalone_crate
 /// assert!(ordo_train::pool::init_global());
 /// assert_eq!(rayon::current_thread_index(), Some(0), "this thread is the pool's first");
 /// assert!(!ordo_train::pool::init_global(), "built once");
