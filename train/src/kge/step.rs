@@ -667,7 +667,9 @@ impl Model for KgeModel {
         let start = std::time::Instant::now();
         let stepped = match threads {
             // On one of rayon's threads, so the step's joins hand work to the other without a
-            // round trip through the pool's injector each.
+            // round trip through the pool's injector each. From the pool's own thread (the
+            // binaries', `crate::pool`) the scope runs in place; from any other thread (the
+            // Python package's) it is one hand-off to a worker per step.
             Threads::Two => rayon::scope(|_| self.step_on(b, rows, true)),
             Threads::One => self.step_on(b, rows, false),
         };
