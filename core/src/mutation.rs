@@ -293,6 +293,11 @@ crate::mutation_catalog! {
     /// it saved: rows it never wrote get an earlier batch's floats, which breaks *after a failed
     /// write the store equals the replay of the prefix the error names*.
     RollBackUnsavedRows = "roll-back-unsaved-rows";
+    /// A failed writer that kept no copies of its rows (its storage promised writes that fail
+    /// only on bad arguments, then failed midway) rolls back nothing and leaves the store
+    /// untorn: its landed rows stay, yet the error names the prefix before it, which breaks
+    /// *after a failed write the store equals the replay of the prefix the error names*.
+    RollBackWithoutCopies = "roll-back-without-copies";
     /// `PartitionedStorage::evict` drops a changed partition without writing it back: the
     /// partition leaves the buffer before its last write-back, which breaks *a row's version and
     /// values leave the buffer and come back together* (its updates are lost).

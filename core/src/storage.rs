@@ -57,6 +57,20 @@ pub trait RowStorage: Send + Sync {
     /// ignored.
     fn prefetch(&self, _row: u64) {}
 
+    /// Whether [`write_if_newer`](RowStorage::write_if_newer) fails only on a bad argument (a
+    /// row out of range, a wrong width, a timestamp too large), never on the storage's state
+    /// (I/O, capacity, a peer). The default, `false`, is always safe.
+    ///
+    /// The engine checks every batch's rows and width before it runs, and writes all rows of a
+    /// batch at one timestamp, so for such a storage no write after a batch's first one can
+    /// fail: its writers then keep no copies of the rows they overwrite to roll a batch back
+    /// with (the engine's writer says when it still does). A storage that answers `true` and
+    /// fails midway all the same costs a stopped run its prefix claim (the error then names no
+    /// prefix), never a wrong one.
+    fn write_fails_only_on_bad_arguments(&self) -> bool {
+        false
+    }
+
     /// The whole table, row-major (a snapshot per row; for checks and checkpoints at rest).
     ///
     /// Required, like [`next_version`](RowStorage::next_version): each storage answers from
@@ -193,6 +207,12 @@ impl RowStorage for crate::store::RowStore {
 
     fn prefetch(&self, row: u64) {
         crate::store::RowStore::prefetch(self, row)
+    }
+
+    /// `true`: [`RowStore::write_if_newer`](crate::store::RowStore::write_if_newer) errs only
+    /// in its argument checks, before it touches the row.
+    fn write_fails_only_on_bad_arguments(&self) -> bool {
+        true
     }
 
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {

@@ -432,6 +432,10 @@ impl RowStore {
 
     /// Write `values` as version `ts` if the row holds an older version; otherwise leave the row
     /// alone. Returns whether the write landed. Takes the row lock only to write.
+    ///
+    /// Errs only on a bad argument (row, width, `ts`), before it touches the row: the promise
+    /// of [`RowStorage::write_fails_only_on_bad_arguments`](crate::storage::RowStorage::write_fails_only_on_bad_arguments)
+    /// for this store.
     pub fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
         let r = self.check(row, values.len())?;
         if ts >= LOCK - 1 {

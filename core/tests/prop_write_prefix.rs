@@ -72,13 +72,13 @@ fn after_a_failed_write_the_store_is_the_replay_of_the_named_prefix() {
     }
 }
 
-/// A [`RowStore`] whose write of one row fails once, on the thread it is armed for: the
-/// failing batch's writer then stops in the middle of its rows, with some landed and some not.
+/// A [`RowStore`] one of whose writes fails: the one `fails(row, ts)` picks (it sees each
+/// write once, in the order the writers call). `promise` is its answer to
+/// [`RowStorage::write_fails_only_on_bad_arguments`].
 struct FailsOneWrite {
     inner: RowStore,
-    row: u64,
-    /// The writer thread whose next write of `row` fails (`None`: not armed, or failed once).
-    armed: Mutex<Option<ThreadId>>,
+    fails: Box<dyn Fn(u64, u64) -> bool + Send + Sync>,
+    promise: bool,
 }
 
 impl RowStorage for FailsOneWrite {
@@ -95,12 +95,13 @@ impl RowStorage for FailsOneWrite {
         self.inner.version(row)
     }
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
-        let mut armed = self.armed.lock().unwrap();
-        if row == self.row && *armed == Some(thread::current().id()) {
-            *armed = None;
+        if (self.fails)(row, ts) {
             return Err(StoreError::RowOutOfRange { row, rows: 0 });
         }
         self.inner.write_if_newer(row, ts, values)
+    }
+    fn write_fails_only_on_bad_arguments(&self) -> bool {
+        self.promise
     }
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
         Ok(self.inner.snapshot())
@@ -110,27 +111,41 @@ impl RowStorage for FailsOneWrite {
     }
 }
 
+/// 40 batches of three rows, `[i % 5, 5 + i % 7, 12 + i % 3]`, over 15 rows of width 2.
+fn batches_of_three() -> Vec<Batch<f32>> {
+    (0..40u64)
+        .map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 7, 12 + i % 3], data: i as f32 / 16.0 })
+        .collect()
+}
+
 /// A batch whose write fails after its first row landed and before its last is written: the
 /// store is still the named prefix's replay (the landed row rolled back, the unwritten one left
 /// alone). Rows `[i % 5, 5 + i % 7, 12 + i % 3]`; the middle row's write fails.
 #[test]
 fn a_write_failing_midway_leaves_the_named_prefix() {
-    let batches: Vec<Batch<f32>> = (0..40u64)
-        .map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 7, 12 + i % 3], data: i as f32 / 16.0 })
-        .collect();
+    let batches = batches_of_three();
     for mode in [Mode::Oac, Mode::Bounded(1), Mode::Sync] {
         for bad in [0u64, 9, 23] {
             let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
             let start = inner.snapshot();
-            let store =
-                Arc::new(FailsOneWrite { inner, row: 5 + bad % 7, armed: Mutex::new(None) });
             // Armed for the thread that writes batch `bad` (a writer writes one batch to its
-            // end), so no other batch's write of that row fails, however the threads run. The
-            // delay lets the batches after it reach the other writers and be held back.
-            let armer = store.clone();
+            // end), so no other batch's write of that row fails, however the threads run; it
+            // fails once. The delay lets the batches after it reach the other writers and be
+            // held back.
+            let armed: Arc<Mutex<Option<ThreadId>>> = Arc::default();
+            let (armer, row) = (armed.clone(), 5 + bad % 7);
+            let fails = move |r, _| {
+                let mut armed = armed.lock().unwrap();
+                let here = r == row && *armed == Some(thread::current().id());
+                if here {
+                    *armed = None;
+                }
+                here
+            };
+            let store = FailsOneWrite { inner, fails: Box::new(fails), promise: false };
             let hook = StageHook::new(move |point, id| match point {
                 HookPoint::WriteStart if id == bad => {
-                    *armer.armed.lock().unwrap() = Some(thread::current().id());
+                    *armer.lock().unwrap() = Some(thread::current().id());
                     HookAction::Delay(Duration::from_millis(150))
                 }
                 _ => HookAction::Continue,
@@ -138,13 +153,50 @@ fn a_write_failing_midway_leaves_the_named_prefix() {
             let config = EngineConfig::new(mode).threads(2, 3).hook(hook);
             let err = Engine::new(config)
                 .unwrap()
-                .run(&mut MixModel::new(2), &*store, batches.clone())
+                .run(&mut MixModel::new(2), &store, batches.clone())
                 .unwrap_err();
             let EngineError::Stopped { order, prefix, .. } = err else { panic!("{mode:?}: {err}") };
             let ts = order.iter().position(|&id| id == bad).expect("stamped") as u64;
             assert_eq!(prefix, Some(ts), "{mode:?}: the prefix ends before the failed batch");
             let table = replay_of_prefix(&start, &batches, &order, ts);
             assert_eq!(store.inner.snapshot(), table, "{mode:?}, batch {bad}: not the prefix");
+        }
+    }
+}
+
+/// With no hook and a storage whose writes fail only on bad arguments, writers keep no copies
+/// to roll back with. If such a storage fails midway anyway, the batch's first row has landed
+/// and cannot be restored: the error must name no prefix rather than one the store does not
+/// hold. Mutant `roll-back-without-copies` names the prefix before the failed batch.
+#[test]
+fn a_write_failing_midway_without_copies_names_no_prefix() {
+    let batches = batches_of_three();
+    for mode in [Mode::Oac, Mode::Bounded(1), Mode::Sync] {
+        for bad_ts in [0u64, 9, 23] {
+            let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
+            let start = inner.snapshot();
+            // The second write at version `bad_ts`: the second row of the batch stamped so.
+            let seen = Mutex::new(0);
+            let fails = move |_, ts| {
+                let mut seen = seen.lock().unwrap();
+                *seen += u32::from(ts == bad_ts);
+                ts == bad_ts && *seen == 2
+            };
+            let store = FailsOneWrite { inner, fails: Box::new(fails), promise: true };
+            let config = EngineConfig::new(mode).threads(2, 3);
+            let err = Engine::new(config)
+                .unwrap()
+                .run(&mut MixModel::new(2), &store, batches.clone())
+                .unwrap_err();
+            let EngineError::Stopped { cause, order, prefix, .. } = err else {
+                panic!("{mode:?}: {err}")
+            };
+            assert!(matches!(cause, StopCause::StageFailed { .. }), "{mode:?}: {cause}");
+            assert_eq!(prefix, None, "{mode:?}, ts {bad_ts}: a landed row was not rolled back");
+            // The failed batch's first row did land: the store is not the replay of the
+            // batches before it, so naming that prefix would be wrong.
+            let before = replay_of_prefix(&start, &batches, &order, bad_ts);
+            assert_ne!(store.inner.snapshot(), before, "{mode:?}, ts {bad_ts}: nothing landed");
         }
     }
 }

@@ -23,7 +23,8 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     /// The smallest ts whose writes did not all land (`u64::MAX` while none); see
     /// [`WriteTask`](super::writer::WriteTask) for the hold-back it drives.
     unwritten_from: AtomicU64,
-    /// Whether a roll-back write failed, so the store holds no prefix of the order.
+    /// Whether a roll-back failed or had no copies to write, so the store holds no prefix of
+    /// the order.
     torn: AtomicBool,
 }
 
@@ -60,7 +61,8 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
         self.unwritten_from.load(Ordering::Acquire) < ts
     }
 
-    /// A roll-back write failed: the store holds no prefix of the order.
+    /// A roll-back write failed, or found landed rows it kept no copies of: the store holds
+    /// no prefix of the order.
     pub fn tear(&self) {
         // Release: read after the writers are joined (or finished), which orders it anyway.
         self.torn.store(true, Ordering::Release);

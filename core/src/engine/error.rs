@@ -177,8 +177,11 @@ pub enum EngineError<E = StepError> {
     /// and roll back the rows a failed batch wrote (the invariant on the engine's writer).
     /// Every batch of `unwritten` is at `ts ≥ prefix`, so [`applied`](EngineError::applied) is
     /// `order[..prefix]`. `prefix` is `None` in `Async` and `Bounded(k > 1)` (no order is
-    /// claimed), or if a roll-back write failed too (then a batch of `unwritten` may be partly
-    /// written; each row still holds one whole version). The model's dense parameters include
+    /// claimed), or if a roll-back write failed too, or a failed batch had landed rows it kept
+    /// no copies of (its storage promised writes that fail only on bad arguments, see
+    /// [`RowStorage::write_fails_only_on_bad_arguments`](crate::storage::RowStorage::write_fails_only_on_bad_arguments),
+    /// and failed anyway); then a batch of `unwritten` may be partly written, and each row still
+    /// holds one whole version. The model's dense parameters include
     /// every stamped batch.
     #[error("pipeline stopped after stamping {stamped} batches ({} not fully written)", unwritten.len())]
     Stopped {
