@@ -118,6 +118,11 @@ fn batches_of_three() -> Vec<Batch<f32>> {
         .collect()
 }
 
+/// The 15 rows of width 2 that [`batches_of_three`] reads and writes, as they start.
+fn rows_of_three_row_batches() -> RowStore {
+    RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0)
+}
+
 /// A batch whose write fails after its first row landed and before its last is written: the
 /// store is still the named prefix's replay (the landed row rolled back, the unwritten one left
 /// alone). Rows `[i % 5, 5 + i % 7, 12 + i % 3]`; the middle row's write fails.
@@ -126,7 +131,7 @@ fn a_write_failing_midway_leaves_the_named_prefix() {
     let batches = batches_of_three();
     for mode in [Mode::Oac, Mode::Bounded(1), Mode::Sync] {
         for bad in [0u64, 9, 23] {
-            let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
+            let inner = rows_of_three_row_batches();
             let start = inner.snapshot();
             // Armed for the thread that writes batch `bad` (a writer writes one batch to its
             // end), so no other batch's write of that row fails, however the threads run; it
@@ -173,7 +178,7 @@ fn a_write_failing_midway_without_copies_names_no_prefix() {
     let batches = batches_of_three();
     for mode in [Mode::Oac, Mode::Bounded(1), Mode::Sync] {
         for bad_ts in [0u64, 9, 23] {
-            let inner = RowStore::from_fn(15, 2, |r, c| (r * 2 + c) as f32 / 10.0);
+            let inner = rows_of_three_row_batches();
             let start = inner.snapshot();
             // The second write at version `bad_ts`: the second row of the batch stamped so.
             let seen = Mutex::new(0);
