@@ -1359,7 +1359,7 @@ mod tests {
     fn compare_without_a_dataset_runs_the_embedded_wordnet_profile() {
         let p = plan(&["compare"]).unwrap();
         assert_eq!((p.opts.dataset(), p.cfg.dim, p.cfg.epochs), ("wordnet30", 96, 10));
-        assert_eq!((p.cfg.batch_size, p.cfg.negatives, p.cfg.chunk), (512, 64, 16));
+        assert_eq!((p.cfg.batch_size, p.cfg.negatives, p.cfg.chunk), (256, 64, 16));
         let p = plan(&["compare", "--dim", "8"]).unwrap();
         assert_eq!((p.opts.dataset(), p.cfg.dim, p.cfg.epochs), ("wordnet30", 8, 10));
         let p = plan(&["--epochs", "3", "compare"]).unwrap();
