@@ -55,7 +55,11 @@ fn a_session_refuses_an_empty_batch_and_goes_on() {
             s.finish()
         })
         .unwrap();
-    assert_eq!(report.batch_ids(), vec![0, 2], "the empty batch was never stamped");
+    // Two readers (the default) may finish batch 2 before batch 0: the computation order is
+    // the engine's to choose and is reported, so only the set of stamped batches is fixed.
+    let mut stamped = report.batch_ids();
+    stamped.sort_unstable();
+    assert_eq!(stamped, vec![0, 2], "the empty batch was never stamped");
 }
 
 #[test]
