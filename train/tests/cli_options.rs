@@ -297,3 +297,43 @@ fn kge_synth_help_lists_only_the_options_synth_uses() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--dim: not an option of kge synth"), "{err}");
 }
+
+/// `kge compare --repeat N` is checked before any work: only with compare, 1..=1000, and above 1
+/// not with the options that write a run's results (each run would overwrite the last's).
+#[test]
+fn repeat_is_checked_before_any_work() {
+    let dir = temp("repeat");
+    let out = dir.join("out");
+    let o = out.to_str().unwrap();
+    refused(&["kge", "--dataset", "umls", "--repeat", "2"], "--repeat", &out);
+    refused(&["kge", "compare", "--dataset", "umls", "--repeat", "0"], "--repeat", &out);
+    refused(&["kge", "compare", "--dataset", "umls", "--repeat", "1001"], "--repeat", &out);
+    refused(
+        &["kge", "compare", "--dataset", "umls", "--repeat", "2", "--out", o],
+        "--repeat",
+        &out,
+    );
+    refused(
+        &["kge", "compare", "--dataset", "umls", "--repeat", "2", "--save", o],
+        "--repeat",
+        &out,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `kge compare --repeat 2` runs two comparisons and ends with each mode's median over them, and
+/// oac matching sync to the bit in both.
+#[test]
+fn repeat_ends_with_each_modes_median_and_bit_matches() {
+    let args = ["kge", "compare", "--dataset", "umls", "--epochs", "2", "--dim", "16", "--repeat"];
+    let (code, out, err) = run(&[&args[..], &["2", "--quiet"]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.matches("== comparison (target").count(), 2, "{out}");
+    let summary = out.split("== over 2 comparisons").nth(1).expect("a summary");
+    let row = |mode: &str| {
+        summary.lines().find(|l| l.split_whitespace().next() == Some(mode)).unwrap_or_default()
+    };
+    assert!(row("oac").trim_end().ends_with("2/2"), "oac equals sync in both: {summary}");
+    assert!(row("sync").trim_end().ends_with("2/2"), "{summary}");
+    assert!(!row("async").is_empty() && !row("bounded").is_empty(), "{summary}");
+}

@@ -69,6 +69,9 @@ enum KgeCommand {
     Synth(SynthArgs),
 }
 
+/// The most comparisons one `kge compare --repeat` runs (a day of the main job).
+const MAX_REPEAT: usize = 1000;
+
 /// The most triples `kge synth` writes: about 200 GB of text, beyond any disk it is run on.
 const MAX_SYNTH_TRIPLES: u64 = 10_000_000_000;
 
@@ -245,6 +248,11 @@ struct KgeOpts {
     /// Partitions held in memory with --storage (at least 2, at most --partitions) [default: 4].
     #[arg(long)]
     buffer: Option<usize>,
+    /// With compare: run the whole comparison this many times, then print each mode's median
+    /// and range over the runs and how many runs matched sync to the bit (one run's lead
+    /// scatters by about 10%) [default: 1].
+    #[arg(long)]
+    repeat: Option<usize>,
     /// Read options from this TOML (or `.json`) file; flags given here override it.
     #[arg(long)]
     #[serde(skip)]
@@ -359,7 +367,8 @@ macro_rules! option_fields {
             storage,
             storage_dir,
             partitions,
-            buffer
+            buffer,
+            repeat
         )
     };
 }
@@ -406,6 +415,33 @@ impl KgeOpts {
 
     fn dataset(&self) -> &str {
         self.dataset.as_deref().unwrap_or("umls")
+    }
+
+    /// How many times `kge compare` runs its comparison ([`check_repeat`](Self::check_repeat)).
+    fn repeats(&self) -> usize {
+        self.repeat.unwrap_or(1)
+    }
+
+    /// `--repeat`: only with `compare` (`compare` says whether this is it), at least 1, and
+    /// above 1 without the options that write a run's results, which each run would overwrite.
+    fn check_repeat(&self, compare: bool) -> Result<(), BoxError> {
+        let Some(n) = self.repeat else { return Ok(()) };
+        if !compare {
+            return Err(ConfigError::Unsupported("--repeat needs `kge compare`").into());
+        }
+        count("--repeat", n, MAX_REPEAT)?;
+        let writes = self.save.is_some()
+            || self.checkpoint.is_some()
+            || self.resume.is_some()
+            || self.out.is_some();
+        if n > 1 && writes {
+            return Err(ConfigError::Unsupported(
+                "--repeat above 1 does not go with --save, --checkpoint, --resume or --out (each \
+                 run would overwrite the last one's; run once to write them)",
+            )
+            .into());
+        }
+        Ok(())
     }
 
     /// The `--pm` run these options ask for, if any; `Unsupported` for flags that do not go with
@@ -783,6 +819,7 @@ impl Plan {
             )
             .into());
         }
+        opts.check_repeat(matches!(command, Some(Command::Compare)))?;
         // Bad flag combinations fail before the dataset is read.
         let pm = opts.pm_config(command.is_some(), launch)?;
         opts.partition_opts(command.is_some())?;
@@ -1017,8 +1054,54 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         cfg.seed,
         cfg.device
     );
+    let repeats = o.repeats();
+    // With --repeat (checked: nothing is written then), each comparison's rows and which modes
+    // matched sync to the bit; the parameters themselves are dropped after each comparison.
+    let mut runs = Vec::new();
+    for rep in 1..=repeats {
+        if repeats > 1 {
+            println!("\n=== comparison {rep} of {repeats} ===");
+        }
+        let results = train_modes(o, &d, &cfg, &modes, &per_mode)?;
+        if results.len() > 1 && d.valid.is_empty() {
+            println!("\nno validation split: no time-to-accuracy comparison");
+        } else if results.len() > 1 {
+            print_comparison(&results, d.train.len());
+        }
+        if let Some(lock) = &out_lock {
+            let out = lock.dir();
+            write_out(lock, &d, &cfg, &results)?;
+            println!(
+                "wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png, COMPLETE}}",
+                out.display()
+            );
+        }
+        if repeats > 1
+            && let Some(sync) = results.iter().find(|r| r.mode == Mode::Sync)
+            && let Some((_, rows)) = compare::compare(&results, d.train.len())
+        {
+            let same = results.iter().map(|r| compare::same_bits(r, sync)).collect();
+            runs.push((rows, same));
+        }
+    }
+    if repeats > 1 {
+        print!("\n{}", compare::repeated_text(&compare::repeated(&runs)));
+    }
+    drop(held);
+    Ok(())
+}
+
+/// Train each of `modes` in turn on `d` (one comparison, or the single run of `kge`), printing
+/// each mode's epochs and test metrics, and saving its embeddings under --save.
+fn train_modes(
+    o: &KgeOpts,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    modes: &[Mode],
+    per_mode: &DirOf<'_>,
+) -> Result<Vec<RunResult>, BoxError> {
     let mut results = Vec::new();
-    for mode in modes {
+    for &mode in modes {
         println!("\n== mode {} ==", mode.name());
         if cfg.eval_sample > 0 {
             println!("(valid and test MRR: sampled ranking against {} entities)", cfg.eval_sample);
@@ -1027,9 +1110,9 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             println!("no validation split (valid.txt has no triple): valid MRR is not computed");
         }
         println!("{:>5} {:>8} {:>9} {:>10}", "epoch", "wall s", "loss", "valid MRR");
-        let resumable = resumable(o, &d, &cfg, mode, &per_mode)?;
+        let resumable = resumable(o, d, cfg, mode, per_mode)?;
         let has_valid = !d.valid.is_empty();
-        let r = train_with_progress(&d, &cfg, mode, resumable, o.quiet, has_valid)?;
+        let r = train_with_progress(d, cfg, mode, resumable, o.quiet, has_valid)?;
         println!(
             "test ({}{}): {}  ({:.0} triples/s)",
             mode.name(),
@@ -1038,7 +1121,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             } else {
                 String::new()
             },
-            test_metrics(&d, &r.test),
+            test_metrics(d, &r.test),
             r.triples_per_s(d.train.len())
         );
         if mode == Mode::Oac {
@@ -1049,26 +1132,12 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
         }
         if let Some(dir) = &o.save {
             let dir = per_mode(dir, mode);
-            npy::save(&dir, &d, &cfg, &r)?;
+            npy::save(&dir, d, cfg, &r)?;
             println!("saved embeddings to {}", dir.display());
         }
         results.push(r);
     }
-    if results.len() > 1 && d.valid.is_empty() {
-        println!("\nno validation split: no time-to-accuracy comparison");
-    } else if results.len() > 1 {
-        print_comparison(&results, d.train.len());
-    }
-    if let Some(lock) = &out_lock {
-        let out = lock.dir();
-        write_out(lock, &d, &cfg, &results)?;
-        println!(
-            "wrote {}/{{metrics.csv, mrr_vs_time.png, mrr_vs_epoch.png, COMPLETE}}",
-            out.display()
-        );
-    }
-    drop(held);
-    Ok(())
+    Ok(results)
 }
 
 /// Where each mode of a run writes under an output directory the options name: the directory

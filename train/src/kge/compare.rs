@@ -59,6 +59,118 @@ pub fn compare(results: &[RunResult], n_train: usize) -> Option<(f64, Vec<ModeRo
     Some((target, rows))
 }
 
+/// Whether `a` and `b` ended with the same parameters, bit for bit: every entity row (values
+/// and optimizer state), relation and dense float. (`oac` must match `sync` so.)
+pub fn same_bits(a: &RunResult, b: &RunResult) -> bool {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    a.row_width == b.row_width
+        && bits(&a.relations) == bits(&b.relations)
+        && bits(&a.dense) == bits(&b.dense)
+        && bits(&a.entities.snapshot()) == bits(&b.entities.snapshot())
+}
+
+/// The median, smallest and largest of some runs' values.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The median (the mean of the middle two for an even count).
+    pub median: f64,
+    /// The smallest.
+    pub min: f64,
+    /// The largest.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` if there are none.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().collect();
+        v.sort_by(f64::total_cmp);
+        let (&min, &max) = (v.first()?, v.last()?);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Spread { median, min, max })
+    }
+}
+
+/// One mode over repeated comparisons (`kge compare --repeat N`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepeatedRow {
+    /// The mode.
+    pub mode: Mode,
+    /// Runs of this mode.
+    pub runs: usize,
+    /// Training triples per second.
+    pub triples_per_s: Spread,
+    /// Triples per second over sync's in the same comparison.
+    pub speed_vs_sync: Spread,
+    /// Sync's seconds-to-target over this mode's, over the runs that reached the target.
+    pub sooner_than_sync: Option<Spread>,
+    /// Runs that reached 95% of their comparison's sync's best valid MRR.
+    pub reached: usize,
+    /// Runs whose final parameters equal their comparison's sync's bit for bit.
+    pub same_bits_as_sync: usize,
+}
+
+/// Each mode's spread over `runs`, one per comparison: its rows ([`compare`]) and, per row,
+/// whether that mode's parameters equalled sync's ([`same_bits`]). Modes in the order of the
+/// first comparison.
+pub fn repeated(runs: &[(Vec<ModeRow>, Vec<bool>)]) -> Vec<RepeatedRow> {
+    let modes: Vec<Mode> =
+        runs.first().map(|(rows, _)| rows.iter().map(|r| r.mode).collect()).unwrap_or_default();
+    modes
+        .into_iter()
+        .filter_map(|mode| {
+            let of_mode: Vec<(&ModeRow, bool)> = runs
+                .iter()
+                .flat_map(|(rows, same)| rows.iter().zip(same.iter().copied()))
+                .filter(|(r, _)| r.mode == mode)
+                .collect();
+            let reached: Vec<f64> =
+                of_mode.iter().filter_map(|(r, _)| r.sooner_than_sync).collect();
+            Some(RepeatedRow {
+                mode,
+                runs: of_mode.len(),
+                triples_per_s: Spread::of(of_mode.iter().map(|(r, _)| r.triples_per_s))?,
+                speed_vs_sync: Spread::of(of_mode.iter().map(|(r, _)| r.speed_vs_sync))?,
+                reached: reached.len(),
+                sooner_than_sync: Spread::of(reached),
+                same_bits_as_sync: of_mode.iter().filter(|(_, same)| *same).count(),
+            })
+        })
+        .collect()
+}
+
+/// [`repeated`]'s rows as a plain-text table for the terminal.
+pub fn repeated_text(rows: &[RepeatedRow]) -> String {
+    let runs = rows.first().map_or(0, |r| r.runs);
+    let spread = |s: &Spread, digits: usize, unit: &str| {
+        format!("{:.d$}{unit} ({:.d$}–{:.d$})", s.median, s.min, s.max, d = digits)
+    };
+    let mut s = format!(
+        "== over {runs} comparisons: median (range) ==\n{:>8} {:>30} {:>22} {:>34} {:>18}\n",
+        "mode", "triples/s", "× sync", "sooner than sync", "same bits as sync"
+    );
+    for r in rows {
+        let sooner = r.sooner_than_sync.as_ref().map_or("never".into(), |x| {
+            let reached = if r.reached < r.runs {
+                format!(" [{}/{} reached]", r.reached, r.runs)
+            } else {
+                String::new()
+            };
+            format!("{}{reached}", spread(x, 2, "×"))
+        });
+        s += &format!(
+            "{:>8} {:>30} {:>22} {:>34} {:>18}\n",
+            r.mode.name(),
+            spread(&r.triples_per_s, 0, ""),
+            spread(&r.speed_vs_sync, 2, ""),
+            sooner,
+            format!("{}/{}", r.same_bits_as_sync, r.runs)
+        );
+    }
+    s
+}
+
 /// Column headers of both tables.
 const HEADERS: [&str; 10] = [
     "mode",
@@ -165,5 +277,59 @@ mod tests {
         assert!(md.contains("| oac | 60 | 2.00 | 0.500 | 3 | 1.50 | 2.00× |"), "{md}");
         assert!(text(target, &rows).contains("never"));
         assert!(compare(&[run(Mode::Oac, &[])], 1).is_none());
+    }
+
+    #[test]
+    fn repeated_comparisons_give_each_modes_median_range_and_bit_matches() {
+        assert_eq!(Spread::of([3.0, 1.0, 2.0]), Some(Spread { median: 2.0, min: 1.0, max: 3.0 }));
+        assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]).map(|s| s.median), Some(2.5));
+        assert_eq!(Spread::of([]), None);
+        // Two comparisons: oac twice as fast, then 1.5x; async reaches the target only once.
+        let first = [
+            run(Mode::Sync, &[(1.0, 0.5), (2.0, 1.0)]),
+            run(Mode::Oac, &[(0.5, 0.5), (1.0, 1.0)]),
+            run(Mode::Async, &[(0.5, 0.5), (1.0, 0.9)]),
+        ];
+        let second = [
+            run(Mode::Sync, &[(1.5, 0.5), (3.0, 1.0)]),
+            run(Mode::Oac, &[(1.0, 0.5), (2.0, 1.0)]),
+            run(Mode::Async, &[(1.0, 0.5), (2.0, 0.96)]),
+        ];
+        let runs = vec![
+            (compare(&first, 30).unwrap().1, vec![true, true, false]),
+            (compare(&second, 30).unwrap().1, vec![true, false, false]),
+        ];
+        let rows = repeated(&runs);
+        assert_eq!(
+            rows.iter().map(|r| r.mode).collect::<Vec<_>>(),
+            [Mode::Sync, Mode::Oac, Mode::Async]
+        );
+        let oac = &rows[1];
+        assert_eq!((oac.runs, oac.reached, oac.same_bits_as_sync), (2, 2, 1));
+        assert_eq!(oac.speed_vs_sync, Spread { median: 1.75, min: 1.5, max: 2.0 });
+        assert_eq!(oac.sooner_than_sync.map(|s| (s.min, s.max)), Some((1.5, 2.0)));
+        let hog = &rows[2];
+        assert_eq!((hog.reached, hog.same_bits_as_sync), (1, 0));
+        assert_eq!(hog.sooner_than_sync.map(|s| s.median), Some(1.5));
+        let text = repeated_text(&rows);
+        assert!(text.contains("over 2 comparisons"), "{text}");
+        assert!(
+            text.contains("[1/2 reached]") && text.contains("1/2") && text.contains("2/2"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn same_bits_compares_every_parameter_bit_for_bit() {
+        let a = run(Mode::Sync, &[]);
+        let mut b = run(Mode::Oac, &[]);
+        assert!(same_bits(&a, &b));
+        b.dense = vec![-0.0];
+        let mut a2 = run(Mode::Sync, &[]);
+        a2.dense = vec![0.0];
+        assert!(!same_bits(&a2, &b), "0.0 and -0.0 compare equal as floats, not as bits");
+        let mut c = run(Mode::Oac, &[]);
+        c.entities = ordo::store::RowStore::zeros(1, 1);
+        assert!(!same_bits(&a, &c));
     }
 }
