@@ -1080,8 +1080,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
             && let Some(sync) = results.iter().find(|r| r.mode == Mode::Sync)
             && let Some((_, rows)) = compare::compare(&results, d.train.len())
         {
-            let same = results.iter().map(|r| compare::same_bits(r, sync)).collect();
-            runs.push((rows, same));
+            runs.push((rows, compare::same_bits_as(sync, &results)));
         }
     }
     if repeats > 1 {
