@@ -153,20 +153,14 @@ impl Sampling {
     ) -> Batch<KgeBatch> {
         let chunk = self.chunk.max(1);
         let n = self.negatives;
-        // Every entity reference with its place (heads and tails interleaved, then the
-        // negatives), sorted by entity: one pass then numbers the distinct entities (the local
-        // ids, in sorted order) and writes each place's local id, with no search per reference.
-        let refs = positives.iter().flat_map(|t| [t.h, t.t]).chain(neg_t.iter().copied());
-        let mut by_entity: Vec<(u32, u32)> =
-            refs.chain(neg_h.iter().copied()).enumerate().map(|(p, e)| (e, p as u32)).collect();
-        by_entity.sort_unstable();
-        let (mut rows, mut local) = (Vec::new(), vec![0u32; by_entity.len()]);
-        for &(e, place) in &by_entity {
-            if rows.last() != Some(&u64::from(e)) {
-                rows.push(u64::from(e));
-            }
-            local[place as usize] = (rows.len() - 1) as u32;
-        }
+        // Every entity reference in its place: heads and tails interleaved, then the negatives.
+        let refs: Vec<u32> = positives
+            .iter()
+            .flat_map(|t| [t.h, t.t])
+            .chain(neg_t.iter().copied())
+            .chain(neg_h.iter().copied())
+            .collect();
+        let (rows, local) = number_entities(&refs);
         let (pos_local, negs) = local.split_at(2 * positives.len());
         let (nt_local, nh_local) = negs.split_at(neg_t.len());
         let data = KgeBatch {
@@ -189,6 +183,60 @@ impl Sampling {
     pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<KgeBatch>> {
         self.epoch(train, epoch).collect()
     }
+}
+
+/// The distinct entities of `refs` in increasing order (a batch's rows), and each reference's
+/// local id: its entity's position among them.
+///
+/// Where the entities span at most 64 per reference (every batch of a graph of up to a few
+/// hundred thousand entities), it marks them in a bitmap and counts bits, in time linear in
+/// the references; their sort was about 3 % of an oac run's device thread on the main job's
+/// batches (BENCHMARKS.md, issue 34, seventh pass). Wider spans sort the references. Both give the same
+/// rows and ids (`tests::both_numberings_agree`).
+fn number_entities(refs: &[u32]) -> (Vec<u64>, Vec<u32>) {
+    let words = refs.iter().max().map_or(0, |&m| m as usize / 64 + 1);
+    if words <= refs.len() { number_by_bitmap(refs, words) } else { number_by_sort(refs) }
+}
+
+/// [`number_entities`] by a sort of `(entity, place)`: one pass over the sorted references
+/// numbers the distinct entities and writes each place's id, with no search per reference.
+fn number_by_sort(refs: &[u32]) -> (Vec<u64>, Vec<u32>) {
+    let mut by_entity: Vec<(u32, u32)> =
+        refs.iter().enumerate().map(|(p, &e)| (e, p as u32)).collect();
+    by_entity.sort_unstable();
+    let (mut rows, mut local) = (Vec::new(), vec![0u32; refs.len()]);
+    for &(e, place) in &by_entity {
+        if rows.last() != Some(&u64::from(e)) {
+            rows.push(u64::from(e));
+        }
+        local[place as usize] = (rows.len() - 1) as u32;
+    }
+    (rows, local)
+}
+
+/// [`number_entities`] by a bitmap of `words` 64-bit words (covering every reference): an
+/// entity's id is the number of marked entities below it, the marked bits of the words before
+/// its own (a running count per word) plus those below it in its word.
+fn number_by_bitmap(refs: &[u32], words: usize) -> (Vec<u64>, Vec<u32>) {
+    let mut bits = vec![0u64; words];
+    refs.iter().for_each(|&e| bits[e as usize / 64] |= 1 << (e % 64));
+    let (mut below, mut rows) = (Vec::with_capacity(words), Vec::new());
+    for (w, &word) in bits.iter().enumerate() {
+        below.push(rows.len() as u32);
+        let mut rest = word;
+        while rest != 0 {
+            rows.push((w * 64) as u64 + u64::from(rest.trailing_zeros()));
+            rest &= rest - 1;
+        }
+    }
+    let local = refs
+        .iter()
+        .map(|&e| {
+            let (w, bit) = (e as usize / 64, e % 64);
+            below[w] + (bits[w] & ((1u64 << bit) - 1)).count_ones()
+        })
+        .collect();
+    (rows, local)
 }
 
 /// One epoch's batches as a data loader: each batch is built when it is taken, so an epoch
@@ -255,6 +303,44 @@ impl ExactSizeIterator for EpochBatches<'_> {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The bitmap and the sort number a batch's entities alike, and as defined: the rows are
+        /// the distinct references in increasing order, and each reference's id points at its
+        /// own entity. Spans from a few entities (many repeats) to ids past any bitmap's reach.
+        #[test]
+        fn both_numberings_agree(
+            span in prop_oneof![Just(8u32), Just(5_000), Just(u32::MAX)],
+            picks in prop::collection::vec(any::<u32>(), 0..400),
+        ) {
+            let refs: Vec<u32> = picks.iter().map(|&p| p % span).collect();
+            let (rows, local) = number_by_sort(&refs);
+            let mut want: Vec<u64> = refs.iter().map(|&e| u64::from(e)).collect();
+            want.sort_unstable();
+            want.dedup();
+            prop_assert_eq!(&rows, &want);
+            for (&e, &l) in refs.iter().zip(&local) {
+                prop_assert_eq!(rows[l as usize], u64::from(e));
+            }
+            let words = refs.iter().max().map_or(0, |&m| m as usize / 64 + 1);
+            if words <= 1 << 20 {
+                prop_assert_eq!(number_by_bitmap(&refs, words), (rows, local));
+            }
+        }
+    }
+
+    /// Batches like the main job's (40,943 entities: the bitmap) and like a wide table's (the
+    /// sort) are numbered as the sort numbers them.
+    #[test]
+    fn number_entities_is_the_sorted_numbering_on_narrow_and_wide_spans() {
+        let narrow: Vec<u32> = (0..2_560).map(|i| (i * 16) % 40_943).collect();
+        let wide: Vec<u32> = (0..2_560).map(|i| i * 1_500).collect();
+        for refs in [narrow, wide] {
+            assert_eq!(number_entities(&refs), number_by_sort(&refs));
+        }
+        assert!(40_943 / 64 < 2_560 && (2_559 * 1_500) / 64 > 2_560);
+    }
 
     fn sampling() -> Sampling {
         Sampling {
