@@ -4,6 +4,7 @@
 
 pub mod amp;
 pub mod cli;
+pub mod cpu_clock;
 pub mod kge;
 pub mod memory;
 pub mod options;

@@ -65,6 +65,7 @@ use ndarray::Array2;
 use ordo::engine::{BatchRows, Model};
 use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
+use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
 use ordo_train::kge::batch::{KgeBatch, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
@@ -208,26 +209,6 @@ fn read_ahead_of_writes<B>(
     for j in n.saturating_sub(lag)..n {
         write(j, &bufs[j % ring]);
     }
-}
-
-/// Seconds of CPU time this process has used, on all its threads (exited ones included);
-/// `None` where there is no process CPU clock.
-fn process_cpu_s() -> Option<f64> {
-    #[cfg(unix)]
-    {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-        Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
-}
-
-/// `total` plus the process CPU time since `start` (a [`process_cpu_s`] reading); `None` if
-/// either is unknown.
-fn add_cpu_since(total: Option<f64>, start: Option<f64>) -> Option<f64> {
-    total.zip(start.zip(process_cpu_s())).map(|(sum, (a, b))| sum + b - a)
 }
 
 /// The KGE model with the wall time and the process CPU time of its steps summed: what the
