@@ -3,6 +3,11 @@
 //! not above the card's rated figure when the driver reports one (a byte count off by a factor
 //! of two would put it there). Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU
 //! machine, where it fails without a device.
+//!
+//! Under compute-sanitizer (`ORDO_UNDER_SANITIZER=1`, set by `run-gpu-checks.sh`'s `sanitize`
+//! step) the lower bound is not checked: the sanitizer instruments every access of the copy
+//! kernel (on an H100 it ran at 187 GB/s under memcheck against 2805 GB/s without), so only the
+//! upper bound, a byte count off by two, still means anything there.
 #![cfg(not(ordo_loom))]
 
 #[path = "support/require_gpu.rs"]
@@ -17,6 +22,7 @@ fn cuda_d2d_copy_is_a_plausible_fraction_of_the_rated_bandwidth() {
     // 512 MiB a buffer: far larger than any L2 cache, so the copy goes to memory.
     let d2d = measure_d2d_copy(&gpu, 512, 5).unwrap();
     let rated = device_rated_gbps(&gpu);
+    let instrumented = std::env::var("ORDO_UNDER_SANITIZER").is_ok_and(|v| v == "1");
     eprintln!("{}: {d2d:?}, rated {rated:?} GB/s", gpu.name());
     assert_eq!(d2d.bytes, 512 << 20);
     for gbps in [d2d.memcpy_gbps, d2d.kernel_gbps] {
@@ -24,7 +30,10 @@ fn cuda_d2d_copy_is_a_plausible_fraction_of_the_rated_bandwidth() {
         if let Some(rated) = rated {
             // Event timing and clocks allow a little over; twice the bytes would be ~2×.
             assert!(gbps <= 1.1 * rated, "copy {gbps:.1} GB/s above rated {rated:.1} GB/s");
-            assert!(gbps >= 0.2 * rated, "copy {gbps:.1} GB/s under a fifth of rated {rated:.1}");
+            assert!(
+                instrumented || gbps >= 0.2 * rated,
+                "copy {gbps:.1} GB/s under a fifth of rated {rated:.1}"
+            );
         }
     }
 }
