@@ -28,6 +28,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
+use ordo_train::kge::compare::Spread;
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
 use std::process::{Child, Command, ExitCode};
@@ -147,16 +148,9 @@ fn measure(
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The median of `v` (`Spread`'s, the one `kge compare --repeat` reports); NaN when empty.
+fn median(v: Vec<f64>) -> f64 {
+    Spread::of(v).map_or(f64::NAN, |s| s.median)
 }
 
 fn opt(x: Option<f64>, digits: usize) -> String {
