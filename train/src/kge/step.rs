@@ -658,13 +658,13 @@ impl Model for KgeModel {
     }
 
     /// Runs on one thread or two as [`StepThreads`] chooses (the same bits either way), and
-    /// times itself for that choice.
+    /// times itself for that choice (its cycle is known when the next step starts).
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         if rayon::current_num_threads() == 1 {
             return self.step_on(b, rows, false);
         }
-        let threads = self.threads.next();
         let start = std::time::Instant::now();
+        let threads = self.threads.start(start);
         let stepped = match threads {
             // On one of rayon's threads, so the step's joins hand work to the other without a
             // round trip through the pool's injector each. From the pool's own thread (the
@@ -673,7 +673,7 @@ impl Model for KgeModel {
             Threads::Two => rayon::scope(|_| self.step_on(b, rows, true)),
             Threads::One => self.step_on(b, rows, false),
         };
-        self.threads.record(threads, start.elapsed(), b.pos.len());
+        self.threads.stepped(threads, start, start.elapsed(), b.pos.len());
         stepped
     }
 
