@@ -673,7 +673,7 @@ impl Model for KgeModel {
             Threads::Two => rayon::scope(|_| self.step_on(b, rows, true)),
             Threads::One => self.step_on(b, rows, false),
         };
-        self.threads.stepped(threads, start, start.elapsed(), b.pos.len());
+        self.threads.stepped(start.elapsed(), b.pos.len());
         stepped
     }
 

@@ -35,7 +35,7 @@
 //! to probe), and compares their cycle time per positive. The faster then runs alone for
 //! a *run* of steps: [`FIRST_RUN`] after a change, four times the previous run (at most
 //! [`LONGEST_RUN`]) when the probe confirms the choice. The current choice is kept unless the
-//! other is cheaper by more than [`switch_margin`], so that noise does not flap it. On a
+//! other is cheaper by more than [`SWITCH_MARGIN`], so that noise does not flap it. On a
 //! machine whose load does not change, the slower choice runs `PROBE_STEPS` of every
 //! `LONGEST_RUN` steps once the runs have grown (after [`COLD_STEPS`], 3 probes and runs of 64
 //! and 256 steps), and every switch pays a few slow steps while the other thread wakes. Timing
@@ -63,14 +63,10 @@ pub const FIRST_RUN: u32 = 16;
 /// The longest run between two probes.
 pub const LONGEST_RUN: u32 = 1024;
 /// How much cheaper per positive the other choice must be, as a fraction of the current one's
-/// cost, to replace it: 3% either way. (With the step alone timed, leaving two threads took
+/// cost, to replace it, either way. (With the step alone timed, leaving two threads took
 /// 10%, against the noise of single steps; on cycles that margin kept two threads on the main
 /// job's setting, where one is 6–14% faster, and 3% did not flap in the measurements.)
-pub fn switch_margin(to: Threads) -> f64 {
-    match to {
-        Threads::One | Threads::Two => 0.03,
-    }
-}
+pub const SWITCH_MARGIN: f64 = 0.03;
 
 /// Threads a step runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -116,8 +112,10 @@ pub struct StepThreads {
     probe: Probe,
     /// Whether the next probe runs the other choice first (flips after each probe).
     other_first: bool,
-    /// The last step begun, whose cycle ends when the next one starts: its choice, start,
-    /// own time and positives.
+    /// The step under way: its choice and start, from [`start`](Self::start).
+    running: Option<(Threads, Instant)>,
+    /// The last step run, whose cycle ends when the next one starts: its choice, start, own
+    /// time and positives.
     pending: Option<(Threads, Instant, Duration, usize)>,
 }
 
@@ -130,6 +128,7 @@ impl Default for StepThreads {
             run_len: FIRST_RUN,
             probe: Probe::default(),
             other_first: false,
+            running: None,
             pending: None,
         }
     }
@@ -137,7 +136,7 @@ impl Default for StepThreads {
 
 impl StepThreads {
     /// The choice for the next step.
-    pub fn next(&self) -> Threads {
+    fn next(&self) -> Threads {
         if self.run_left > 0 {
             return self.chosen;
         }
@@ -152,18 +151,22 @@ impl StepThreads {
             let cycle = now.saturating_duration_since(began).min(took * CYCLE_CAP);
             self.record(threads, cycle, positives);
         }
-        self.next()
+        let threads = self.next();
+        self.running = Some((threads, now));
+        threads
     }
 
-    /// The step begun at `began` on `threads` (as [`start`](Self::start) said) ran for
-    /// `took`, over `positives` positives; its cost is known when the next step starts.
-    pub fn stepped(&mut self, threads: Threads, began: Instant, took: Duration, positives: usize) {
-        self.pending = Some((threads, began, took, positives));
+    /// The step that [`start`](Self::start) began ran for `took`, over `positives` positives;
+    /// its cost is known when the next step starts.
+    pub fn stepped(&mut self, took: Duration, positives: usize) {
+        if let Some((threads, began)) = self.running.take() {
+            self.pending = Some((threads, began, took, positives));
+        }
     }
 
     /// Record that a step on `threads` (as [`next`](Self::next) said) cost `took` for
     /// `positives` positives.
-    pub fn record(&mut self, threads: Threads, took: Duration, positives: usize) {
+    fn record(&mut self, threads: Threads, took: Duration, positives: usize) {
         if self.run_left > 0 {
             self.run_left -= 1;
             return;
@@ -182,7 +185,7 @@ impl StepThreads {
         }
         let cost = |t: Threads| p.nanos[t.index()] as f64 / p.positives[t.index()].max(1) as f64;
         let (current, other) = (cost(self.chosen), cost(self.chosen.other()));
-        if other < current * (1.0 - switch_margin(self.chosen.other())) {
+        if other < current * (1.0 - SWITCH_MARGIN) {
             self.chosen = self.chosen.other();
             self.run_len = FIRST_RUN;
         } else {
@@ -259,7 +262,7 @@ mod tests {
             .map(|_| {
                 let t = s.start(now);
                 let (step, wait) = cost(t);
-                s.stepped(t, now, Duration::from_micros(step), 1000);
+                s.stepped(Duration::from_micros(step), 1000);
                 now += Duration::from_micros(step + wait);
                 t
             })
@@ -292,7 +295,7 @@ mod tests {
             };
             let t0 = Instant::now();
             assert_eq!(s.start(t0), Threads::Two);
-            s.stepped(Threads::Two, t0, Duration::from_millis(1), 1000);
+            s.stepped(Duration::from_millis(1), 1000);
             s.start(t0 + Duration::from_micros(1000 + gap_us));
             assert_eq!(s.probe.nanos[Threads::Two.index()], counted_us * 1000);
             assert_eq!(s.probe.positives[Threads::Two.index()], 1000);
