@@ -315,6 +315,11 @@ crate::mutation_catalog! {
     /// interpreter lock) deadlocks, which breaks *the outbox lock is never held across device
     /// work*.
     OutboxHeldAcrossStep = "outbox-held-across-step";
+    /// `Session::submit_inline` runs its batch without first emptying the pipeline: batches
+    /// submitted before it may be stamped after it, or still be on the device while it is
+    /// collected, which breaks *an inline batch is stamped after every batch submitted before
+    /// it*.
+    InlineWithoutDrain = "inline-without-drain", killed_by: [Proptest];
 }
 
 #[cfg(test)]

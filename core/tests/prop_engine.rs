@@ -7,8 +7,8 @@
 use ordo::engine::simulation::{FuzzCase, Simulation, compare_with_replay, fuzz_check};
 use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
-    AsyncWrite, Batch, BatchError, BatchRows, Engine, EngineConfig, EngineError, HookAction,
-    HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
+    AsyncWrite, Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError,
+    HookAction, HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
 };
 use ordo::store::RowStore;
 use proptest::prelude::*;
@@ -98,6 +98,17 @@ fn assert_cache_bounded(report: &RunReport, batches: &[Batch<f32>]) {
     }
 }
 
+/// `Oac` with the given threads and queue depths, every stage delayed from `seed`.
+fn oac_config(
+    readers: usize,
+    writers: usize,
+    input: usize,
+    output: usize,
+    seed: u64,
+) -> EngineConfig {
+    EngineConfig::new(Mode::Oac).threads(readers, writers).depths(input, output).hook(delays(seed))
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
@@ -108,12 +119,50 @@ proptest! {
         input in 1usize..4, output in 1usize..4,
         seed in any::<u64>(),
     ) {
-        let config = EngineConfig::new(Mode::Oac)
-            .threads(readers, writers)
-            .depths(input, output)
-            .hook(delays(seed));
+        let config = oac_config(readers, writers, input, output, seed);
         let (report, equal) = run_and_compare(config, rows, width, &batches);
         prop_assert!(equal, "Oac diverged from the replay of {:?}", report.batch_ids());
+        assert_cache_bounded(&report, &batches);
+    }
+
+    #[test]
+    fn inline_batches_keep_the_replay_and_their_place(
+        (rows, width, batches) in batch_set(),
+        inline in prop::collection::vec(any::<bool>(), 24),
+        readers in 1usize..4, writers in 1usize..4,
+        input in 1usize..4, output in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        // Batches `i` with `inline[i]` go through `submit_inline`, the rest through `submit`.
+        let config = oac_config(readers, writers, input, output, seed);
+        let store = store(rows, width);
+        let initial = store.snapshot();
+        let mut model = MixModel::new(width);
+        let engine = Engine::new(config).unwrap();
+        let report = engine
+            .session(&mut CpuDevice::new(), &mut model, &store, |s| {
+                for (i, b) in batches.iter().enumerate() {
+                    if inline[i] { s.submit_inline(b.clone())? } else { s.submit(b.clone())? }
+                }
+                s.finish()
+            })
+            .unwrap();
+        prop_assert_eq!(report.order.len(), batches.len(), "every batch stamped once");
+        let cmp = compare_with_replay(
+            MixModel::new(width), &initial, &batches, &report, &store, &model.dense(),
+        )
+        .unwrap();
+        prop_assert!(cmp.is_equal(), "diverged from the replay of {:?}", report.batch_ids());
+        // An inline batch's stamp splits the order: every batch submitted before it first.
+        let positions = report.positions();
+        for (ts, &p) in positions.iter().enumerate() {
+            if inline[p] {
+                prop_assert!(
+                    positions.iter().enumerate().all(|(t, &q)| (q < p) == (t < ts)),
+                    "inline batch {} out of place in {:?}", p, positions
+                );
+            }
+        }
         assert_cache_bounded(&report, &batches);
     }
 

@@ -111,7 +111,8 @@ impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_,
         }
         if job.validate != self.queue.validates() || job.insert != self.queue.validates() {
             return refuse(
-                "Oac needs a queue with a validation cache, the other modes one without",
+                "Oac needs a queue with a validation cache, the other modes one without; \
+                 a batch of Session::submit_inline is not validated: submit it with submit",
             );
         }
         let read: Vec<u64> = version_words(job.read).collect();

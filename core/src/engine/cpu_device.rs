@@ -48,8 +48,10 @@ impl<M: Model> DeviceQueue<M> for CpuDevice {
         rows: &mut BatchRows<'_>,
     ) -> Result<(), SubmitError<M::Error>> {
         let mut staleness = Staleness::default();
+        // A batch stamped alone (`Session::submit_inline`) evicts too, so the cache stays
+        // bounded through a run of them.
+        self.cache.evict_before(job.ste);
         if job.validate {
-            self.cache.evict_before(job.ste);
             staleness = self.cache.validate(job.read, rows);
         }
         host_step(model, job.data, rows)?;

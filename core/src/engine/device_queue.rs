@@ -30,11 +30,13 @@ pub struct Submission<'a, D> {
     pub ts: u64,
     /// The batch's id.
     pub batch_id: u64,
-    /// Evict cached rows with `ts < ste` before validating (meaningful when `validate`).
+    /// Evict cached rows with `ts < ste` before validating (`Oac`; 0 in the other modes).
     pub ste: u64,
-    /// Validate the rows against the cache (`Oac`).
+    /// Validate the rows against the cache (`Oac`, except a batch stamped alone by
+    /// `Session::submit_inline`: it read every row's newest version).
     pub validate: bool,
-    /// Insert the stepped rows into the cache at `ts` (`Oac`).
+    /// Insert the stepped rows into the cache at `ts` (`Oac`, except a batch stamped alone: it
+    /// is written before any later batch reads).
     pub insert: bool,
     /// The ts each row was read at (`None`: a value from before the run).
     pub read: &'a [Option<u64>],

@@ -141,9 +141,10 @@ pub(crate) fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Size
     model: &mut M,
     job: Staged<M::Data>,
     hook: Option<&StageHook>,
+    alone: bool,
 ) -> Result<(), StopCause<M::Error>> {
     let id = job.id;
-    guarded(Stage::Device, id, || seq.submit(cx, queue, model, job, hook))
+    guarded(Stage::Device, id, || seq.submit(cx, queue, model, job, hook, alone))
 }
 
 /// Stamped batches `(ts, id)` a failed collect left unwritten.

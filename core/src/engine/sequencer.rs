@@ -96,6 +96,12 @@ impl Sequencer {
     }
 
     /// Stamp one admitted batch and submit it to the device. On `Err` the batch is not stamped.
+    ///
+    /// `alone`: the batch was read with no other batch anywhere in the pipeline, and is written
+    /// before any later batch is read (`Session::submit_inline`). Then it read every row's
+    /// newest version, so validation would replace nothing, and no later batch can read a row
+    /// before its write lands, so its rows need no cache entry: both are skipped, and the batch
+    /// costs what a `Sync` batch does.
     pub fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
         cx: &RunCtx<'_, St>,
@@ -103,6 +109,7 @@ impl Sequencer {
         model: &mut M,
         job: Staged<M::Data>,
         hook: Option<&StageHook>,
+        alone: bool,
     ) -> Result<(), StopCause<M::Error>> {
         at(hook, HookPoint::Device, job.id)?;
         let Staged {
@@ -120,8 +127,8 @@ impl Sequencer {
         // Eviction below the STE computed now: every batch that is registered, or registers
         // later, has read the store after its writes below the STE were visible.
         let ste = if oac { cx.outstanding.ste(&cx.mft) } else { 0 };
-        let validate = oac && !mutation::active(Mutant::ValidationSkipped);
-        let insert = oac && !mutation::active(Mutant::CacheInsertSkipped);
+        let validate = oac && !alone && !mutation::active(Mutant::ValidationSkipped);
+        let insert = oac && !alone && !mutation::active(Mutant::CacheInsertSkipped);
         let ts = self.next_ts;
         let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
         let sub = Submission { ts, batch_id: id, ste, validate, insert, read: &read, data: &data };

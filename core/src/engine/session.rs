@@ -32,6 +32,7 @@ use super::{
     Batch, Completion, EngineError, Model, Observer, RunReport, StageError, StageHook, Stamp,
     StopCause, validate_batch,
 };
+use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crate::store::RowStore;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -181,6 +182,58 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         self.running()
     }
 
+    /// Feed one batch and run its stages (read, step, write) on this thread, after every batch
+    /// submitted before it is stamped and written: a pipeline of depth one inside a threaded
+    /// session, for the batches where the reader and writer threads would cost more than they
+    /// overlap (every core busy with other work). In `Sync` mode it is [`submit`](Session::submit).
+    ///
+    /// **Inline batches keep every promise of the mode,** and one more: an inline batch is
+    /// stamped after every batch submitted before it and before every batch submitted after it
+    /// (the pipeline is empty when it is read, and it is written before this call returns), so
+    /// a session that mixes `submit` and `submit_inline` records the same kind of order as one
+    /// that only calls `submit`. Checked by `core/tests/prop_engine.rs`
+    /// (`inline_batches_keep_the_replay_and_their_place`).
+    ///
+    /// ```
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
+    /// use ordo::store::RowStore;
+    /// # use ordo::engine::{BatchRows, Model, StepError};
+    /// # struct Nudge;
+    /// # impl Model for Nudge {
+    /// #     type Data = f32;
+    /// #     type Error = StepError;
+    /// #     fn row_width(&self) -> usize { 1 }
+    /// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let store = RowStore::zeros(8, 1);
+    /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+    /// let report = engine.session(&mut CpuDevice::new(), &mut Nudge, &store, |s| {
+    ///     for i in 0..6u64 {
+    ///         let batch = Batch { id: i, rows: vec![i % 3, 5], data: 0.5 };
+    ///         // The odd batches run on this thread, the even ones through the pipeline.
+    ///         if i % 2 == 1 { s.submit_inline(batch)? } else { s.submit(batch)? }
+    ///     }
+    ///     s.finish()
+    /// })?;
+    /// let ids: Vec<u64> = report.order.iter().map(|s| s.batch_id).collect();
+    /// assert_eq!(ids, [0, 1, 2, 3, 4, 5]);
+    /// # Ok::<(), ordo::engine::EngineError>(())
+    /// ```
+    pub fn submit_inline(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
+        self.accept(&batch)?;
+        if !mutation::active(Mutant::InlineWithoutDrain) {
+            self.quiesce();
+        }
+        self.running()?;
+        let position = self.submitted;
+        self.submitted += 1;
+        self.run_inline(position, batch);
+        self.running()
+    }
+
     /// Feed one batch if there is room now; otherwise hand it back
     /// ([`TrySubmitError::Full`]). Does the device work that is ready either way.
     pub fn try_submit(
@@ -262,9 +315,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// On a failure the error says which batches were stamped and which of those are not fully
     /// written ([`EngineError::Stopped`]); the session is halted after it.
     pub fn finish(&mut self) -> Result<RunReport, EngineError<M::Error>> {
-        while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
-            self.device_step(true);
-        }
+        self.quiesce();
         self.settle(false)
     }
 
@@ -283,10 +334,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     fn settle(&mut self, closing: bool) -> Result<RunReport, EngineError<M::Error>> {
         self.drain_device();
         let stamped = self.seq.next_ts - self.epoch_ts;
-        while self.lanes.is_some() && self.acknowledged < stamped {
-            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
-            self.acknowledge(done);
-        }
+        self.await_writes(stamped);
         let elapsed = self.epoch_start.elapsed();
         let base = self.epoch_ts;
         let order: Vec<Stamp> =
@@ -315,6 +363,26 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         self.completions.clear();
         self.epoch_start = Instant::now();
         Ok(report)
+    }
+
+    /// Wait until `stamped` batches of this epoch are acknowledged (written, or reported
+    /// unwritten by a stop).
+    fn await_writes(&mut self, stamped: u64) {
+        while self.lanes.is_some() && self.acknowledged < stamped {
+            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
+            self.acknowledge(done);
+        }
+    }
+
+    /// Empty the pipeline: every submitted batch through the device (unless the session
+    /// stopped), every stamped one collected and written. Afterwards no other thread touches the
+    /// store or the sequencer until the next `submit`.
+    fn quiesce(&mut self) {
+        while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
+            self.device_step(true);
+        }
+        self.drain_device();
+        self.await_writes(self.seq.next_ts - self.epoch_ts);
     }
 
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
@@ -389,7 +457,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
         self.processed += 1;
         let (cx, hook) = (self.cx, self.hook);
-        match submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook) {
+        match submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook, false) {
             Ok(()) if self.seq.must_collect(cx, self.device.depth()) => self.collect_one(),
             Ok(()) => {}
             Err(cause) => self.stop.fail(cause),
@@ -438,7 +506,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
     }
 
-    /// `Sync`: read, step and write one batch on this thread, through the same stage code.
+    /// Read, step and write one batch on this thread, through the same stage code: every batch
+    /// of `Sync`, and a [`submit_inline`](Session::submit_inline) batch once the pipeline is
+    /// empty. Either way no other batch is anywhere in the pipeline, so the batch is stamped
+    /// `alone` ([`Sequencer::submit`]).
     fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
         let (cx, stop, hook) = (self.cx, self.stop, self.hook);
         let waiter = OsThreads::default();
@@ -449,7 +520,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         };
         self.processed += 1;
         if let Err(cause) =
-            submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook)
+            submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook, true)
         {
             return stop.fail(cause);
         }

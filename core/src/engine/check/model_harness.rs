@@ -126,7 +126,7 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
             collect_one(&mut seq, &mut device);
         }
         assert!(block_on(admit(&seq, &cx, &stop, &ModelThreads)), "stopped");
-        submit(&mut seq, &cx, &mut device, &mut model, job, None).expect("device");
+        submit(&mut seq, &cx, &mut device, &mut model, job, None, false).expect("device");
     }
     while seq.in_flight() > 0 {
         collect_one(&mut seq, &mut device);

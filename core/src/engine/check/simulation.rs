@@ -274,7 +274,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 }
                 let job = self.input.pop_front().expect("checked");
                 let ids = job.ids.clone();
-                submit(&mut self.seq, &sh.cx, &mut *self.device, &mut self.model, job, None)
+                submit(&mut self.seq, &sh.cx, &mut *self.device, &mut self.model, job, None, false)
                     .map_err(|c| self.stopped(c))?;
                 self.stamped_rows.push(ids);
                 Ok(true)
