@@ -48,12 +48,14 @@ pub mod pm;
 pub mod replay;
 pub mod results;
 pub mod score;
+pub mod stages;
 pub mod start;
 pub mod step;
 pub mod step_threads;
 mod stepper;
 pub mod synth;
 pub mod train;
+pub mod two_way;
 pub mod vocab;
 
 pub use config::TrainConfig;

@@ -123,8 +123,14 @@ pub struct KgeModel {
     /// pair being computed and of the pair being added beside it (boxed: four sets of 22
     /// buffers would make the model, moved by value, large).
     scratch: Box<[[StepScratch; 2]; 2]>,
-    /// Whether the next step runs on one thread or two, from what the steps so far measured.
-    threads: StepThreads,
+    /// Whether the next step runs on one thread or two, from what the steps so far measured:
+    /// one choice for batches whose stages the engine's threads run, one for batches it runs
+    /// inline ([`set_inline`](Self::set_inline)), since what the second thread is worth depends
+    /// on whether the reader and writer compete with it for the cores.
+    threads: [StepThreads; 2],
+    /// Whether the engine runs the coming batches' stages on the device thread
+    /// ([`super::stages`]); picks the entry of `threads`.
+    inline: bool,
 }
 
 impl KgeModel {
@@ -145,7 +151,8 @@ impl KgeModel {
             rel_touched: vec![false; rows],
             grad: Vec::new(),
             scratch: Box::default(),
-            threads: StepThreads::default(),
+            threads: Default::default(),
+            inline: false,
         }
     }
 
@@ -664,7 +671,8 @@ impl Model for KgeModel {
             return self.step_on(b, rows, false);
         }
         let start = std::time::Instant::now();
-        let threads = self.threads.start(start);
+        let chooser = usize::from(self.inline);
+        let threads = self.threads[chooser].start(start);
         let stepped = match threads {
             // On one of rayon's threads, so the step's joins hand work to the other without a
             // round trip through the pool's injector each. From the pool's own thread (the
@@ -673,7 +681,7 @@ impl Model for KgeModel {
             Threads::Two => rayon::scope(|_| self.step_on(b, rows, true)),
             Threads::One => self.step_on(b, rows, false),
         };
-        self.threads.stepped(start.elapsed(), b.pos.len());
+        self.threads[chooser].stepped(start.elapsed(), b.pos.len());
         stepped
     }
 
@@ -683,6 +691,17 @@ impl Model for KgeModel {
 }
 
 impl KgeModel {
+    /// Tell the step whether the engine runs the coming batches' stages on the device thread
+    /// ([`super::stages`]), so that it times its threads for that case apart. The bits do not
+    /// depend on it.
+    pub fn set_inline(&mut self, inline: bool) {
+        if inline != self.inline {
+            // The steps of the way left resume later: their last cycle did not end now.
+            self.threads[usize::from(self.inline)].pause();
+        }
+        self.inline = inline;
+    }
+
     /// [`Model::step`] from the calling thread: on it alone, or with a second of rayon's if
     /// `two`.
     fn step_on(

@@ -30,18 +30,15 @@
 //! hundreds: it can still tip the probe it falls in, and the next probe, [`FIRST_RUN`] steps
 //! later, undoes that.
 //!
-//! **How it chooses** (explore, then exploit for longer each time the choice holds): a *probe*
-//! runs [`PROBE_STEPS`] steps on each choice, in turn (which goes first alternates from probe
-//! to probe), and compares their cycle time per positive. The faster then runs alone for
-//! a *run* of steps: [`FIRST_RUN`] after a change, four times the previous run (at most
-//! [`LONGEST_RUN`]) when the probe confirms the choice. The current choice is kept unless the
-//! other is cheaper by more than [`SWITCH_MARGIN`], so that noise does not flap it. On a
-//! machine whose load does not change, the slower choice runs `PROBE_STEPS` of every
-//! `LONGEST_RUN` steps once the runs have grown (after [`COLD_STEPS`], 3 probes and runs of 64
-//! and 256 steps), and every switch pays a few slow steps while the other thread wakes. Timing
-//! a step costs two clock reads (tens of nanoseconds) against a step of milliseconds.
+//! **How it chooses:** as [`TwoWay`] says, over steps, with the schedule [`SCHEDULE`]: probes
+//! of [`PROBE_STEPS`] steps on each choice, runs from [`FIRST_RUN`] to [`LONGEST_RUN`] steps
+//! between them, after [`COLD_STEPS`] on two threads. Every switch pays a few slow steps while
+//! the other thread wakes. Timing a step costs two clock reads (tens of nanoseconds) against a
+//! step of milliseconds.
 
 use std::time::{Duration, Instant};
+
+use super::two_way::{Schedule, TwoWay, Way};
 
 /// A cycle counts at most this many times the step's own time (see the module docs).
 pub const CYCLE_CAP: u32 = 4;
@@ -68,6 +65,17 @@ pub const LONGEST_RUN: u32 = 1024;
 /// job's setting, where one is 6–14% faster, and 3% did not flap in the measurements.)
 pub const SWITCH_MARGIN: f64 = 0.03;
 
+/// The step's explore-exploit schedule, in steps.
+pub const SCHEDULE: Schedule = Schedule {
+    cold: COLD_STEPS,
+    probe: PROBE_STEPS,
+    warmup: WARMUP_STEPS,
+    first_run: FIRST_RUN,
+    longest_run: LONGEST_RUN,
+    margin: SWITCH_MARGIN,
+    favour: (0, 0.0),
+};
+
 /// Threads a step runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Threads {
@@ -77,7 +85,7 @@ pub enum Threads {
     Two,
 }
 
-impl Threads {
+impl Way for Threads {
     fn index(self) -> usize {
         self as usize
     }
@@ -90,28 +98,11 @@ impl Threads {
     }
 }
 
-/// What a probe has measured so far: nanoseconds and positives per choice (indexed by
-/// [`Threads::index`]), and how many of its `2 × PROBE_STEPS` steps have run.
-#[derive(Debug, Clone, Copy, Default)]
-struct Probe {
-    nanos: [u64; 2],
-    positives: [u32; 2],
-    steps: u32,
-}
-
 /// The step's choice of [`Threads`], remade from its own timings (see the module docs).
 #[derive(Debug, Clone)]
 pub struct StepThreads {
-    /// The choice that runs between probes.
-    chosen: Threads,
-    /// Steps left in the current run; a probe runs when it reaches 0.
-    run_left: u32,
-    /// Length of the current run (×4 each time a probe confirms `chosen`).
-    run_len: u32,
-    /// The probe in progress (meaningful while `run_left == 0`).
-    probe: Probe,
-    /// Whether the next probe runs the other choice first (flips after each probe).
-    other_first: bool,
+    /// The choice, from the steps' cycles.
+    choice: TwoWay<Threads>,
     /// The step under way: its choice and start, from [`start`](Self::start).
     running: Option<(Threads, Instant)>,
     /// The last step run, whose cycle ends when the next one starts: its choice, start, own
@@ -122,38 +113,28 @@ pub struct StepThreads {
 impl Default for StepThreads {
     /// Starts with [`COLD_STEPS`] steps on two threads, then probes.
     fn default() -> Self {
-        StepThreads {
-            chosen: Threads::Two,
-            run_left: COLD_STEPS,
-            run_len: FIRST_RUN,
-            probe: Probe::default(),
-            other_first: false,
-            running: None,
-            pending: None,
-        }
+        StepThreads { choice: TwoWay::new(Threads::Two, SCHEDULE), running: None, pending: None }
     }
 }
 
 impl StepThreads {
-    /// The choice for the next step.
-    fn next(&self) -> Threads {
-        if self.run_left > 0 {
-            return self.chosen;
-        }
-        let first = if self.other_first { self.chosen.other() } else { self.chosen };
-        if self.probe.steps < PROBE_STEPS { first } else { first.other() }
-    }
-
     /// A step starts at `now`: records the last step's cycle (capped, see [`CYCLE_CAP`]) and
     /// returns this step's choice. Call [`stepped`](Self::stepped) when it has run.
     pub fn start(&mut self, now: Instant) -> Threads {
         if let Some((threads, began, took, positives)) = self.pending.take() {
             let cycle = now.saturating_duration_since(began).min(took * CYCLE_CAP);
-            self.record(threads, cycle, positives);
+            self.choice.record(threads, cycle, positives);
         }
-        let threads = self.next();
+        let threads = self.choice.next();
         self.running = Some((threads, now));
         threads
+    }
+
+    /// The steps stop for a while (the trainer runs its batches the other way, see
+    /// [`super::stages`]): the last step's cycle is not recorded, since the next step's start
+    /// does not end it.
+    pub fn pause(&mut self) {
+        self.pending = None;
     }
 
     /// The step that [`start`](Self::start) began ran for `took`, over `positives` positives;
@@ -163,92 +144,11 @@ impl StepThreads {
             self.pending = Some((threads, began, took, positives));
         }
     }
-
-    /// Record that a step on `threads` (as [`next`](Self::next) said) cost `took` for
-    /// `positives` positives.
-    fn record(&mut self, threads: Threads, took: Duration, positives: usize) {
-        if self.run_left > 0 {
-            self.run_left -= 1;
-            return;
-        }
-        let p = &mut self.probe;
-        if p.steps % PROBE_STEPS >= WARMUP_STEPS {
-            let i = threads.index();
-            p.nanos[i] =
-                p.nanos[i].saturating_add(u64::try_from(took.as_nanos()).unwrap_or(u64::MAX));
-            p.positives[i] =
-                p.positives[i].saturating_add(u32::try_from(positives).unwrap_or(u32::MAX));
-        }
-        p.steps += 1;
-        if p.steps < 2 * PROBE_STEPS {
-            return;
-        }
-        let cost = |t: Threads| p.nanos[t.index()] as f64 / p.positives[t.index()].max(1) as f64;
-        let (current, other) = (cost(self.chosen), cost(self.chosen.other()));
-        if other < current * (1.0 - SWITCH_MARGIN) {
-            self.chosen = self.chosen.other();
-            self.run_len = FIRST_RUN;
-        } else {
-            self.run_len = (self.run_len * 4).min(LONGEST_RUN);
-        }
-        self.run_left = self.run_len;
-        self.probe = Probe::default();
-        self.other_first = !self.other_first;
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Runs `steps` steps where a step on `t` costs `cost(t, step)` µs per positive.
-    fn run(s: &mut StepThreads, steps: u32, cost: impl Fn(Threads, u32) -> u64) -> Vec<Threads> {
-        (0..steps)
-            .map(|i| {
-                let t = s.next();
-                s.record(t, Duration::from_micros(cost(t, i) * 1000), 1000);
-                t
-            })
-            .collect()
-    }
-
-    #[test]
-    fn the_faster_choice_runs_and_the_slower_only_in_probes() {
-        for faster in [Threads::One, Threads::Two] {
-            let mut s = StepThreads::default();
-            let chose = run(&mut s, 5000, |t, _| if t == faster { 10 } else { 12 });
-            let slow = chose.iter().filter(|&&t| t != faster).count();
-            // Probes hold at most PROBE_STEPS slow steps each; runs grow 4× up to LONGEST_RUN.
-            assert!(slow <= 10 * PROBE_STEPS as usize, "{faster:?}: {slow} slow steps");
-            assert!(slow >= PROBE_STEPS as usize, "{faster:?}: the other choice was never timed");
-            assert_eq!(chose[4999], faster);
-        }
-    }
-
-    #[test]
-    fn a_change_of_load_changes_the_choice_within_a_longest_run() {
-        let mut s = StepThreads::default();
-        // Idle for 3000 steps (two threads faster), then loaded (one thread faster).
-        let cost = |t: Threads, i: u32| match (t, i < 3000) {
-            (Threads::Two, true) | (Threads::One, false) => 10,
-            _ => 12,
-        };
-        let chose = run(&mut s, 6000, cost);
-        assert_eq!(chose[2999], Threads::Two);
-        let switched = chose[3000..].iter().position(|&t| t == Threads::One).unwrap();
-        let settled = 3000 + switched + (LONGEST_RUN + 4 * PROBE_STEPS) as usize;
-        assert!(chose[settled..].iter().filter(|&&t| t == Threads::Two).count() < 40);
-        assert!(switched <= (LONGEST_RUN + 2 * PROBE_STEPS) as usize);
-    }
-
-    #[test]
-    fn noise_within_the_margin_does_not_flap_the_choice() {
-        let mut s = StepThreads::default();
-        // One thread 2% cheaper: within the margin, so two threads stay chosen.
-        let chose = run(&mut s, 3000, |t, _| if t == Threads::One { 98 } else { 100 });
-        let one = chose.iter().filter(|&&t| t == Threads::One).count();
-        assert!(one <= 10 * PROBE_STEPS as usize, "{one} steps on one thread");
-    }
 
     /// Steps of `step` µs followed by a wait of `wait` µs before the next starts, per choice,
     /// through `start` and `stepped`; returns the choices.
@@ -285,20 +185,15 @@ mod tests {
 
     #[test]
     fn a_cycle_counts_at_most_the_cap_times_its_step() {
-        // A probe's timed step on two threads: 1 ms, then 60 ms before the next step starts
-        // (an epoch's evaluation, say). It counts as 4 ms; a 1.5 ms cycle counts whole.
-        for (gap_us, counted_us) in [(60_000, 4_000), (500, 1_500)] {
-            let mut s = StepThreads {
-                run_left: 0,
-                probe: Probe { steps: WARMUP_STEPS, ..Probe::default() },
-                ..StepThreads::default()
-            };
-            let t0 = Instant::now();
-            assert_eq!(s.start(t0), Threads::Two);
-            s.stepped(Duration::from_millis(1), 1000);
-            s.start(t0 + Duration::from_micros(1000 + gap_us));
-            assert_eq!(s.probe.nanos[Threads::Two.index()], counted_us * 1000);
-            assert_eq!(s.probe.positives[Threads::Two.index()], 1000);
-        }
+        // Two threads: a 1 ms step, then 60 ms before the next (an evaluation after every step,
+        // say), counted as 4 ms; one thread: a 2 ms step, then 2.5 ms: a 4.5 ms cycle, counted
+        // whole (under its 8 ms cap). Two threads are cheaper as counted; uncapped they would
+        // cost 61 ms.
+        let mut s = StepThreads::default();
+        let chose = run_cycles(&mut s, 2000, |t| match t {
+            Threads::Two => (1000, 60_000),
+            Threads::One => (2000, 2500),
+        });
+        assert_eq!(chose[1999], Threads::Two);
     }
 }

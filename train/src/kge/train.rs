@@ -23,6 +23,7 @@ use super::data::Dataset;
 use super::epochs::{Checkpoints, Epochs, Resumed, Rows, Trained};
 use super::error::engine_error;
 use super::gpu::{Device, cuda_device};
+use super::stages::{StageChoice, Stages, StagesPolicy};
 use super::step::KgeModel;
 use super::stepper::{Step, Stepper};
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
@@ -80,6 +81,8 @@ pub fn train_resumable(
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
     Stepper::check(cfg)?;
+    let stages = StagesPolicy::from_env()
+        .map_err(|_| TrainError::Config("ORDO_KGE_STAGES must be pipelined, auto or inline"))?;
     let mut cpu_model = cfg.init_model(d)?;
     // A resumed run's store is the checkpoint's (whose tables must match this run's); the
     // initial one is built only for a fresh run, so the two never coexist.
@@ -88,7 +91,7 @@ pub fn train_resumable(
         None => (cfg.init_store(d)?, None),
     };
     let checkpoints = Checkpoints { dir: resumable.checkpoint.as_deref(), every: resumable.every };
-    let session = Session { d, cfg, mode, tune, stop: resumable.stop.as_deref() };
+    let session = Session { d, cfg, mode, tune, stop: resumable.stop.as_deref(), stages };
     match cfg.device {
         Device::Cpu => {
             let mut model = Stepper::new(Step::Cpu(Box::new(cpu_model)));
@@ -151,6 +154,8 @@ struct Session<'a> {
     tune: Option<&'a Tune<'a>>,
     /// [`Resumable::stop`].
     stop: Option<&'a AtomicBool>,
+    /// Where oac's batches run ([`super::stages`]).
+    stages: StagesPolicy,
 }
 
 impl Session<'_> {
@@ -177,6 +182,16 @@ impl Session<'_> {
         // Acquire: pairs with the Release of whoever sets the flag; only the flag is read.
         let stop = self.stop;
         let stopped = move || stop.is_some_and(|f| f.load(Ordering::Acquire));
+        // Oac on the CPU may run batches inline, as `ORDO_KGE_STAGES` says (`super::stages`);
+        // the other modes, and the GPU's queue, whose cache validates every batch, always
+        // submit.
+        let policy = self.stages;
+        let inline_ok = self.mode == Mode::Oac && cfg.device == Device::Cpu;
+        let mut stages = match policy {
+            StagesPolicy::Auto if inline_ok => Some(StageChoice::default()),
+            _ => None,
+        };
+        let always_inline = inline_ok && policy == StagesPolicy::Inline;
         engine.session(device, model, store, |s| {
             for epoch in run.start()..cfg.epochs {
                 if stopped() {
@@ -199,8 +214,19 @@ impl Session<'_> {
                     });
                     // A batch is well-formed by construction, so a submit fails only once the
                     // pipeline stopped, and `finish` then says why.
-                    s.submit_all(rx)
+                    rx.into_iter().try_for_each(|batch| {
+                        let positives = batch.data.pos.len();
+                        let pending = s.pending();
+                        let way =
+                            stages.as_mut().map(|c| c.start(Instant::now(), positives, pending));
+                        let inline = always_inline || way == Some(Stages::Inline);
+                        s.model().set_inline(inline);
+                        if inline { s.submit_inline(batch) } else { s.submit(batch) }
+                    })
                 });
+                if let Some(c) = stages.as_mut() {
+                    c.pause();
+                }
                 let report = s.finish().map_err(engine_error)?;
                 submitted.map_err(engine_error)?;
                 if stopped() {
