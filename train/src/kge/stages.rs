@@ -240,9 +240,9 @@ mod tests {
     #[test]
     fn bursty_submits_count_by_the_batches_written() {
         // Inline: 1000 µs a batch, each written before the next submit. The pipeline: 1100 µs
-        // a batch, but its submits come in bursts of thirty: twenty-nine return at once and
-        // queue, the thirtieth does the device work of all thirty. Timed per submit, a probe's
-        // 38 timed batches after its 10 warm-up ones hold one burst, 868 µs a batch; counted
+        // a batch, but its submits come in bursts of forty: thirty-nine return at once and
+        // queue, the fortieth does the device work of all forty. Timed per submit, a probe's
+        // 48 timed batches after its 16 warm-up ones hold one burst, 917 µs a batch; counted
         // by the batches written, 1100. So inline must be chosen.
         let mut s = StageChoice::default();
         let (mut now, mut queued) = (Instant::now(), 0usize);
@@ -254,8 +254,8 @@ mod tests {
                     now += Duration::from_micros(1000 + 1100 * queued as u64);
                     queued = 0;
                 }
-                Stages::Pipelined if queued == 29 => {
-                    now += Duration::from_micros(1100 * 30);
+                Stages::Pipelined if queued == 39 => {
+                    now += Duration::from_micros(1100 * 40);
                     queued = 0;
                 }
                 Stages::Pipelined => queued += 1,
