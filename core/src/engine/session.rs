@@ -315,7 +315,6 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// On a failure the error says which batches were stamped and which of those are not fully
     /// written ([`EngineError::Stopped`]); the session is halted after it.
     pub fn finish(&mut self) -> Result<RunReport, EngineError<M::Error>> {
-        self.quiesce();
         self.settle(false)
     }
 
@@ -332,9 +331,9 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// Wait until every stamped batch of the epoch is written and report the epoch; `closing`:
     /// the stop flag was raised by [`close`](Session::close), not by a failure.
     fn settle(&mut self, closing: bool) -> Result<RunReport, EngineError<M::Error>> {
-        self.drain_device();
+        // After `close` the stop is raised, so batches not yet on the device stay unapplied.
+        self.quiesce();
         let stamped = self.seq.next_ts - self.epoch_ts;
-        self.await_writes(stamped);
         let elapsed = self.epoch_start.elapsed();
         let base = self.epoch_ts;
         let order: Vec<Stamp> =
@@ -365,15 +364,6 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         Ok(report)
     }
 
-    /// Wait until `stamped` batches of this epoch are acknowledged (written, or reported
-    /// unwritten by a stop).
-    fn await_writes(&mut self, stamped: u64) {
-        while self.lanes.is_some() && self.acknowledged < stamped {
-            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
-            self.acknowledge(done);
-        }
-    }
-
     /// Empty the pipeline: every submitted batch through the device (unless the session
     /// stopped), every stamped one collected and written. Afterwards no other thread touches the
     /// store or the sequencer until the next `submit`.
@@ -382,7 +372,11 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             self.device_step(true);
         }
         self.drain_device();
-        self.await_writes(self.seq.next_ts - self.epoch_ts);
+        let stamped = self.seq.next_ts - self.epoch_ts;
+        while self.lanes.is_some() && self.acknowledged < stamped {
+            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
+            self.acknowledge(done);
+        }
     }
 
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
