@@ -13,8 +13,9 @@
 //! next's per positive *written* in it, with [`TwoWay`]'s probes over [`SCHEDULE`], and
 //! favours inline ([`FAVOUR_INLINE`]): where the two run equally fast, inline leaves the cores
 //! the pipeline would spend to the machine's other work. Inline is probed only while the
-//! pipeline gets fewer than [`PROBE_BELOW_CORES`] cores, so an idle machine pays nothing for
-//! the choice.
+//! pipeline gets fewer than [`PROBE_BELOW_CORES`] cores, which spares an idle run most inline
+//! probes but not every cost: idle, `auto` ran the main job at 0.93–0.97× the pipelined
+//! default (BENCHMARKS.md, issue 34, ninth pass), which is why it is not the default.
 //!
 //! **The choice never changes a bit:** `Session::submit_inline` stamps an inline batch after
 //! every batch submitted before it and before every batch submitted after it, and with the

@@ -123,7 +123,7 @@ impl<W: Way> TwoWay<W> {
     }
 
     /// Whether the next unit is a probe's timed unit (not a run's, nor a warm-up).
-    pub fn timing(&self) -> bool {
+    fn timing(&self) -> bool {
         self.run_left == 0 && self.probe.units % self.schedule.probe >= self.schedule.warmup
     }
 
