@@ -36,6 +36,11 @@
 //!   "all cores busy"): what a perfect scheduler of today's stages would reach, so a target
 //!   above it needs less work, not better overlap. Spin-waits count as work here, so the
 //!   figure is a lower bound on what better waiting could give.
+//! * **The step without its layout copies.** The same replay with the model's
+//!   `measure_without_layout_copies`: no chunk gathers its rows out of the batch's layout or
+//!   adds its gradients back (the values are wrong, the products and the update the same). The
+//!   core time it saves bounds what reading each row straight into the operands the products
+//!   multiply, and writing it back from them (issue 34, item 1), could save.
 //! * **On a GPU** (`--device cuda`, where this machine has one): the modes' steps run on the GPU
 //!   (ordo-gpu's kernels, as `ordo-train kge --device cuda`), so the host's GEMM rate bounds
 //!   nothing and each mode is measured against the gather bound alone, the bound issue 13 names
@@ -539,6 +544,31 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             step_alone / bound,
             busy(timed.cpu_seconds, step_s, positives)
         );
+        // The same replay with the chunks' copies between the batch's layout and theirs left
+        // out (wrong values, same products): the most issue 34's item 1 could save.
+        let (mut model, init) = cfg.init(&d)?;
+        model.measure_without_layout_copies();
+        let mut rows_table = init.snapshot();
+        drop(init);
+        let mut bare = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
+        match ordo::engine::replay(&mut bare, &mut rows_table, &batches, &in_order) {
+            Ok(_) => println!(
+                "the step alone without its layout copies (no chunk gathers its rows from the \
+                 batch's or adds its gradients back: the values are wrong, the products the \
+                 same; what a layout that multiplies the rows where they were read could save \
+                 at most): {:.0} triples/s; {}{}\n",
+                positives as f64 / bare.seconds,
+                busy(bare.cpu_seconds, bare.seconds, positives),
+                match (timed.cpu_seconds, bare.cpu_seconds) {
+                    (Some(a), Some(b)) => format!(
+                        "; {:.2} core-us per positive less",
+                        core_us(a, positives) - core_us(b, positives)
+                    ),
+                    _ => String::new(),
+                }
+            ),
+            Err(e) => println!("the step alone without its layout copies: not measured ({e})\n"),
+        }
         Some(step_alone)
     };
     println!(

@@ -131,6 +131,9 @@ pub struct KgeModel {
     /// Whether the engine runs the coming batches' stages on the device thread
     /// ([`super::stages`]); picks the entry of `threads`.
     inline: bool,
+    /// Whether chunks copy their rows between the batch's layout and their own (always, but
+    /// for [`measure_without_layout_copies`](Self::measure_without_layout_copies)).
+    layout_copies: bool,
 }
 
 impl KgeModel {
@@ -153,6 +156,7 @@ impl KgeModel {
             scratch: Box::default(),
             threads: Default::default(),
             inline: false,
+            layout_copies: true,
         }
     }
 
@@ -166,6 +170,17 @@ impl KgeModel {
             seed,
         );
         Self::with_relations(cfg, relations, rel)
+    }
+
+    /// **For measurement only: the step computes wrong values after this.** Chunks stop
+    /// copying their rows between the batch's layout and their own: each chunk matrix keeps
+    /// the rows it was first gathered with (the products, the loss and the update run on the
+    /// same shapes), and no chunk adds its gradients to the batch's rows. What a step saves
+    /// then bounds what a layout in which the engine reads each row where the products read it,
+    /// and writes it back from there, could save (issue 34, item 1); `kge_roofline` prints it.
+    #[doc(hidden)]
+    pub fn measure_without_layout_copies(&mut self) {
+        self.layout_copies = false;
     }
 
     /// The step's hyper-parameters.
@@ -263,7 +278,12 @@ impl KgeModel {
         self.rel_touched.iter_mut().for_each(|t| *t = false);
         // Mean-reduced losses average over the batch's positives and both sides.
         let scale = if self.cfg.loss.mean_reduced() { 0.5 / b.pos.len() as f32 } else { 1.0 };
-        let params = Params { cfg: self.cfg, relations: self.relations, rel: &self.rel };
+        let params = Params {
+            cfg: self.cfg,
+            relations: self.relations,
+            rel: &self.rel,
+            copies: self.layout_copies,
+        };
         let mut rg = RelGrads { grad: &mut self.rel_grad, touched: &mut self.rel_touched };
         let mut batch_loss = 0.0f32;
         let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
@@ -311,6 +331,8 @@ struct Params<'a> {
     relations: usize,
     /// Relation parameters, `relation_rows × rdim`.
     rel: &'a [f32],
+    /// [`KgeModel::layout_copies`].
+    copies: bool,
 }
 
 /// Where [`Params::add_chunk`] adds relation gradients: the model's `rel_grad` and `rel_touched`.
@@ -439,12 +461,13 @@ impl Params<'_> {
         let entity = |l: u32| &rows.row(l as usize)[..dim];
         let c = pos.len();
         sc.loss_terms.clear();
-        let heads = sc.heads.gather(dim, pos.iter().map(|p| entity(p.0)));
-        let tails = sc.tails.gather(dim, pos.iter().map(|p| entity(p.2)));
+        let kept = !self.copies;
+        let heads = sc.heads.gather(dim, pos.iter().map(|p| entity(p.0)), kept);
+        let tails = sc.tails.gather(dim, pos.iter().map(|p| entity(p.2)), kept);
         let rel = |r: usize| &self.rel[r * rdim..(r + 1) * rdim];
-        let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)));
+        let rels = sc.rels.gather(rdim, pos.iter().map(|p| rel(p.1 as usize)), false);
         let inv = if self.cfg.reciprocal { pos } else { &[] };
-        let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))));
+        let rels_inv = sc.rels_inv.gather(rdim, inv.iter().map(|p| rel(inverse(p.1))), false);
         // Every entry is written by the query functions below.
         let mut tq = sc.tq.shaped(c, dim);
         let mut hq = sc.hq.shaped(c, dim);
@@ -459,8 +482,8 @@ impl Params<'_> {
             }
         }
         let (nt_idx, nh_idx) = b.chunk_negatives(ci);
-        let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)));
-        let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)));
+        let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)), kept);
+        let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)), kept);
         // Tail side: candidates are tails; head side: candidates are heads.
         let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail);
         let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head);
@@ -509,11 +532,13 @@ impl Params<'_> {
     ) {
         let (dim, rdim, n, c) = (self.cfg.dim, self.cfg.relation_dim(), b.negatives, pos.len());
         sc.loss_terms.iter().for_each(|l| *batch_loss += l);
-        let (nt_idx, nh_idx) = b.chunk_negatives(ci);
-        scatter_add(grad, pos.iter().map(|p| p.0), sc.head.d_targets.view(c, dim), dim);
-        scatter_add(grad, pos.iter().map(|p| p.2), sc.tail.d_targets.view(c, dim), dim);
-        scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
-        scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
+        if self.copies {
+            let (nt_idx, nh_idx) = b.chunk_negatives(ci);
+            scatter_add(grad, pos.iter().map(|p| p.0), sc.head.d_targets.view(c, dim), dim);
+            scatter_add(grad, pos.iter().map(|p| p.2), sc.tail.d_targets.view(c, dim), dim);
+            scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
+            scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
+        }
         let inverses = if self.cfg.reciprocal { c } else { 0 };
         let (dr, dr_inv) = (sc.dr.view(c, rdim), sc.dr_inv.view(inverses, rdim));
         let relations = self.relations;
@@ -562,15 +587,20 @@ impl Mat {
         self.view_mut(rows, cols)
     }
 
-    /// Shaped `len × w`, row `i` a copy of the `i`-th slice of `src` (each `w` floats).
+    /// Shaped `len × w`, row `i` a copy of the `i`-th slice of `src` (each `w` floats). With
+    /// `kept`, a buffer already of that size keeps the rows it holds (no copy: see
+    /// [`KgeModel::measure_without_layout_copies`]).
     fn gather<'s>(
         &mut self,
         w: usize,
         src: impl ExactSizeIterator<Item = &'s [f32]>,
+        kept: bool,
     ) -> ArrayView2<'_, f32> {
         let len = src.len();
-        self.0.clear();
-        src.for_each(|r| self.0.extend_from_slice(r));
+        if !(kept && self.0.len() == len * w) {
+            self.0.clear();
+            src.for_each(|r| self.0.extend_from_slice(r));
+        }
         self.view(len, w)
     }
 
@@ -845,6 +875,31 @@ mod tests {
         // Through `Model::step` (its scope and its timing); over these 4 batches, all within
         // `COLD_STEPS`, the model's choice is two threads throughout.
         assert_eq!(run(&|_| None), one, "the model's own choice");
+    }
+
+    /// Without layout copies (the roofline's measurement), a chunk of an earlier chunk's shape
+    /// multiplies the rows that chunk gathered, so the loss differs from the true step's, and no
+    /// gradient reaches an entity row, so the update leaves every embedding as it was.
+    #[test]
+    fn without_layout_copies_no_chunk_gathers_again_or_adds_back() {
+        // Chunks of one positive: chunk 4 reuses chunk 0's matrices (pairs alternate sets).
+        let (mut true_step, b, values) = setup(ScoreFn::ComplEx, Loss::Softmax, 1);
+        let mut bare = true_step.clone();
+        bare.measure_without_layout_copies();
+        let (w, dim) = (true_step.row_width(), true_step.config().dim);
+        let step = |m: &mut KgeModel| {
+            let mut v = values.clone();
+            m.step(&b.data, &mut BatchRows::new(&b.rows, w, &mut v).unwrap()).unwrap();
+            (v, m.take_loss())
+        };
+        let (stepped, loss) = step(&mut true_step);
+        let (bare_stepped, bare_loss) = step(&mut bare);
+        let embeddings =
+            |v: &[f32]| v.chunks(w).flat_map(|r| r[..dim].to_vec()).collect::<Vec<_>>();
+        assert_ne!(embeddings(&stepped), embeddings(&values), "the true step moves embeddings");
+        assert_eq!(embeddings(&bare_stepped), embeddings(&values), "no gradient added back");
+        assert_ne!(bare_loss.to_bits(), loss.to_bits(), "the second chunk kept the first's rows");
+        assert_ne!(bare.relations(), KgeModel::new(*bare.config(), 3, 0.5, 9).relations());
     }
 
     /// Chunks computed two at a time on rayon's threads give the bits of the sequential step:
