@@ -320,6 +320,11 @@ crate::mutation_catalog! {
     /// collected, which breaks *an inline batch is stamped after every batch submitted before
     /// it*.
     InlineWithoutDrain = "inline-without-drain", killed_by: [Proptest];
+    /// An owned session's device thread sends a batch given to `OwnedSession::submit_inline`
+    /// through the pipeline instead: a batch submitted before it may be stamped after it, which
+    /// breaks *an inline batch is stamped after every batch submitted before it* for the owned
+    /// session.
+    OwnedInlinePipelined = "owned-inline-pipelined", killed_by: [Proptest];
 }
 
 #[cfg(test)]

@@ -132,26 +132,37 @@ proptest! {
         readers in 1usize..4, writers in 1usize..4,
         input in 1usize..4, output in 1usize..4,
         seed in any::<u64>(),
+        owned in any::<bool>(),
     ) {
-        // Batches `i` with `inline[i]` go through `submit_inline`, the rest through `submit`.
+        // Batches `i` with `inline[i]` go through `submit_inline`, the rest through `submit`,
+        // of the scoped session or (`owned`) of the owned one.
         let config = oac_config(readers, writers, input, output, seed);
-        let store = store(rows, width);
+        let store = std::sync::Arc::new(store(rows, width));
         let initial = store.snapshot();
-        let mut model = MixModel::new(width);
         let engine = Engine::new(config).unwrap();
-        let report = engine
-            .session(&mut CpuDevice::new(), &mut model, &store, |s| {
-                for (i, b) in batches.iter().enumerate() {
-                    if inline[i] { s.submit_inline(b.clone())? } else { s.submit(b.clone())? }
-                }
-                s.finish()
-            })
-            .unwrap();
+        let (report, dense) = if owned {
+            let mut s = engine.start(CpuDevice::new(), MixModel::new(width), store.clone()).unwrap();
+            for (i, b) in batches.iter().enumerate() {
+                if inline[i] { s.submit_inline(b.clone()) } else { s.submit(b.clone()) }.unwrap();
+            }
+            let report = s.finish().unwrap();
+            (report, s.close().model.dense())
+        } else {
+            let mut model = MixModel::new(width);
+            let report = engine
+                .session(&mut CpuDevice::new(), &mut model, &*store, |s| {
+                    for (i, b) in batches.iter().enumerate() {
+                        if inline[i] { s.submit_inline(b.clone())? } else { s.submit(b.clone())? }
+                    }
+                    s.finish()
+                })
+                .unwrap();
+            (report, model.dense())
+        };
         prop_assert_eq!(report.order.len(), batches.len(), "every batch stamped once");
-        let cmp = compare_with_replay(
-            MixModel::new(width), &initial, &batches, &report, &store, &model.dense(),
-        )
-        .unwrap();
+        let cmp =
+            compare_with_replay(MixModel::new(width), &initial, &batches, &report, &store, &dense)
+                .unwrap();
         prop_assert!(cmp.is_equal(), "diverged from the replay of {:?}", report.batch_ids());
         // An inline batch's stamp splits the order: every batch submitted before it first.
         let positions = report.positions();

@@ -17,8 +17,18 @@ use std::thread::JoinHandle;
 enum Command<D, E> {
     /// Submit this batch (already checked).
     Submit(Batch<D>),
+    /// Submit this batch (already checked) to run its stages on the device thread
+    /// ([`Session::submit_inline`]).
+    SubmitInline(Batch<D>),
     /// End the epoch and send its report.
     Finish(Sender<Result<RunReport, EngineError<E>>>),
+}
+
+impl<D, E> Command<D, E> {
+    /// The command that submits `batch`, to run `inline` or through the pipeline.
+    fn submit(batch: Batch<D>, inline: bool) -> Self {
+        if inline { Command::SubmitInline(batch) } else { Command::Submit(batch) }
+    }
 }
 
 /// Records the device thread has made and the caller has not taken yet.
@@ -236,6 +246,14 @@ fn serve<M: Model, S: RowStorage + ?Sized>(
             Some(Command::Submit(batch)) => {
                 let _ = s.submit(batch).inspect_err(|_| shared.halt());
             }
+            Some(Command::SubmitInline(batch)) => {
+                let submitted = if mutation::active(Mutant::OwnedInlinePipelined) {
+                    s.submit(batch)
+                } else {
+                    s.submit_inline(batch)
+                };
+                let _ = submitted.inspect_err(|_| shared.halt());
+            }
             Some(Command::Finish(reply)) => {
                 let report = s.finish().map(|mut report| {
                     // The epoch's stamps the caller did not drain lead the report.
@@ -296,11 +314,46 @@ impl<M: Model> OwnedSession<M> {
     /// changes; after a failure inside the pipeline every call returns
     /// [`EngineError::Halted`] and [`finish`](OwnedSession::finish) returns the failure.
     pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
-        self.accept(&batch)?;
-        let commands = self.commands.as_ref().ok_or(EngineError::Halted)?;
-        commands.send(Command::Submit(batch)).map_err(|_| EngineError::Halted)?;
-        self.submitted += 1;
-        Ok(())
+        self.send(batch, false)
+    }
+
+    /// Feed one batch whose stages (read, step, write) the device thread runs itself, once
+    /// every batch submitted before it is stamped and written: [`Session::submit_inline`] on
+    /// the device thread, with its promise (the batch is stamped after every batch submitted
+    /// before it and before every batch submitted after it). Like
+    /// [`submit`](OwnedSession::submit), it returns once the device thread has the batch,
+    /// blocking while the command channel is full.
+    ///
+    /// ```
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
+    /// use ordo::store::RowStore;
+    /// use std::sync::Arc;
+    /// # use ordo::engine::{BatchRows, Model, StepError};
+    /// # struct Nudge;
+    /// # impl Model for Nudge {
+    /// #     type Data = f32;
+    /// #     type Error = StepError;
+    /// #     fn row_width(&self) -> usize { 1 }
+    /// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(3, 2))?;
+    /// let mut session = engine.start(CpuDevice::new(), Nudge, Arc::new(RowStore::zeros(8, 1)))?;
+    /// for i in 0..6u64 {
+    ///     let batch = Batch { id: i, rows: vec![i % 3, 5], data: 0.5 };
+    ///     // Every third batch runs on the device thread, the rest through the pipeline.
+    ///     if i % 3 == 2 { session.submit_inline(batch)? } else { session.submit(batch)? }
+    /// }
+    /// let ids = session.finish()?.batch_ids();
+    /// // Each inline batch splits the order: the batches before it, then it, then the rest.
+    /// assert_eq!(ids[2], 2);
+    /// assert_eq!(ids[5], 5);
+    /// # Ok::<(), ordo::engine::EngineError>(())
+    /// ```
+    pub fn submit_inline(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
+        self.send(batch, true)
     }
 
     /// Feed one batch if there is room now; otherwise hand it back
@@ -309,18 +362,48 @@ impl<M: Model> OwnedSession<M> {
         &mut self,
         batch: Batch<M::Data>,
     ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
+        self.try_send(batch, false)
+    }
+
+    /// [`submit_inline`](OwnedSession::submit_inline) if there is room now; otherwise hand
+    /// the batch back ([`TrySubmitError::Full`]). Never blocks.
+    pub fn try_submit_inline(
+        &mut self,
+        batch: Batch<M::Data>,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
+        self.try_send(batch, true)
+    }
+
+    /// Check `batch` and send it to the device thread (to run `inline` or not), blocking
+    /// while the channel is full.
+    fn send(&mut self, batch: Batch<M::Data>, inline: bool) -> Result<(), EngineError<M::Error>> {
+        self.accept(&batch)?;
+        let commands = self.commands.as_ref().ok_or(EngineError::Halted)?;
+        commands.send(Command::submit(batch, inline)).map_err(|_| EngineError::Halted)?;
+        self.submitted += 1;
+        Ok(())
+    }
+
+    /// [`send`](Self::send) if the channel has room now; otherwise the batch comes back.
+    fn try_send(
+        &mut self,
+        batch: Batch<M::Data>,
+        inline: bool,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
         if let Err(e) = self.accept(&batch) {
             return Err(TrySubmitError::Failed(e));
         }
         let Some(commands) = self.commands.as_ref() else {
             return Err(TrySubmitError::Failed(EngineError::Halted));
         };
-        match commands.try_send(Command::Submit(batch)) {
+        match commands.try_send(Command::submit(batch, inline)) {
             Ok(()) => {
                 self.submitted += 1;
                 Ok(())
             }
-            Err(TrySendError::Full(Command::Submit(batch))) => Err(TrySubmitError::Full(batch)),
+            Err(TrySendError::Full(Command::Submit(batch) | Command::SubmitInline(batch))) => {
+                Err(TrySubmitError::Full(batch))
+            }
             Err(_) => Err(TrySubmitError::Failed(EngineError::Halted)),
         }
     }
