@@ -75,11 +75,22 @@ class Session:
     """A running pipeline; also a context manager (leaving the block finishes and closes it).
     Dropped by the garbage collector, it is closed (threads joined, stamped batches written)."""
 
-    def submit(self, ids: RowIds, payload: Any = None, batch_id: Optional[int] = None) -> int:
+    def submit(
+        self,
+        ids: RowIds,
+        payload: Any = None,
+        batch_id: Optional[int] = None,
+        *,
+        inline: bool = False,
+    ) -> int:
         """Feed one batch (``ids`` sorted and unique, see ``unique_rows``); blocks without the
-        interpreter lock while the pipeline is full. Returns the batch id. Raises
-        ``InvalidBatch`` for a bad batch, ``StepFailed`` once a step failed,
-        ``KeyboardInterrupt`` on Ctrl-C (the session is then closed)."""
+        interpreter lock while the pipeline is full. Returns the batch id. With ``inline``, the
+        session's device thread reads, steps and writes the batch itself once every batch
+        before it is written: the batch is stamped after every batch submitted before it and
+        before every batch after it, and the reader and writer threads sit it out (less CPU
+        where every core is busy with other work). Raises ``InvalidBatch`` for a bad batch,
+        ``StepFailed`` once a step failed, ``KeyboardInterrupt`` on Ctrl-C (the session is then
+        closed)."""
     def finish(self) -> Report:
         """Wait until every batch submitted is written; the epoch's ``Report``."""
     def drain_order(self) -> npt.NDArray[np.uint64]:

@@ -250,14 +250,18 @@ impl Session {
 impl Session {
     /// Feed one batch: `ids` (sorted, unique row ids; see `ordo.unique_rows`) and an opaque
     /// `payload` handed to the step. Blocks while the pipeline is full, without the lock.
-    /// Returns the batch's id (`batch_id`, or the next of a counter from 0).
-    #[pyo3(signature = (ids, payload = None, batch_id = None))]
+    /// Returns the batch's id (`batch_id`, or the next of a counter from 0). With `inline`, the
+    /// session's device thread reads, steps and writes the batch itself once every batch
+    /// before it is written (`OwnedSession::submit_inline`): the reader and writer threads sit
+    /// it out, which saves their CPU where every core is busy with other work.
+    #[pyo3(signature = (ids, payload = None, batch_id = None, *, inline = false))]
     fn submit(
         &mut self,
         py: Python<'_>,
         ids: &Bound<'_, PyAny>,
         payload: Option<Py<PyAny>>,
         batch_id: Option<u64>,
+        inline: bool,
     ) -> PyResult<u64> {
         let rows = crate::row_ids(ids)?;
         let id = batch_id.unwrap_or(self.next_id);
@@ -271,7 +275,9 @@ impl Session {
                 let mut backoff = Backoff::new();
                 loop {
                     written += s.completions().len() as u64;
-                    match s.try_submit(batch) {
+                    let tried =
+                        if inline { s.try_submit_inline(batch) } else { s.try_submit(batch) };
+                    match tried {
                         Ok(()) => return (Ok(Wait::Done), written),
                         Err(TrySubmitError::Full(back)) if Instant::now() < until => {
                             batch = back;

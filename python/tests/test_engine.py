@@ -14,18 +14,21 @@ from conftest import ROWS, WIDTH, batch_of, initial_table, interrupt, make_step,
 EPOCHS, PER_EPOCH = 3, 400
 
 
-def run(mode, init, dense=None, drain_every=None):
-    """Train EPOCHS epochs of PER_EPOCH batches in `mode`; the table, the recorded order
-    (drained part first) and the last report."""
+def run(mode, init, dense=None, drain_every=None, inline_every=None, wrap=None):
+    """Train EPOCHS epochs of PER_EPOCH batches in `mode` (every `inline_every`-th batch of an
+    epoch inline); the table, the recorded order (drained part first) and the rows replaced.
+    `wrap(step, table)`, if given, wraps the step."""
     table = ordo.Table(ROWS, WIDTH, init=init)
     engine = ordo.Engine(table, mode=mode)
     order, replaced = [], 0
-    with engine.session(make_step(dense)) as s:
+    step = make_step(dense)
+    with engine.session(wrap(step, table) if wrap else step) as s:
         for epoch in range(EPOCHS):
             for k in range(PER_EPOCH):
                 batch_id = epoch * PER_EPOCH + k
                 ids, payload = batch_of(batch_id)
-                s.submit(ids, payload, batch_id=batch_id)
+                inline = bool(inline_every) and k % inline_every == inline_every - 1
+                s.submit(ids, payload, batch_id=batch_id, inline=inline)
                 if drain_every and k % drain_every == 0:
                     order.extend(s.drain_order().tolist())
             report = s.finish()
@@ -51,6 +54,41 @@ def test_oac_equals_replay_and_the_plain_loop_bit_for_bit(init):
     looped = plain_loop(init, order, make_step(loop_dense))
     assert np.array_equal(final.view(np.uint32), looped.view(np.uint32))
     assert loop_dense.view(np.uint32)[0] == dense.view(np.uint32)[0]
+
+
+def test_inline_batches_keep_their_place_and_the_replay(init):
+    dense = np.zeros(1, dtype=np.float32)
+    every = 7
+    # An inline batch is read once every batch before it is written: the rows its step gets
+    # are the table's rows as they stand (a pipelined batch may get newer rows, from
+    # validation, than the table holds yet).
+    ahead = []
+
+    def check(step, table):
+        def checked(batch_id, ids, rows, payload):
+            if batch_id % PER_EPOCH % every == every - 1:
+                stored = table.numpy()[ids.astype(np.int64)]
+                if not np.array_equal(stored.view(np.uint32), rows.view(np.uint32)):
+                    ahead.append(batch_id)
+            step(batch_id, ids, rows, payload)
+
+        return checked
+
+    final, order, replaced = run("oac", init, dense, inline_every=every, wrap=check)
+    assert ahead == [], f"inline batches stepped on rows the table did not hold yet: {ahead}"
+    assert replaced > 0, "the pipelined batches still overlapped"
+    # An inline batch splits its epoch's order: every batch submitted before it, then it.
+    for epoch in range(EPOCHS):
+        stamped = order[epoch * PER_EPOCH : (epoch + 1) * PER_EPOCH]
+        for k in range(every - 1, PER_EPOCH, every):
+            batch_id = epoch * PER_EPOCH + k
+            at = stamped.index(batch_id)
+            assert sorted(stamped[:at]) == list(range(epoch * PER_EPOCH, batch_id)), batch_id
+    replayed = ordo.Table(ROWS, WIDTH, init=init)
+    replay_dense = np.zeros(1, dtype=np.float32)
+    ordo.replay(replayed, order, batch_of, make_step(replay_dense))
+    assert np.array_equal(final.view(np.uint32), replayed.numpy().view(np.uint32))
+    assert replay_dense.view(np.uint32)[0] == dense.view(np.uint32)[0]
 
 
 def test_async_differs_from_its_plain_loop(init):
