@@ -76,16 +76,7 @@ pub enum Stages {
 }
 
 impl Way for Stages {
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    fn other(self) -> Stages {
-        match self {
-            Stages::Pipelined => Stages::Inline,
-            Stages::Inline => Stages::Pipelined,
-        }
-    }
+    const BOTH: [Stages; 2] = [Stages::Pipelined, Stages::Inline];
 }
 
 /// The schedule of [`StageChoice`], in batches. A switch costs the first batches after it:

@@ -86,16 +86,7 @@ pub enum Threads {
 }
 
 impl Way for Threads {
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    fn other(self) -> Threads {
-        match self {
-            Threads::One => Threads::Two,
-            Threads::Two => Threads::One,
-        }
-    }
+    const BOTH: [Threads; 2] = [Threads::One, Threads::Two];
 }
 
 /// The step's choice of [`Threads`], remade from its own timings (see the module docs).

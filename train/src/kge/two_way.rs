@@ -22,12 +22,21 @@
 use std::fmt::Debug;
 use std::time::Duration;
 
-/// One of exactly two ways, numbered 0 and 1.
+/// One of exactly two ways, numbered 0 and 1 by their place in [`BOTH`](Way::BOTH).
 pub trait Way: Copy + Eq + Debug {
+    /// The two ways: way 0, then way 1. The trainer's enums list them in declaration order,
+    /// so a constant may write a way's index as `way as usize` ([`Schedule::favour`]).
+    const BOTH: [Self; 2];
+
     /// 0 or 1.
-    fn index(self) -> usize;
+    fn index(self) -> usize {
+        usize::from(self == Self::BOTH[1])
+    }
+
     /// The other way.
-    fn other(self) -> Self;
+    fn other(self) -> Self {
+        Self::BOTH[1 - self.index()]
+    }
 }
 
 /// How long each phase of [`TwoWay`]'s explore-exploit cycle lasts, in units of work.
@@ -174,15 +183,7 @@ mod tests {
     }
 
     impl Way for Ab {
-        fn index(self) -> usize {
-            self as usize
-        }
-        fn other(self) -> Ab {
-            match self {
-                Ab::A => Ab::B,
-                Ab::B => Ab::A,
-            }
-        }
+        const BOTH: [Ab; 2] = [Ab::A, Ab::B];
     }
 
     const S: Schedule = Schedule {
