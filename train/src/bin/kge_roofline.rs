@@ -79,6 +79,7 @@ use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::{KgeModel, NonFiniteLoss};
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
+use std::error::Error;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -521,13 +522,19 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             None => println!("(plain rows under per-row locks: not measured for row width {w})\n"),
         }
         // The step alone: the engine's sequential replay of the epoch on a plain table (each
-        // batch's rows copied out, stepped, copied back), with only the steps timed.
-        let (model, init) = cfg.init(&d)?;
-        let mut rows_table = init.snapshot();
-        drop(init);
-        let mut timed = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
+        // batch's rows copied out, stepped, copied back), with only the steps timed, of a
+        // fresh model that `prepare` sets up.
         let in_order: Vec<usize> = (0..batches.len()).collect();
-        ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
+        let replay_timed = |prepare: fn(&mut KgeModel)| -> Result<TimedStep, Box<dyn Error>> {
+            let (mut model, init) = cfg.init(&d)?;
+            prepare(&mut model);
+            let mut rows_table = init.snapshot();
+            drop(init);
+            let mut timed = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
+            ordo::engine::replay(&mut timed, &mut rows_table, &batches, &in_order)?;
+            Ok(timed)
+        };
+        let timed = replay_timed(|_| {})?;
         let step_s = timed.seconds;
         let step_alone = positives as f64 / step_s;
         let busy = |cpu_s: Option<f64>, wall_s: f64, positives: usize| match cpu_s {
@@ -546,13 +553,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         // The same replay with the chunks' copies between the batch's layout and theirs left
         // out (wrong values, same products): the most issue 34's item 1 could save.
-        let (mut model, init) = cfg.init(&d)?;
-        model.measure_without_layout_copies();
-        let mut rows_table = init.snapshot();
-        drop(init);
-        let mut bare = TimedStep { model, seconds: 0.0, cpu_seconds: Some(0.0) };
-        match ordo::engine::replay(&mut bare, &mut rows_table, &batches, &in_order) {
-            Ok(_) => println!(
+        match replay_timed(KgeModel::measure_without_layout_copies) {
+            Ok(bare) => println!(
                 "the step alone without its layout copies (no chunk gathers its rows from the \
                  batch's or adds its gradients back: the values are wrong, the products the \
                  same; what a layout that multiplies the rows where they were read could save \
