@@ -26,6 +26,12 @@ pub struct KgeBatch {
     pub neg_tails: Vec<u32>,
     /// Corrupted heads: `negatives` rows per chunk.
     pub neg_heads: Vec<u32>,
+    /// Whether the engine runs this batch's stages on the device thread
+    /// (`Session::submit_inline`, [`super::stages`]) rather than through its reader and writer
+    /// threads: the step times its thread choice for each case apart. Set by the trainer when
+    /// it submits the batch, so a step knows how *its own* batch runs, also while a switch
+    /// empties the pipeline of batches submitted the other way. The bits do not depend on it.
+    pub inline: bool,
 }
 
 impl KgeBatch {
@@ -174,6 +180,7 @@ impl Sampling {
             negatives: n,
             neg_tails: nt_local.to_vec(),
             neg_heads: nh_local.to_vec(),
+            inline: false,
         };
         Batch { id, rows, data }
     }

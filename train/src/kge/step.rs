@@ -125,11 +125,11 @@ pub struct KgeModel {
     scratch: Box<[[StepScratch; 2]; 2]>,
     /// Whether the next step runs on one thread or two, from what the steps so far measured:
     /// one choice for batches whose stages the engine's threads run, one for batches it runs
-    /// inline ([`set_inline`](Self::set_inline)), since what the second thread is worth depends
-    /// on whether the reader and writer compete with it for the cores.
+    /// inline ([`KgeBatch::inline`]), since what the second thread is worth depends on whether
+    /// the reader and writer compete with it for the cores.
     threads: [StepThreads; 2],
-    /// Whether the engine runs the coming batches' stages on the device thread
-    /// ([`super::stages`]); picks the entry of `threads`.
+    /// Whether the last batch stepped ran inline ([`KgeBatch::inline`]): a batch of the other
+    /// way pauses that way's timing.
     inline: bool,
     /// Whether chunks copy their rows between the batch's layout and their own (always, but
     /// for [`measure_without_layout_copies`](Self::measure_without_layout_copies)).
@@ -700,8 +700,9 @@ impl Model for KgeModel {
         if rayon::current_num_threads() == 1 {
             return self.step_on(b, rows, false);
         }
+        self.follow_way(b.inline);
         let start = std::time::Instant::now();
-        let chooser = usize::from(self.inline);
+        let chooser = usize::from(b.inline);
         let threads = self.threads[chooser].start(start);
         let stepped = match threads {
             // On one of rayon's threads, so the step's joins hand work to the other without a
@@ -721,10 +722,9 @@ impl Model for KgeModel {
 }
 
 impl KgeModel {
-    /// Tell the step whether the engine runs the coming batches' stages on the device thread
-    /// ([`super::stages`]), so that it times its threads for that case apart. The bits do not
-    /// depend on it.
-    pub fn set_inline(&mut self, inline: bool) {
+    /// The coming batch runs inline or not ([`KgeBatch::inline`]): where that differs from the
+    /// last batch, the way left pauses its timing. The bits do not depend on it.
+    fn follow_way(&mut self, inline: bool) {
         if inline != self.inline {
             // The steps of the way left resume later: their last cycle did not end now.
             self.threads[usize::from(self.inline)].pause();
@@ -875,6 +875,32 @@ mod tests {
         // Through `Model::step` (its scope and its timing); over these 4 batches, all within
         // `COLD_STEPS`, the model's choice is two threads throughout.
         assert_eq!(run(&|_| None), one, "the model's own choice");
+    }
+
+    /// Each batch's own flag picks the timing it counts in: a batch run inline times the inline
+    /// choice, and the first one pauses the pipelined choice (its last cycle did not end with
+    /// the inline batch's start), and back. The flag travels with the batch, so batches still in
+    /// the pipeline when the trainer switches to inline are timed as the pipelined batches they
+    /// are (before, a flag set on the model ahead of `submit_inline` mislabelled up to a
+    /// pipeline's depth of them at every switch).
+    #[test]
+    fn each_batch_is_timed_by_the_way_it_runs() {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+        let (mut m, batch, values) = setup(ScoreFn::ComplEx, Loss::Softmax, 2);
+        let w = m.row_width();
+        let step = |m: &mut KgeModel, inline: bool| {
+            let mut data = batch.data.clone();
+            data.inline = inline;
+            let mut v = values.clone();
+            let mut rows = BatchRows::new(&batch.rows, w, &mut v).unwrap();
+            pool.install(|| m.step(&data, &mut rows)).unwrap();
+            (m.threads[0].cycle_open(), m.threads[1].cycle_open())
+        };
+        assert_eq!(step(&mut m, false), (true, false), "a pipelined batch times the pipeline");
+        assert_eq!(step(&mut m, false), (true, false));
+        assert_eq!(step(&mut m, true), (false, true), "inline: the pipeline's cycle paused");
+        assert_eq!(step(&mut m, true), (false, true));
+        assert_eq!(step(&mut m, false), (true, false), "back: the inline cycle paused");
     }
 
     /// Without layout copies (the roofline's measurement), a chunk of an earlier chunk's shape

@@ -128,6 +128,13 @@ impl StepThreads {
         self.pending = None;
     }
 
+    /// Whether a step's cycle waits for the next start to end it (a test's view of
+    /// [`pause`](Self::pause)).
+    #[cfg(test)]
+    pub(crate) fn cycle_open(&self) -> bool {
+        self.pending.is_some()
+    }
+
     /// The step that [`start`](Self::start) began ran for `took`, over `positives` positives;
     /// its cost is known when the next step starts.
     pub fn stepped(&mut self, took: Duration, positives: usize) {

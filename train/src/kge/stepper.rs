@@ -28,24 +28,11 @@ pub(super) struct Stepper {
     step: Step,
     loss_sum: Cell<f64>,
     positives: Cell<u64>,
-    /// Whether the coming batches run inline ([`super::stages`]), set through the shared
-    /// reference a session lends and handed to the CPU step before each batch.
-    inline: Cell<bool>,
 }
 
 impl Stepper {
     pub(super) fn new(step: Step) -> Self {
-        Stepper {
-            step,
-            loss_sum: Cell::new(0.0),
-            positives: Cell::new(0),
-            inline: Cell::new(false),
-        }
-    }
-
-    /// The coming batches run inline, or through the engine's threads ([`super::stages`]).
-    pub(super) fn set_inline(&self, inline: bool) {
-        self.inline.set(inline);
+        Stepper { step, loss_sum: Cell::new(0.0), positives: Cell::new(0) }
     }
 
     /// Refuse a run whose device cannot be used, or whose step the CUDA kernels do not
@@ -102,10 +89,7 @@ impl Model for Stepper {
         rows: &mut ordo::engine::BatchRows<'_>,
     ) -> Result<(), StepError> {
         let (stepped, (sum, positives)) = match &mut self.step {
-            Step::Cpu(m) => {
-                m.set_inline(self.inline.get());
-                (m.step(b, rows).map_err(StepError::new), m.take_loss_sum())
-            }
+            Step::Cpu(m) => (m.step(b, rows).map_err(StepError::new), m.take_loss_sum()),
             Step::Cuda(m) => (m.step(b, rows), m.take_loss_sum()),
         };
         self.loss_sum.set(self.loss_sum.get() + sum);

@@ -214,13 +214,13 @@ impl Session<'_> {
                     });
                     // A batch is well-formed by construction, so a submit fails only once the
                     // pipeline stopped, and `finish` then says why.
-                    rx.into_iter().try_for_each(|batch| {
+                    rx.into_iter().try_for_each(|mut batch| {
                         let positives = batch.data.pos.len();
                         let pending = s.pending();
                         let way =
                             stages.as_mut().map(|c| c.start(Instant::now(), positives, pending));
                         let inline = always_inline || way == Some(Stages::Inline);
-                        s.model().set_inline(inline);
+                        batch.data.inline = inline;
                         if inline { s.submit_inline(batch) } else { s.submit(batch) }
                     })
                 });
