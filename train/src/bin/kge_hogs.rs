@@ -14,6 +14,10 @@
 //!   the cores received (CPU time over wall time). Beside the hogs the scheduler's share varies
 //!   from run to run as much as between the modes; the CPU time per positive says how much work
 //!   each mode did for its triples, whatever share it got.
+//! * **How sure:** after the table, the median oac/sync of triples/s and of CPU time per
+//!   positive over all pairs, each with its distribution-free 95 % interval
+//!   ([`median_interval`]): beside the hogs one run's median of 6 pairs has ranged from 0.75
+//!   to 1.07, so a claim about the median needs dozens of pairs and says how tight it is.
 //! * **Setting:** the README's main job (`train/configs/compare-wordnet30.toml`: ComplEx dim 96,
 //!   batches of 256, 64 negatives per side shared by chunks of 16, Adagrad) on the embedded
 //!   WordNet 3.0, with one-triple evaluations.
@@ -28,7 +32,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
-use ordo_train::kge::compare::Spread;
+use ordo_train::kge::compare::{Spread, median_interval};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
 use std::process::{Child, Command, ExitCode};
@@ -234,5 +238,20 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         opt(col(&|r| r.0.cores), 2),
         opt(col(&|r| r.1.cores), 2)
     );
+    // The pairs' own spread says how far their median may be from the machine's: one run of
+    // 5 or 6 pairs beside the hogs has swung from 0.75 to 1.07 (BENCHMARKS.md, issue 34).
+    let interval = |v: Vec<f64>| match median_interval(&v, 0.95) {
+        Some((lo, hi)) => format!("{:.3}, 95 % interval {lo:.3}–{hi:.3}", median(v)),
+        None => format!("{:.3} (too few pairs for a 95 % interval: at least 6)", median(v)),
+    };
+    println!(
+        "\noac/sync over {} pairs: triples/s {}",
+        rows.len(),
+        interval(rows.iter().map(|r| r.1.triples_per_s / r.0.triples_per_s).collect())
+    );
+    let cpu: Option<Vec<f64>> = rows.iter().map(|r| Some(r.1.cpu_us? / r.0.cpu_us?)).collect();
+    if let Some(cpu) = cpu {
+        println!("oac/sync CPU time per positive: {}", interval(cpu));
+    }
     Ok(())
 }
