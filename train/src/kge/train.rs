@@ -146,6 +146,29 @@ fn resume(
 /// a run is O(batch · queue depth).
 const LOADER_DEPTH: usize = 8;
 
+/// Positives the engine's input and output queues each hold at least (as whole batches, from
+/// [`QUEUE_DEPTHS`]' least to its most): what carries the pipeline through a stage's thread
+/// losing its core for a while. The engine's default of 4 batches held 1,024 positives at the
+/// main job's batches of 256, about 4 ms of its steps; beside one busy loop per core the
+/// scheduler takes a thread's core for slices of a few milliseconds, and with queues that short
+/// the reader or the writer then ran dry or full, its thread slept, and oac received barely
+/// more of the machine than sync while doing 1.2× its work per positive (0.91× sync, pooled
+/// over 30 pairs). At 8 batches (2,048 positives) oac received 1.28× sync's cores and ran at
+/// 1.00×; idle, the main job's oac ran 1.05× faster too. Batches of 1,000 already hold 4,000
+/// positives at depth 4, and at depth 8 the throughput config ran 0.96× (more rows read
+/// stale, a larger validation cache), so the depth stays 4 there (BENCHMARKS.md, issue 34,
+/// eleventh pass). The depths change no bit: with one reader the pipeline stamps batches in
+/// submission order at any depth.
+const QUEUE_POSITIVES: usize = 2048;
+
+/// The least and most batches per queue that [`QUEUE_POSITIVES`] may ask for.
+const QUEUE_DEPTHS: (usize, usize) = (4, 8);
+
+/// The depth of the engine's input and output queues for batches of `batch_size` positives.
+fn queue_depth(batch_size: usize) -> usize {
+    QUEUE_POSITIVES.div_ceil(batch_size.max(1)).clamp(QUEUE_DEPTHS.0, QUEUE_DEPTHS.1)
+}
+
 /// What a session run trains: the dataset, the configuration, the mode and the engine tuning.
 struct Session<'a> {
     d: &'a Dataset,
@@ -173,7 +196,10 @@ impl Session<'_> {
     ) -> Result<(), TrainError> {
         let (d, cfg) = (self.d, self.cfg);
         let threads = cfg.threads.max(1);
-        let mut ecfg = EngineConfig::new(self.mode.engine_mode(cfg)).threads(threads, threads);
+        let depth = queue_depth(cfg.batch_size);
+        let mut ecfg = EngineConfig::new(self.mode.engine_mode(cfg))
+            .threads(threads, threads)
+            .depths(depth, depth);
         if let Some(tune) = self.tune {
             ecfg = tune(ecfg);
         }
@@ -249,6 +275,23 @@ mod tests {
     use super::*;
     use crate::kge::npy;
     use crate::kge::score::ScoreFn;
+
+    /// The queues hold at least `QUEUE_POSITIVES` positives, within the depths' bounds: the
+    /// main job's batches of 256 get 8, the throughput config's 1,000 the engine's 4.
+    #[test]
+    fn queue_depth_holds_enough_positives_within_bounds() {
+        assert_eq!(queue_depth(256), 8);
+        assert_eq!(queue_depth(512), 4);
+        assert_eq!(queue_depth(300), 7);
+        assert_eq!(queue_depth(1000), 4);
+        assert_eq!(queue_depth(1), 8);
+        assert_eq!(queue_depth(0), 8);
+        for b in [100, 256, 300, 700, 4096] {
+            let d = queue_depth(b);
+            assert!((QUEUE_DEPTHS.0..=QUEUE_DEPTHS.1).contains(&d));
+            assert!(d * b >= QUEUE_POSITIVES || d == QUEUE_DEPTHS.1, "batch {b}: depth {d}");
+        }
+    }
 
     #[test]
     fn divergence_stops_training_with_a_clear_error_in_every_mode() {
