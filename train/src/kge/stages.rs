@@ -81,10 +81,12 @@ impl Way for Stages {
 
 /// The schedule of [`StageChoice`], in batches. A switch costs the first batches after it:
 /// to inline, the first submit waits for the pipeline to empty; to the pipeline, the first
-/// submits only fill its queues (the engine's default depths hold about ten batches), and the
+/// submits only fill its queues (the engine's default depths held about ten batches), and the
 /// pipeline reached its steady cost per written batch only after 10–20 batches (traced on the
 /// main job's setting, idle: about 1.9, then 1.0, then 0.85 ms a batch by tens, against 1.2
-/// inline), so [`Schedule::warmup`] skips 16. A probe then times 48 batches of each way; runs
+/// inline), so [`Schedule::warmup`] skips 16. (Since the trainer's queues hold at least 2,048
+/// positives, `super::train`'s `queue_depth`, they hold about 18 batches of the main job's
+/// 256; the warm-up was not traced again.) A probe then times 48 batches of each way; runs
 /// grow from 64 to 2048 batches (on the main job's setting an epoch is 552), so on a machine
 /// whose load does not change, the slower way runs 64 of about every 2,200 batches.
 pub const SCHEDULE: Schedule = Schedule {
