@@ -111,8 +111,9 @@ pub const MEDIAN_INTERVAL_MAX: usize = 1000;
 /// `(1 − confidence) / 2` of the `Binomial(n, ½)` mass lies below `j` on each side, so the
 /// interval covers the median with probability at least `confidence` whatever the distribution
 /// (independent draws). `None` when no such interval exists (fewer than 6 values for 95 %),
-/// for more than [`MEDIAN_INTERVAL_MAX`] values, or when `confidence` is outside `(0, 1)`. It answers "is the median of many alternated pairs above
-/// 0.95?" where one run's median of 5 or 6 pairs swings by ±15 % (BENCHMARKS.md, issue 34).
+/// for more than [`MEDIAN_INTERVAL_MAX`] values, or when `confidence` is outside `(0, 1)`. It
+/// answers "is the median of many alternated pairs above 0.95?" where one run's median of 5 or
+/// 6 pairs swings by ±15 % (BENCHMARKS.md, issue 34).
 ///
 /// The binomial tail is summed here (at p = ½ it is `Σ C(n, i) / 2ⁿ`, built term by term)
 /// rather than taken from a statistics crate, whose default features would bring a
