@@ -13,8 +13,9 @@
 //! 1. **Rows live in a store.** Every parameter that a batch touches sparsely (a user's or an
 //!    item's factor, with its optimizer state if any) is one row of a
 //!    [`RowStore`](store::RowStore) (or of any [`RowStorage`](storage::RowStorage)).
-//! 2. **A batch names its rows.** A [`Batch`](engine::Batch) carries an id, its sorted row ids
-//!    and the trainer's data (the ratings). The example's loader rebuilds any batch from its id.
+//! 2. **A batch names its rows.** A [`Batch`](engine::Batch) carries an id, its distinct row
+//!    ids (in the order the step wants its rows; this example sorts them) and the trainer's
+//!    data (the ratings). The example's loader rebuilds any batch from its id.
 //! 3. **The math is a [`Model`](engine::Model).** `step` updates the batch's rows in place
 //!    and any dense parameters in `self` (the global mean); it must be deterministic.
 //! 4. **A session streams batches.** [`Engine::session`](engine::Engine::session) starts the
@@ -24,7 +25,7 @@
 //!    which returns the epoch's [`RunReport`](engine::RunReport): the computation order.
 //!    A stream that never ends takes the order as it is stamped
 //!    ([`drain_order`](engine::Session::drain_order)) and runs in flat memory; a bad batch
-//!    (empty, unsorted, out of range) is refused with a typed
+//!    (empty, a row twice, out of range) is refused with a typed
 //!    [`InvalidBatch`](engine::EngineError::InvalidBatch) before it enters the pipeline.
 //!    A trainer that cannot put its loop in one closure (an event loop, a binding) owns its
 //!    session instead: [`Engine::start`](engine::Engine::start) returns an

@@ -28,7 +28,7 @@ class StepFailed(OrdoError):
     applied: Optional[list[int]]
 
 class InvalidBatch(OrdoError):
-    """A malformed batch (empty, unsorted, duplicated or out-of-range row id), refused before
+    """A malformed batch (empty, duplicated or out-of-range row id), refused before
     it entered the pipeline; nothing changed."""
 
     batch_id: int
@@ -83,7 +83,8 @@ class Session:
         *,
         inline: bool = False,
     ) -> int:
-        """Feed one batch (``ids`` sorted and unique, see ``unique_rows``); blocks without the
+        """Feed one batch (``ids`` unique, in the order the step sees its rows; see
+        ``unique_rows``); blocks without the
         interpreter lock while the pipeline is full. Returns the batch id. With ``inline``, the
         session's device thread reads, steps and writes the batch itself once every batch
         before it is written: the batch is stamped after every batch submitted before it and
@@ -140,7 +141,7 @@ class Engine:
         """``replay(self.table, order, batch_of, step)``."""
 
 def unique_rows(ids: RowIds) -> npt.NDArray[np.uint64]:
-    """Sorted, de-duplicated row ids, the form a batch's ids must have."""
+    """Sorted, de-duplicated row ids: a batch's ids from any list of ids."""
 
 def replay(
     table: Table,

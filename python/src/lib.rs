@@ -25,8 +25,8 @@ mod table;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
-/// Row ids as the engine takes them (sorted, unique): from a numpy integer array or any
-/// sequence of ints. A negative id is a `ValueError`.
+/// Row ids as the engine takes them (unique, in the order the step sees its rows): from a
+/// numpy integer array or any sequence of ints. A negative id is a `ValueError`.
 pub(crate) fn row_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     if let Ok(a) = ids.cast::<PyArray1<u64>>() {
         return Ok(a
@@ -54,7 +54,7 @@ pub(crate) fn row_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
     ids.extract::<Vec<u64>>()
 }
 
-/// Sorted, de-duplicated row ids as a `uint64` array: the form a batch's ids must have.
+/// Sorted, de-duplicated row ids as a `uint64` array: a batch's ids from any list of ids.
 #[pyfunction]
 fn unique_rows<'py>(
     py: Python<'py>,

@@ -248,8 +248,9 @@ impl Session {
 
 #[pymethods]
 impl Session {
-    /// Feed one batch: `ids` (sorted, unique row ids; see `ordo.unique_rows`) and an opaque
-    /// `payload` handed to the step. Blocks while the pipeline is full, without the lock.
+    /// Feed one batch: `ids` (unique row ids, in the order the step sees its rows; see
+    /// `ordo.unique_rows`) and an opaque `payload` handed to the step. Blocks while the
+    /// pipeline is full, without the lock.
     /// Returns the batch's id (`batch_id`, or the next of a counter from 0). With `inline`, the
     /// session's device thread reads, steps and writes the batch itself once every batch
     /// before it is written (`OwnedSession::submit_inline`): the reader and writer threads sit

@@ -135,8 +135,8 @@ def test_a_bad_row_id_is_invalid_batch_naming_the_batch(init):
         with pytest.raises(ordo.InvalidBatch) as info:
             s.submit(np.array([1, ROWS], dtype=np.uint64), np.float32(0), batch_id=77)
         assert info.value.batch_id == 77 and "out of range" in info.value.reason
-        with pytest.raises(ordo.InvalidBatch, match="not sorted"):
-            s.submit([5, 2], np.float32(0), batch_id=78)
+        with pytest.raises(ordo.InvalidBatch, match="appears twice"):
+            s.submit([5, 2, 5], np.float32(0), batch_id=78)
         s.submit(*batch_of(1), batch_id=1)
         report = s.finish()
     assert sorted(report.order.tolist()) == [0, 1]

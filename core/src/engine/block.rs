@@ -5,7 +5,7 @@ use super::row_buffers::RowBuffers;
 use std::sync::Arc;
 
 /// A stepped batch's rows: `ids.len()` rows of `width` floats, row-major, in the order of the
-/// batch's sorted row ids. Immutable once built: the writers and the validation cache share it.
+/// batch's row ids. Immutable once built: the writers and the validation cache share it.
 /// A block built by the engine gives its values buffer back to the session's free list when it
 /// is dropped (after the writers and the cache are done with it).
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ impl RowBlock {
         self
     }
 
-    /// The rows' ids (sorted, no duplicates).
+    /// The rows' ids (distinct), in the batch's order.
     pub fn ids(&self) -> &[u64] {
         &self.ids
     }

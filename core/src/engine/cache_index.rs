@@ -8,8 +8,8 @@ use super::RowBlock;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// A block of rows inserted into a cache: what the index needs of it is its row ids (sorted,
-/// distinct).
+/// A block of rows inserted into a cache: what the index needs of it is its row ids (distinct,
+/// in any order).
 pub trait CachedRows {
     /// The block's row ids, in the order of its rows.
     fn ids(&self) -> &[u64];
@@ -131,7 +131,8 @@ impl<B: CachedRows> CacheIndex<B> {
     pub fn insert(&mut self, ts: u64, block: B) {
         debug_assert!(self.last_ts().is_none_or(|t| t < ts), "inserts in ts order");
         let ids = block.ids();
-        if let Some(&max) = ids.last()
+        // The block's rows come in the model's order, not necessarily increasing.
+        if let Some(&max) = ids.iter().max()
             && max as usize >= self.index.len()
         {
             self.index.resize(max as usize + 1, ABSENT);

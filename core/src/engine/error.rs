@@ -60,14 +60,6 @@ pub enum BatchError {
         /// The store's rows.
         rows: usize,
     },
-    /// Row ids are not strictly increasing.
-    #[error("row ids are not sorted: {prev} then {next}")]
-    Unsorted {
-        /// The earlier id.
-        prev: u64,
-        /// The later, smaller id.
-        next: u64,
-    },
     /// A row id appears twice.
     #[error("row {row} appears twice")]
     Duplicate {

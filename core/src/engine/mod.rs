@@ -124,9 +124,12 @@ pub use session::{Session, TrySubmitError};
 
 use crate::storage::RowStorage;
 
-/// Check one batch against a store of `rows` rows: at least one row, ids strictly increasing
-/// and in range. The error is [`EngineError::InvalidBatch`], as the engine error of any model
-/// (`E`).
+/// Check one batch against a store of `rows` rows: at least one row, ids in range and distinct.
+/// The error is [`EngineError::InvalidBatch`], as the engine error of any model (`E`).
+///
+/// The ids may come in any order: a model lays its rows out as its step reads them (the KGE
+/// trainer puts each chunk's negatives side by side). Strictly increasing ids, the usual
+/// case, are checked in one pass; any other order is checked for repeats on a sorted copy.
 pub fn validate_batch<D, E>(
     position: usize,
     batch: &Batch<D>,
@@ -136,22 +139,18 @@ pub fn validate_batch<D, E>(
     if batch.rows.is_empty() {
         return bad(BatchError::Empty);
     }
-    let mut prev: Option<u64> = None;
-    for &r in &batch.rows {
-        if r >= rows as u64 {
-            return bad(BatchError::RowOutOfRange { row: r, rows });
-        }
-        if let Some(p) = prev {
-            if p == r {
-                return bad(BatchError::Duplicate { row: r });
-            }
-            if p > r {
-                return bad(BatchError::Unsorted { prev: p, next: r });
-            }
-        }
-        prev = Some(r);
+    if let Some(&row) = batch.rows.iter().find(|&&r| r >= rows as u64) {
+        return bad(BatchError::RowOutOfRange { row, rows });
     }
-    Ok(())
+    if batch.rows.windows(2).all(|w| w[0] < w[1]) {
+        return Ok(());
+    }
+    let mut sorted = batch.rows.clone();
+    sorted.sort_unstable();
+    match sorted.windows(2).find(|w| w[0] == w[1]) {
+        Some(w) => bad(BatchError::Duplicate { row: w[0] }),
+        None => Ok(()),
+    }
 }
 
 /// Collect and check every batch before anything runs.

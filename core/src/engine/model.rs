@@ -69,16 +69,16 @@ impl From<Box<dyn Error + Send + Sync + 'static>> for StepError {
 pub struct Batch<D> {
     /// The caller's id for this batch; the engine records the computation order by it.
     pub id: u64,
-    /// Row ids the batch reads and writes: strictly increasing (sorted, no duplicates), each
-    /// below the store's row count. The engine rejects a batch that breaks this before it
-    /// enters the pipeline.
+    /// Row ids the batch reads and writes: distinct, each below the store's row count, in the
+    /// order the step wants its rows (usually increasing). The engine rejects a batch that
+    /// breaks this before it enters the pipeline.
     pub rows: Vec<u64>,
     /// The trainer's payload (e.g. triples and negative samples).
     pub data: D,
 }
 
 /// The rows of one batch as a model step sees them: `ids.len()` rows of `width` floats, in the
-/// order of the batch's (sorted) row ids.
+/// order of the batch's row ids.
 #[derive(Debug)]
 pub struct BatchRows<'a> {
     ids: &'a [u64],
@@ -92,7 +92,7 @@ impl<'a> BatchRows<'a> {
         (values.len() == ids.len() * width).then_some(BatchRows { ids, width, values })
     }
 
-    /// The batch's row ids (sorted).
+    /// The batch's row ids, in the batch's order.
     pub fn ids(&self) -> &[u64] {
         self.ids
     }
@@ -112,9 +112,20 @@ impl<'a> BatchRows<'a> {
         self.ids.is_empty()
     }
 
-    /// Position of row id `id` in this batch (binary search), if the batch has it.
+    /// Position of row id `id` in this batch, if the batch has it: a binary search, which
+    /// finds every row of an increasing batch, then a scan for a batch in another order.
+    ///
+    /// ```
+    /// use ordo::engine::BatchRows;
+    /// let (ids, mut values) = ([9, 2, 5], [0.0; 3]);
+    /// let rows = BatchRows::new(&ids, 1, &mut values).unwrap();
+    /// assert_eq!((rows.position(2), rows.position(9), rows.position(4)), (Some(1), Some(0), None));
+    /// ```
     pub fn position(&self, id: u64) -> Option<usize> {
-        self.ids.binary_search(&id).ok()
+        match self.ids.binary_search(&id) {
+            Ok(i) => Some(i),
+            Err(_) => self.ids.iter().position(|&r| r == id),
+        }
     }
 
     /// The `i`-th row of the batch.

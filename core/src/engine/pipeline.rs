@@ -42,9 +42,9 @@ use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
 ///
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2))?;
 /// let store = RowStore::zeros(4, 1);
-/// let bad = vec![Batch { id: 7, rows: vec![2, 1], data: 1.0 }];
+/// let bad = vec![Batch { id: 7, rows: vec![2, 1, 2], data: 1.0 }];
 /// let err = engine.run(&mut Pull { bias: 0.0 }, &store, bad).unwrap_err();
-/// assert!(matches!(err, EngineError::InvalidBatch { batch_id: 7, kind: BatchError::Unsorted { .. }, .. }));
+/// assert!(matches!(err, EngineError::InvalidBatch { batch_id: 7, kind: BatchError::Duplicate { row: 2 }, .. }));
 /// assert_eq!(store.snapshot(), vec![0.0; 4], "nothing ran");
 ///
 /// let good = (0..10).map(|i| Batch { id: i, rows: vec![i % 4], data: 1.0 });
