@@ -52,6 +52,19 @@ fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
     r
 }
 
+/// An OAC run of `cfg` (two epochs or more) equals the replay of its order, rows, relations
+/// and curve, repaired at least one stale read and learned (valid MRR rose after epoch 1).
+fn oac_learns_and_equals_its_replay(d: &Dataset, cfg: &TrainConfig) {
+    let oac = run(d, cfg, Mode::Oac);
+    let sync = replay(d, cfg, &oac.order).unwrap();
+    assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "rows differ");
+    assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations differ");
+    assert_eq!(curve(&oac), curve(&sync));
+    assert!(oac.rows_replaced > 0, "no stale read was repaired");
+    let (first, last) = (oac.epochs[0].valid.mrr, oac.epochs[1].valid.mrr);
+    assert!(last > first, "it learns: valid MRR {first} then {last}");
+}
+
 #[test]
 fn oac_on_umls_equals_the_synchronous_replay_of_its_order() {
     let d = Dataset::load("umls").unwrap();
@@ -113,14 +126,31 @@ fn oac_equals_its_replay_with_row_adagrad() {
     let d = Dataset::load("umls").unwrap();
     let cfg = TrainConfig { optimizer: Optimizer::RowAdagrad, epochs: 2, ..config() };
     assert_eq!(cfg.row_width(), cfg.dim + 1);
-    let oac = run(&d, &cfg, Mode::Oac);
-    let sync = replay(&d, &cfg, &oac.order).unwrap();
-    assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "rows differ");
-    assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations differ");
-    assert_eq!(curve(&oac), curve(&sync));
-    assert!(oac.rows_replaced > 0, "no stale read was repaired");
-    let (first, last) = (oac.epochs[0].valid.mrr, oac.epochs[1].valid.mrr);
-    assert!(last > first, "it learns: valid MRR {first} then {last}");
+    oac_learns_and_equals_its_replay(&d, &cfg);
+}
+
+/// Negatives with rows of their own, laid out where the step multiplies them
+/// (`NegSampling::Distinct`: the engine reads each batch's rows in the model's order, not
+/// sorted) keep the equivalence: OAC equals the replay of its order, rows, relations and
+/// curve. A batch that would reference more entities than the graph has is refused before
+/// anything runs.
+#[test]
+fn oac_equals_its_replay_with_negatives_laid_out() {
+    let d = Dataset::load("umls").unwrap();
+    let cfg = TrainConfig {
+        neg_sampling: NegSampling::Distinct,
+        batch_size: 16,
+        negatives: 8,
+        chunk: 8,
+        epochs: 2,
+        ..config()
+    };
+    oac_learns_and_equals_its_replay(&d, &cfg);
+    // UMLS has 135 entities; a batch of 128 positives with 32 negatives per chunk of 16 and
+    // side references 2 × 128 + 2 × 8 × 32 = 768.
+    let wide = TrainConfig { neg_sampling: NegSampling::Distinct, ..config() };
+    let err = train(&d, &wide, Mode::Oac, &mut |_| panic!("nothing runs"), None).unwrap_err();
+    assert!(err.to_string().contains("needs 768"), "{err}");
 }
 
 /// The check has teeth: async (Hogwild with additive deltas) on the same data, with the same

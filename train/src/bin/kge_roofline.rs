@@ -71,7 +71,7 @@ use ordo::engine::{BatchRows, Model};
 use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
-use ordo_train::kge::batch::{KgeBatch, SplitMix64};
+use ordo_train::kge::batch::{KgeBatch, NegSampling, SplitMix64};
 use ordo_train::kge::data::Dataset;
 use ordo_train::kge::gpu::{Device, check_device};
 use ordo_train::kge::matmul::mat_mul_into;
@@ -119,6 +119,10 @@ struct Args {
     /// Where the modes' steps run: cpu, or cuda (measured against the gather bound alone).
     #[arg(long, value_enum, default_value = "cpu")]
     device: Device,
+    /// Where negatives come from: uniform (the throughput config's), batch, or distinct (rows
+    /// of their own, laid out where the step multiplies them).
+    #[arg(long, value_enum, default_value = "uniform")]
+    neg_sampling: NegSampling,
 }
 
 /// Best-of-`reps` seconds of `f`.
@@ -268,8 +272,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         eval_limit: 100,
         optimizer: args.optimizer,
         device: args.device,
+        neg_sampling: args.neg_sampling,
         ..TrainConfig::default()
     };
+    cfg.sampling(&d).check()?;
     let (n, w) = (d.entities.len(), cfg.row_width());
     let batches = cfg.sampling(&d).epoch_batches(&d.train, 0);
     let positives: usize = batches.iter().map(|b| b.data.pos.len()).sum();

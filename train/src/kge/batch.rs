@@ -10,8 +10,9 @@ use ordo::engine::Batch;
 
 pub use crate::rng::SplitMix64;
 
-/// The payload of one KGE batch. Entity references are *local*: positions in the batch's sorted
-/// row ids (what [`ordo::engine::BatchRows`] hands the step).
+/// The payload of one KGE batch. Entity references are *local*: positions in the batch's row
+/// ids (what [`ordo::engine::BatchRows`] hands the step), which are sorted unless
+/// [`laid_out`](Self::laid_out) says otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KgeBatch {
     /// The batch id (for error messages).
@@ -32,6 +33,13 @@ pub struct KgeBatch {
     /// it submits the batch, so a step knows how *its own* batch runs, also while a switch
     /// empties the pipeline of batches submitted the other way. The bits do not depend on it.
     pub inline: bool,
+    /// Where the negatives' rows begin when [`NegSampling::Distinct`] laid them out: chunk
+    /// `ci`'s corrupted tails are the `negatives` rows from `first + 2 × negatives × ci`, its
+    /// corrupted heads the `negatives` rows after them, and no other reference of the batch
+    /// holds any of these rows. The step then multiplies them where the engine read them and
+    /// writes their gradients in place, instead of gathering them into chunk matrices and
+    /// adding the gradients back. `None`: the rows are sorted and every reference is gathered.
+    pub laid_out: Option<u32>,
 }
 
 impl KgeBatch {
@@ -53,6 +61,25 @@ pub enum NegSampling {
     /// of the batch's own positives, so negatives cost no extra row reads (PyTorch-BigGraph's
     /// batch negatives). A draw may hit the positive's own entity: a false negative, as in PBG.
     Batch,
+    /// Uniformly from the entities that no other reference of the batch holds: each draw that
+    /// hits a positive's entity or an earlier negative of the batch is drawn again. Each
+    /// chunk's negatives then have rows of their own, which the batch lays out side by side
+    /// ([`KgeBatch::laid_out`]) so that the step reads them where the engine put them. The
+    /// dataset needs more entities than a batch references (refused before training if not).
+    Distinct,
+}
+
+/// A batch of [`NegSampling::Distinct`] references more entities than the dataset has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "negative sampling `distinct` gives every reference of a batch an entity of its own: a full \
+     batch needs {needed} (2 × batch size + 2 × negatives × chunks), the dataset has {entities}"
+)]
+pub struct SamplingError {
+    /// Entities a full batch references.
+    pub needed: usize,
+    /// Entities in the dataset.
+    pub entities: usize,
 }
 
 /// How batches are cut and corrupted.
@@ -121,6 +148,9 @@ impl Sampling {
         let mut g = SplitMix64::new(self.seed, id);
         let n = self.negatives;
         let (neg_t, neg_h): (Vec<u32>, Vec<u32>) = match self.neg_sampling {
+            NegSampling::Distinct => {
+                return self.assemble_laid_out(id, positives, &mut g);
+            }
             NegSampling::Uniform => (
                 (0..chunks * n).map(|_| g.below(self.entities)).collect(),
                 (0..chunks * n).map(|_| g.below(self.entities)).collect(),
@@ -181,8 +211,99 @@ impl Sampling {
             neg_tails: nt_local.to_vec(),
             neg_heads: nh_local.to_vec(),
             inline: false,
+            laid_out: None,
         };
         Batch { id, rows, data }
+    }
+
+    /// Batch `id` of [`NegSampling::Distinct`]: its negatives drawn from `g` (every corrupted
+    /// tail, then every corrupted head, each a fresh entity of the batch), and its rows laid
+    /// out as [`KgeBatch::laid_out`] says: the positives' entities, sorted, then each chunk's
+    /// corrupted tails and heads in the order drawn.
+    fn assemble_laid_out(
+        &self,
+        id: u64,
+        positives: &[Triple],
+        g: &mut SplitMix64,
+    ) -> Batch<KgeBatch> {
+        let chunk = self.chunk.max(1);
+        let n = self.negatives;
+        let per_side = positives.len().div_ceil(chunk) * n;
+        let refs: Vec<u32> = positives.iter().flat_map(|t| [t.h, t.t]).collect();
+        let (mut rows, local) = number_entities(&refs);
+        let first = rows.len();
+        // The batch's entities so far, one bit each: a draw that hits one is drawn again.
+        let mut held = vec![0u64; (self.entities as usize).div_ceil(64)];
+        let mut hold = |e: u32| {
+            let (w, bit) = (e as usize / 64, 1u64 << (e % 64));
+            let fresh = held[w] & bit == 0;
+            held[w] |= bit;
+            fresh
+        };
+        for &e in &rows {
+            hold(e as u32);
+        }
+        let mut draw = |count: usize| -> Vec<u32> {
+            (0..count)
+                .map(|_| {
+                    loop {
+                        let e = g.below(self.entities);
+                        if hold(e) {
+                            break e;
+                        }
+                    }
+                })
+                .collect()
+        };
+        let (neg_t, neg_h) = (draw(per_side), draw(per_side));
+        let place = |k: usize, side: usize| (first + (2 * (k / n) + side) * n + k % n) as u32;
+        rows.resize(first + 2 * per_side, 0);
+        for (k, (&t, &h)) in neg_t.iter().zip(&neg_h).enumerate() {
+            rows[place(k, 0) as usize] = u64::from(t);
+            rows[place(k, 1) as usize] = u64::from(h);
+        }
+        let data = KgeBatch {
+            id,
+            pos: positives
+                .iter()
+                .zip(local.chunks_exact(2))
+                .map(|(t, l)| (l[0], t.r, l[1]))
+                .collect(),
+            chunk,
+            negatives: n,
+            neg_tails: (0..per_side).map(|k| place(k, 0)).collect(),
+            neg_heads: (0..per_side).map(|k| place(k, 1)).collect(),
+            inline: false,
+            laid_out: Some(first as u32),
+        };
+        Batch { id, rows, data }
+    }
+
+    /// Refuse a sampling that cannot serve its batches, before any is built: with
+    /// [`NegSampling::Distinct`], every reference of a full batch (two per positive, two sides
+    /// of negatives per chunk) must find an entity of its own.
+    ///
+    /// ```
+    /// use ordo_train::kge::batch::{NegSampling, Sampling};
+    /// let s = Sampling { seed: 0, batch_size: 10, negatives: 4, chunk: 5, entities: 36,
+    ///     neg_sampling: NegSampling::Distinct };
+    /// assert!(s.check().is_ok()); // 2 × 10 positives' + 2 × 2 chunks × 4 negatives = 36
+    /// let e = Sampling { entities: 35, ..s }.check().unwrap_err();
+    /// assert_eq!((e.needed, e.entities), (36, 35));
+    /// ```
+    pub fn check(&self) -> Result<(), SamplingError> {
+        if self.neg_sampling != NegSampling::Distinct {
+            return Ok(());
+        }
+        let size = self.batch_size.max(1);
+        let needed = size
+            .div_ceil(self.chunk.max(1))
+            .checked_mul(self.negatives)
+            .and_then(|per_side| per_side.checked_add(size))
+            .and_then(|r| r.checked_mul(2))
+            .unwrap_or(usize::MAX);
+        let entities = self.entities as usize;
+        if needed <= entities { Ok(()) } else { Err(SamplingError { needed, entities }) }
     }
 
     /// All batches of `epoch`, in id order (collected; a trainer streams [`epoch`](Self::epoch)
@@ -311,6 +432,72 @@ impl ExactSizeIterator for EpochBatches<'_> {}
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// A `Distinct` batch is what [`KgeBatch::laid_out`] promises: its rows are distinct
+        /// (the engine accepts them), the positives' entities come first and sorted, then each
+        /// chunk's corrupted tails and heads side by side; every local id names its entity; no
+        /// negative repeats a positive's entity or another negative; the same id gives the same
+        /// batch. Down to datasets with exactly as many entities as a batch references.
+        #[test]
+        fn distinct_negatives_have_rows_of_their_own_laid_out_by_chunk(
+            (size, chunk, n) in (1usize..40, 1usize..9, 0usize..9),
+            spare in prop_oneof![Just(0usize), 1usize..2_000],
+            id in 0u64..1_000,
+        ) {
+            let needed = 2 * size + 2 * size.div_ceil(chunk) * n;
+            let s = Sampling { seed: 5, batch_size: size, negatives: n, chunk,
+                entities: (needed + spare) as u32, neg_sampling: NegSampling::Distinct };
+            prop_assert!(s.check().is_ok());
+            let short = Sampling { entities: needed as u32 - 1, ..s };
+            prop_assert!(short.check().is_err());
+            let positives: Vec<Triple> = (0..size as u32)
+                .map(|i| Triple { h: (i * 7) % s.entities, r: i % 3, t: (i * 13 + 1) % s.entities })
+                .collect();
+            let b = s.batch(id, &positives);
+            prop_assert_eq!(&b, &s.batch(id, &positives));
+            ordo::engine::validate_batch::<_, ordo::engine::StepError>(0, &b, s.entities as usize).unwrap();
+            let first = b.data.laid_out.expect("laid out") as usize;
+            let (pos_rows, _) = number_entities(&positives.iter().flat_map(|t| [t.h, t.t]).collect::<Vec<_>>());
+            prop_assert_eq!(&b.rows[..first], &pos_rows[..]);
+            let chunks = size.div_ceil(chunk);
+            prop_assert_eq!(b.rows.len(), first + 2 * chunks * n);
+            for (t, &(h, r, tl)) in positives.iter().zip(&b.data.pos) {
+                prop_assert_eq!((b.rows[h as usize], r, b.rows[tl as usize]),
+                    (u64::from(t.h), t.r, u64::from(t.t)));
+            }
+            for ci in 0..chunks {
+                let (tails, heads) = b.data.chunk_negatives(ci);
+                let at = first + 2 * n * ci;
+                prop_assert_eq!(tails.to_vec(), (at..at + n).map(|l| l as u32).collect::<Vec<_>>());
+                prop_assert_eq!(heads.to_vec(), (at + n..at + 2 * n).map(|l| l as u32).collect::<Vec<_>>());
+            }
+        }
+    }
+
+    /// `Distinct` draws are uniform over the entities the batch leaves free: over many
+    /// batches of a small graph, every free entity is drawn, and none of the positives' is.
+    #[test]
+    fn distinct_negatives_cover_the_free_entities() {
+        let s = Sampling {
+            seed: 2,
+            batch_size: 4,
+            negatives: 3,
+            chunk: 2,
+            entities: 40,
+            neg_sampling: NegSampling::Distinct,
+        };
+        let positives: Vec<Triple> = (0..4).map(|i| Triple { h: i, r: 0, t: i + 4 }).collect();
+        let mut seen = [0u32; 40];
+        for id in 0..2_000 {
+            let b = s.batch(id, &positives);
+            let first = b.data.laid_out.unwrap() as usize;
+            b.rows[first..].iter().for_each(|&e| seen[e as usize] += 1);
+        }
+        assert!(seen[..8].iter().all(|&c| c == 0), "{seen:?}");
+        // 2,000 batches × 12 draws over 32 free entities: 750 each on average.
+        assert!(seen[8..].iter().all(|&c| (600..900).contains(&c)), "{seen:?}");
+    }
 
     proptest! {
         /// The bitmap and the sort number a batch's entities alike, and as defined: the rows are

@@ -593,6 +593,9 @@ impl KgeOpts {
         modes: &[Mode],
         budget: Budget,
     ) -> Result<u64, OptionError> {
+        cfg.sampling(d)
+            .check()
+            .map_err(|e| OptionError::new("--neg-sampling", "distinct", e.to_string()))?;
         const F: u64 = 4; // bytes per f32
         let dim = n(cfg.dim);
         let row = cfg.optimizer.checked_state_width(dim).and_then(|s| s.checked_add(dim));

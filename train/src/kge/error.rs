@@ -15,6 +15,9 @@ pub enum TrainError {
     /// A hyper-parameter is out of range.
     #[error("bad configuration: {0}")]
     Config(&'static str),
+    /// The dataset has too few entities for the negative sampling.
+    #[error(transparent)]
+    Sampling(#[from] super::batch::SamplingError),
     /// The entity table could not be allocated (the machine has less memory than the
     /// run's estimate was checked against).
     #[error("entity table: {0}")]

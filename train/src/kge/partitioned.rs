@@ -25,7 +25,7 @@
 //! (synced), then the storage's manifest, which names the epoch; a run started on a folder that
 //! holds a checkpoint of the same run resumes from it, bit for bit.
 
-use super::batch::{KgeBatch, Sampling, SplitMix64};
+use super::batch::{KgeBatch, NegSampling, Sampling, SplitMix64};
 use super::config::TrainConfig;
 use super::data::Dataset;
 use super::error::TrainError;
@@ -399,6 +399,11 @@ pub fn train(
     mode: engine::Mode,
     observe: &mut dyn FnMut(Event),
 ) -> Result<PartitionedRun, PartitionedError> {
+    if cfg.neg_sampling == NegSampling::Distinct {
+        // The buckets draw their negatives from the resident partitions themselves.
+        let why = "--neg-sampling distinct does not go with --storage";
+        return Err(TrainError::Config(why).into());
+    }
     let (storage, start_epoch, dense) = open_storage(d, cfg, opts)?;
     let mut model = cfg.init_model(d)?;
     if let Some(dense) = dense {

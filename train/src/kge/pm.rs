@@ -27,7 +27,7 @@
 //! engine's runs ([`super::batch`], uniform over all entities by default), so every batch needs
 //! keys from the whole table, as in the paper's baselines without local sampling.
 
-use super::batch::{KgeBatch, Sampling};
+use super::batch::{KgeBatch, NegSampling, Sampling};
 use super::config::TrainConfig;
 use super::data::Dataset;
 use super::data::Triple;
@@ -308,6 +308,17 @@ struct Prepared<'a> {
 
 /// The batches of every epoch as the nodes step them (without negatives when they are drawn
 /// locally at the step).
+/// The parameter manager keys a batch by its sorted rows: the laid-out rows of
+/// [`NegSampling::Distinct`] are refused before anything starts.
+fn refuse_laid_out(cfg: &TrainConfig) -> Result<(), TrainError> {
+    match cfg.neg_sampling {
+        NegSampling::Distinct => {
+            Err(TrainError::Config("--neg-sampling distinct does not go with --pm"))
+        }
+        NegSampling::Uniform | NegSampling::Batch => Ok(()),
+    }
+}
+
 fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<KgeBatch>> {
     let sampling = cfg.sampling(d);
     // With local negatives the planned batches carry none: the node draws them at its step.
@@ -391,6 +402,7 @@ pub fn train_pm(
     pm: PmConfig,
     progress: &ProgressBar,
 ) -> Result<PmRun, PmTrainError> {
+    refuse_laid_out(cfg)?;
     let batches = planned_batches(d, cfg, pm);
     let p = Prepared::new(d, cfg, pm, &batches)?;
     let layout = p.layout;
@@ -461,6 +473,7 @@ pub fn train_pm_mpi(
     pm: PmConfig,
     progress: &ProgressBar,
 ) -> Result<Option<PmRun>, PmTrainError> {
+    refuse_laid_out(cfg)?;
     let batches = planned_batches(d, cfg, pm);
     let p = Prepared::new(d, cfg, pm, &batches)?;
     let layout = p.layout;

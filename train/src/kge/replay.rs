@@ -23,6 +23,7 @@ pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunR
     let cfg = TrainConfig { epochs: order.len(), ..*cfg };
     let (cfg, observe) = (&cfg, &mut |_: Event<'_>| {});
     Stepper::check(cfg)?;
+    cfg.sampling(d).check()?;
     let cpu_model = cfg.init_model(d)?;
     // The replay's plain table: the engine's sequential reference.
     let mut table = cfg.init_store(d)?.snapshot();

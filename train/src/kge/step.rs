@@ -18,7 +18,7 @@ use super::matmul::mat_mul_into;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
 use super::step_threads::{StepThreads, Threads};
-use ndarray::{ArrayView2, ArrayViewMut2};
+use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder};
 use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
 use thiserror::Error;
@@ -288,6 +288,13 @@ impl KgeModel {
         let mut batch_loss = 0.0f32;
         let chunks: Vec<_> = b.pos.chunks(b.chunk.max(1)).enumerate().collect();
         let pairs: Vec<_> = chunks.chunks(2).collect();
+        // A laid-out batch's negatives take their gradients in place: chunk `ci`'s corrupted
+        // tails and heads own the `2 × negatives` gradient rows after the positives' and those
+        // of the chunks before, and nothing else writes them.
+        let first = laid_out(b, rows);
+        let (grad, in_place) = grad[..rows.len() * self.cfg.dim]
+            .split_at_mut(first.map_or(rows.len(), |f| f as usize) * self.cfg.dim);
+        let mut in_place = in_place.chunks_mut((2 * b.negatives * self.cfg.dim).max(1));
         let [even, odd] = sc;
         // One pass more than there are pairs: the last one only adds the last pair.
         for k in 0..=pairs.len() {
@@ -296,24 +303,27 @@ impl KgeModel {
             let (rg, grad, loss) = (&mut rg, &mut *grad, &mut batch_loss);
             let mut add_earlier = move || {
                 for ((ci, pos), s) in earlier.iter().zip(prev) {
-                    params.add_chunk(rg, b, *ci, pos, grad, loss, s);
+                    params.add_chunk(rg, b, *ci, pos, grad, loss, s, first.is_some());
                 }
             };
             let [sa, sb] = cur;
-            match pairs.get(k).copied().unwrap_or(&[]) {
+            let pair = pairs.get(k).copied().unwrap_or(&[]);
+            let mut own = || first.map(|_| in_place.next().unwrap_or_default());
+            let (ga, gb) = (own(), if pair.len() == 2 { own() } else { None });
+            match pair {
                 [(ca, pa), (cb, pb)] if parallel => {
                     rayon::join(
                         || {
                             add_earlier();
-                            params.chunk(b, rows, *ca, pa, scale, sa)
+                            params.chunk(b, rows, *ca, pa, scale, sa, ga)
                         },
-                        || params.chunk(b, rows, *cb, pb, scale, sb),
+                        || params.chunk(b, rows, *cb, pb, scale, sb, gb),
                     );
                 }
                 pair => {
                     add_earlier();
-                    for ((ci, pos), s) in pair.iter().zip([sa, sb]) {
-                        params.chunk(b, rows, *ci, pos, scale, s);
+                    for (((ci, pos), s), g) in pair.iter().zip([sa, sb]).zip([ga, gb]) {
+                        params.chunk(b, rows, *ci, pos, scale, s, g);
                     }
                 }
             }
@@ -345,7 +355,9 @@ impl Params<'_> {
     /// One side of one chunk: `queries` (`c × dim`) scored against their own positives
     /// (`targets`, `c × dim`) and the chunk's shared negatives (`negs`, `n × dim`). Returns the
     /// summed (unscaled) loss; writes `out`'s `dq` (`c × dim`), `d_targets` (`c × dim`) and
-    /// `d_negs` (`n × dim`), gradients of `scale ×` the loss.
+    /// `d_negs` (`n × dim`), gradients of `scale ×` the loss. With `negs_grad` (`n × dim`
+    /// zeros: a laid-out batch's gradient rows of these negatives), `d_negs` goes there instead.
+    #[allow(clippy::too_many_arguments)]
     fn side(
         &self,
         queries: ArrayView2<'_, f32>,
@@ -354,6 +366,7 @@ impl Params<'_> {
         scale: f32,
         tmp: &mut SideScratch,
         out: &mut SideGrads,
+        negs_grad: Option<&mut [f32]>,
     ) -> f32 {
         let (c, n, dim) = (queries.nrows(), negs.nrows(), queries.ncols());
         let inter = self.cfg.score.interaction();
@@ -394,9 +407,11 @@ impl Params<'_> {
             }
             grads.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&g[1..]);
         }
-        let mut d_negs = match inter {
-            Interaction::L1 => out.d_negs.zeroed(n, dim),
-            _ => out.d_negs.shaped(n, dim),
+        let mut d_negs = match (negs_grad, inter) {
+            // Zeros (the invariant of `KgeModel::grad`), as `L1`'s accumulation needs.
+            (Some(g), _) => ArrayViewMut2::from_shape((n, dim), g).expect("n × dim gradient rows"),
+            (None, Interaction::L1) => out.d_negs.zeroed(n, dim),
+            (None, _) => out.d_negs.shaped(n, dim),
         };
         match inter {
             Interaction::Dot => {
@@ -443,7 +458,10 @@ impl Params<'_> {
     }
 
     /// Chunk `ci` (positives `pos`): its loss terms (in the order they are summed) and its
-    /// gradients w.r.t. its rows and relations, into `sc`. Reads the model, writes only `sc`.
+    /// gradients w.r.t. its rows and relations, into `sc`. Reads the model, writes only `sc`,
+    /// and with `negs_grad` (a laid-out batch: this chunk's `2 × negatives` gradient rows,
+    /// zeros), its negatives' gradients there: tails' first, then heads'.
+    #[allow(clippy::too_many_arguments)]
     fn chunk(
         &self,
         b: &KgeBatch,
@@ -452,6 +470,7 @@ impl Params<'_> {
         pos: &[(u32, u32, u32)],
         scale: f32,
         sc: &mut StepScratch,
+        negs_grad: Option<&mut [f32]>,
     ) {
         let dim = self.cfg.dim;
         let rdim = self.cfg.relation_dim();
@@ -482,11 +501,23 @@ impl Params<'_> {
             }
         }
         let (nt_idx, nh_idx) = b.chunk_negatives(ci);
-        let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)), kept);
-        let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)), kept);
+        let n = nt_idx.len();
+        let (neg_t, neg_h, gt, gh) = match negs_grad {
+            // Laid out: the negatives are multiplied where the engine read them.
+            Some(g) => {
+                let at = nt_idx.first().map_or(0, |&l| l as usize);
+                let (gt, gh) = g.split_at_mut(n * dim);
+                (rows_at(rows, at, n, dim), rows_at(rows, at + n, n, dim), Some(gt), Some(gh))
+            }
+            None => {
+                let neg_t = sc.neg_t.gather(dim, nt_idx.iter().map(|&l| entity(l)), kept);
+                let neg_h = sc.neg_h.gather(dim, nh_idx.iter().map(|&l| entity(l)), kept);
+                (neg_t, neg_h, None, None)
+            }
+        };
         // Tail side: candidates are tails; head side: candidates are heads.
-        let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail);
-        let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head);
+        let lt = self.side(tq.view(), tails, neg_t, scale, &mut sc.side, &mut sc.tail, gt);
+        let lh = self.side(hq.view(), heads, neg_h, scale, &mut sc.side, &mut sc.head, gh);
         sc.loss_terms.push(lt + lh);
         let (dtq, mut dt) = (sc.tail.dq.view(c, dim), sc.tail.d_targets.view_mut(c, dim));
         let (dhq, mut dh) = (sc.head.dq.view(c, dim), sc.head.d_targets.view_mut(c, dim));
@@ -519,6 +550,8 @@ impl Params<'_> {
 
     /// Add chunk `ci`'s loss terms and gradients (computed into `sc` by
     /// [`chunk`](Self::chunk)) to the batch's, in the order the sequential step adds them.
+    /// With `in_place`, the chunk wrote its negatives' gradients in place: only its positives'
+    /// are added (`grad` then holds the positives' rows only).
     #[allow(clippy::too_many_arguments)]
     fn add_chunk(
         &self,
@@ -529,15 +562,18 @@ impl Params<'_> {
         grad: &mut [f32],
         batch_loss: &mut f32,
         sc: &StepScratch,
+        in_place: bool,
     ) {
         let (dim, rdim, n, c) = (self.cfg.dim, self.cfg.relation_dim(), b.negatives, pos.len());
         sc.loss_terms.iter().for_each(|l| *batch_loss += l);
         if self.copies {
-            let (nt_idx, nh_idx) = b.chunk_negatives(ci);
             scatter_add(grad, pos.iter().map(|p| p.0), sc.head.d_targets.view(c, dim), dim);
             scatter_add(grad, pos.iter().map(|p| p.2), sc.tail.d_targets.view(c, dim), dim);
-            scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
-            scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
+            if !in_place {
+                let (nt_idx, nh_idx) = b.chunk_negatives(ci);
+                scatter_add(grad, nt_idx.iter().copied(), sc.tail.d_negs.view(n, dim), dim);
+                scatter_add(grad, nh_idx.iter().copied(), sc.head.d_negs.view(n, dim), dim);
+            }
         }
         let inverses = if self.cfg.reciprocal { c } else { 0 };
         let (dr, dr_inv) = (sc.dr.view(c, rdim), sc.dr_inv.view(inverses, rdim));
@@ -668,6 +704,40 @@ fn r_of<'a>(m: ArrayView2<'a, f32>, i: usize) -> &'a [f32] {
 /// The rows (`w` floats each) of a standard-layout matrix as mutable slices.
 fn rows_of_mut<'a>(m: &'a mut ArrayViewMut2<'_, f32>, w: usize) -> std::slice::ChunksMut<'a, f32> {
     m.as_slice_mut().expect("standard layout").chunks_mut(w.max(1))
+}
+
+/// Where a batch's negatives are laid out ([`KgeBatch::laid_out`]), if they are as it says:
+/// `2 × negatives` rows per chunk fill the batch after the positives' rows, each chunk's
+/// references name them in order, and no positive references one. A batch that says so
+/// wrongly is stepped as a sorted one would be: by gathering every reference.
+fn laid_out(b: &KgeBatch, rows: &BatchRows<'_>) -> Option<u32> {
+    let first = b.laid_out?;
+    let (f, n) = (first as usize, b.negatives);
+    let chunks = b.pos.len().div_ceil(b.chunk.max(1));
+    let placed = |refs: &[u32], side: usize| {
+        refs.len() == chunks * n
+            && refs
+                .iter()
+                .enumerate()
+                .all(|(k, &l)| l as usize == f + (2 * (k / n) + side) * n + k % n)
+    };
+    let fits = f.checked_add(2 * chunks * n) == Some(rows.len())
+        && b.pos.iter().all(|p| (p.0 as usize) < f && (p.2 as usize) < f)
+        && placed(&b.neg_tails, 0)
+        && placed(&b.neg_heads, 1);
+    fits.then_some(first)
+}
+
+/// Rows `at .. at + n` of the batch, their first `dim` floats (the embeddings), as an
+/// `n × dim` view with the batch's row stride: what a laid-out chunk multiplies.
+fn rows_at<'a>(rows: &'a BatchRows<'_>, at: usize, n: usize, dim: usize) -> ArrayView2<'a, f32> {
+    let w = rows.width();
+    let values = &rows.values()[at * w..(at + n) * w];
+    ArrayView2::from_shape(
+        (n, dim).strides((w, 1)),
+        &values[..values.len().saturating_sub(w - dim)],
+    )
+    .expect("n rows of width w ≥ dim")
 }
 
 /// Add each row of `d` to row `idx[i]` of `grad` (`rows × dim`), in order.
@@ -818,6 +888,53 @@ mod tests {
             .flat_map(|&r| all[r as usize * w..(r as usize + 1) * w].to_vec())
             .collect();
         (model, batch, values)
+    }
+
+    /// A laid-out batch ([`KgeBatch::laid_out`]: negatives multiplied where the engine read
+    /// them, their gradients written in place) steps to the values of the same batch with
+    /// every reference gathered, for each interaction (a product, L2, L1), on one thread and
+    /// with chunks two at a time. A batch whose `laid_out` does not fit its references is
+    /// stepped by gathering, to the same values.
+    #[test]
+    fn laid_out_negatives_step_as_gathered_ones() {
+        use crate::kge::batch::NegSampling;
+        for score in [ScoreFn::ComplEx, ScoreFn::TransEL2, ScoreFn::TransEL1] {
+            let cfg = StepConfig { score, dim: 104, reg: 0.01, ..StepConfig::default() };
+            let (w, entities) = (cfg.row_width(), 1_000u32);
+            let s = Sampling {
+                seed: 4,
+                batch_size: 9,
+                negatives: 40,
+                chunk: 4,
+                entities,
+                neg_sampling: NegSampling::Distinct,
+            };
+            assert!(s.chunk * (s.negatives + 1) * cfg.dim >= PARALLEL_CHUNK_WORK);
+            let train: Vec<Triple> =
+                (0..9).map(|i| Triple { h: i, r: i % 3, t: (i * 5 + 2) % 20 }).collect();
+            let b = s.batch(7, &train);
+            let first = b.data.laid_out.expect("a distinct batch is laid out");
+            let table = init_entities(entities as usize, cfg.dim, w, (Init::Uniform, 0.5), 2);
+            let start: Vec<f32> = (b.rows.iter())
+                .flat_map(|&r| table[r as usize * w..(r as usize + 1) * w].to_vec())
+                .collect();
+            for two in [false, true] {
+                let run = |data: &KgeBatch| {
+                    let mut model = KgeModel::new(cfg, 3, 0.5, 9);
+                    let mut values = start.clone();
+                    let mut rows = BatchRows::new(&b.rows, w, &mut values).unwrap();
+                    model.step_on(data, &mut rows, two).unwrap();
+                    (values, model.relations().to_vec(), model.take_loss())
+                };
+                let laid = run(&b.data);
+                let gathered = run(&KgeBatch { laid_out: None, ..b.data.clone() });
+                assert!(laid == gathered, "{score:?}, two threads {two}");
+                let negatives = first as usize * w..;
+                assert_ne!(laid.0[negatives.clone()], start[negatives], "the negatives moved");
+                let wrong = run(&KgeBatch { laid_out: Some(first - 1), ..b.data.clone() });
+                assert!(wrong == gathered, "{score:?}: a wrong layout is gathered");
+            }
+        }
     }
 
     /// Steps on one thread, on two, in any mix, or as [`StepThreads`] chooses give the same

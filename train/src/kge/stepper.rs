@@ -1,7 +1,7 @@
 //! The step the engine runs (on the host or a CUDA GPU), and the epoch's loss it keeps for the
 //! trainer.
 
-use super::batch::KgeBatch;
+use super::batch::{KgeBatch, NegSampling};
 use super::config::TrainConfig;
 use super::error::TrainError;
 use super::gpu::{CudaKgeModel, Device, check_device, unsupported};
@@ -43,6 +43,10 @@ impl Stepper {
             && let Some(why) = unsupported(&cfg.step_config())
         {
             return Err(TrainError::Config(why));
+        }
+        if cfg.device == Device::Cuda && cfg.neg_sampling == NegSampling::Distinct {
+            // The GPU's validation cache takes a batch's rows sorted.
+            return Err(TrainError::Config("--neg-sampling distinct steps on the CPU only"));
         }
         Ok(())
     }

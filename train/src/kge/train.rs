@@ -81,6 +81,7 @@ pub fn train_resumable(
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
     Stepper::check(cfg)?;
+    cfg.sampling(d).check()?;
     let stages = StagesPolicy::from_env()
         .map_err(|_| TrainError::Config("ORDO_KGE_STAGES must be pipelined, auto or inline"))?;
     let mut cpu_model = cfg.init_model(d)?;
