@@ -826,6 +826,19 @@ impl Plan {
         // Bad flag combinations fail before the dataset is read.
         let pm = opts.pm_config(command.is_some(), launch)?;
         opts.partition_opts(command.is_some())?;
+        if cfg.neg_sampling == NegSampling::Distinct {
+            // Its batches' rows are laid out, not sorted; the PM and the partition buffer draw
+            // their own negatives, and the GPU's cache takes sorted rows.
+            let others = [
+                (pm.is_some(), "--pm"),
+                (opts.storage.is_some(), "--storage"),
+                (cfg.device == Device::Cuda, "--device cuda"),
+            ];
+            if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
+                let why = format!("does not go with {what}");
+                return Err(OptionError::new("--neg-sampling", "distinct", why).into());
+            }
+        }
         Ok(Plan { command, opts, cfg, pm })
     }
 
@@ -1467,6 +1480,23 @@ mod tests {
         let p = ok.opts.partition_opts(false).unwrap().unwrap();
         assert_eq!((p.partitions, p.buffer, p.storage), (8, 2, StorageKind::Disk));
         assert!(!dir.exists(), "planning writes nothing");
+    }
+
+    /// Distinct negatives lay a batch's rows out unsorted: the runs that draw their own
+    /// negatives or need sorted rows refuse them before the dataset is read.
+    #[test]
+    fn distinct_negatives_are_refused_where_they_cannot_run() {
+        for (with, named) in [
+            (&["--pm", "adapm"][..], "--pm"),
+            (&["--storage", "memory"], "--storage"),
+            (&["--device", "cuda"], "--device cuda"),
+        ] {
+            let args = [&["--neg-sampling", "distinct"][..], with].concat();
+            let err = plan(&args).err().expect("refused");
+            assert!(err.to_string().contains(&format!("does not go with {named}")), "{err}");
+        }
+        let p = plan(&["--neg-sampling", "distinct"]).unwrap();
+        assert_eq!(p.cfg.neg_sampling, NegSampling::Distinct);
     }
 
     fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {
