@@ -129,11 +129,11 @@ fn oac_equals_its_replay_with_row_adagrad() {
     oac_learns_and_equals_its_replay(&d, &cfg);
 }
 
-/// Negatives with rows of their own, laid out where the step multiplies them
-/// (`NegSampling::Distinct`: the engine reads each batch's rows in the model's order, not
-/// sorted) keep the equivalence: OAC equals the replay of its order, rows, relations and
-/// curve. A batch that would reference more entities than the graph has is refused before
-/// anything runs.
+/// Negatives laid out where the step multiplies them (`NegSampling::Distinct`: the engine
+/// reads each batch's rows in the model's order, not sorted; on UMLS's 135 entities many
+/// negatives are positives' entities, gathered as before) keep the equivalence: OAC equals
+/// the replay of its order, rows, relations and curve. A batch with more negatives than the
+/// graph has entities is refused before anything runs.
 #[test]
 fn oac_equals_its_replay_with_negatives_laid_out() {
     let d = Dataset::load("umls").unwrap();
@@ -147,10 +147,10 @@ fn oac_equals_its_replay_with_negatives_laid_out() {
     };
     oac_learns_and_equals_its_replay(&d, &cfg);
     // UMLS has 135 entities; a batch of 128 positives with 32 negatives per chunk of 16 and
-    // side references 2 × 128 + 2 × 8 × 32 = 768.
+    // side has 2 × 8 × 32 = 512 negatives.
     let wide = TrainConfig { neg_sampling: NegSampling::Distinct, ..config() };
     let err = train(&d, &wide, Mode::Oac, &mut |_| panic!("nothing runs"), None).unwrap_err();
-    assert!(err.to_string().contains("needs 768"), "{err}");
+    assert!(err.to_string().contains("has 512"), "{err}");
 }
 
 /// The check has teeth: async (Hogwild with additive deltas) on the same data, with the same

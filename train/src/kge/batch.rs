@@ -33,13 +33,16 @@ pub struct KgeBatch {
     /// it submits the batch, so a step knows how *its own* batch runs, also while a switch
     /// empties the pipeline of batches submitted the other way. The bits do not depend on it.
     pub inline: bool,
-    /// Where the negatives' rows begin when [`NegSampling::Distinct`] laid them out: chunk
-    /// `ci`'s corrupted tails are the `negatives` rows from `first + 2 × negatives × ci`, its
-    /// corrupted heads the `negatives` rows after them, and no other reference of the batch
-    /// holds any of these rows. The step then multiplies them where the engine read them and
-    /// writes their gradients in place, instead of gathering them into chunk matrices and
-    /// adding the gradients back. `None`: the rows are sorted and every reference is gathered.
-    pub laid_out: Option<u32>,
+    /// Where [`NegSampling::Distinct`] laid the negatives' rows out, as row bounds (`2 ×
+    /// chunks + 1` of them; the first is the positives' row count): chunk `ci`'s corrupted
+    /// tails own the rows `bounds[2ci]..bounds[2ci + 1]` and its corrupted heads the rows
+    /// `bounds[2ci + 1]..bounds[2ci + 2]`. Each side's list of negatives names its own rows
+    /// first, in order, then the negatives that are positives' entities (rows below
+    /// `bounds[0]`); no other reference of the batch names a negative's own row. The step
+    /// multiplies the own rows where the engine read them and writes their gradients in
+    /// place; only the positives' entities are gathered and added back. `None`: the rows are
+    /// sorted and every reference is gathered.
+    pub laid_out: Option<Vec<u32>>,
 }
 
 impl KgeBatch {
@@ -61,22 +64,23 @@ pub enum NegSampling {
     /// of the batch's own positives, so negatives cost no extra row reads (PyTorch-BigGraph's
     /// batch negatives). A draw may hit the positive's own entity: a false negative, as in PBG.
     Batch,
-    /// Uniformly from the entities that no other reference of the batch holds: each draw that
-    /// hits a positive's entity or an earlier negative of the batch is drawn again. Each
-    /// chunk's negatives then have rows of their own, which the batch lays out side by side
-    /// ([`KgeBatch::laid_out`]) so that the step reads them where the engine put them. The
-    /// dataset needs more entities than a batch references (refused before training if not).
+    /// Uniformly from all entities, without replacement within the batch: a draw that repeats
+    /// an earlier negative of the batch is drawn again (a positive's entity may be drawn, as
+    /// with `uniform`). The negatives that are not positives' entities then have rows of their
+    /// own, which the batch lays out side by side per chunk and side ([`KgeBatch::laid_out`])
+    /// so that the step multiplies them where the engine read them. The dataset needs at least
+    /// as many entities as a batch has negatives (refused before training if not).
     Distinct,
 }
 
-/// A batch of [`NegSampling::Distinct`] references more entities than the dataset has.
+/// A batch of [`NegSampling::Distinct`] has more negatives than the dataset has entities.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "negative sampling `distinct` gives every reference of a batch an entity of its own: a full \
-     batch needs {needed} (2 × batch size + 2 × negatives × chunks), the dataset has {entities}"
+    "negative sampling `distinct` draws a batch's negatives without replacement: a full batch \
+     has {needed} (2 × negatives × chunks), the dataset {entities} entities"
 )]
 pub struct SamplingError {
-    /// Entities a full batch references.
+    /// Negatives of a full batch.
     pub needed: usize,
     /// Entities in the dataset.
     pub entities: usize,
@@ -217,9 +221,10 @@ impl Sampling {
     }
 
     /// Batch `id` of [`NegSampling::Distinct`]: its negatives drawn from `g` (every corrupted
-    /// tail, then every corrupted head, each a fresh entity of the batch), and its rows laid
-    /// out as [`KgeBatch::laid_out`] says: the positives' entities, sorted, then each chunk's
-    /// corrupted tails and heads in the order drawn.
+    /// tail, then every corrupted head, none twice), and its rows laid out as
+    /// [`KgeBatch::laid_out`] says: the positives' entities, sorted, then for each chunk and
+    /// side the negatives that are not positives' entities, in the order drawn. Each side's
+    /// list of negatives keeps those in the order drawn, then the positives' entities it drew.
     fn assemble_laid_out(
         &self,
         id: u64,
@@ -228,27 +233,29 @@ impl Sampling {
     ) -> Batch<KgeBatch> {
         let chunk = self.chunk.max(1);
         let n = self.negatives;
-        let per_side = positives.len().div_ceil(chunk) * n;
+        let chunks = positives.len().div_ceil(chunk);
+        let per_side = chunks * n;
         let refs: Vec<u32> = positives.iter().flat_map(|t| [t.h, t.t]).collect();
         let (mut rows, local) = number_entities(&refs);
         let first = rows.len();
-        // The batch's entities so far, one bit each: a draw that hits one is drawn again.
-        let mut held = vec![0u64; (self.entities as usize).div_ceil(64)];
-        let mut hold = |e: u32| {
-            let (w, bit) = (e as usize / 64, 1u64 << (e % 64));
-            let fresh = held[w] & bit == 0;
-            held[w] |= bit;
-            fresh
-        };
+        // One bit per entity: the negatives drawn so far (a repeat is drawn again), and the
+        // positives' entities (a negative among them is not given a row of its own).
+        let words = (self.entities as usize).div_ceil(64);
+        let mut drawn = vec![0u64; words];
+        let mut positive = vec![0u64; words];
+        let bit = |e: u32| (e as usize / 64, 1u64 << (e % 64));
         for &e in &rows {
-            hold(e as u32);
+            let (w, b) = bit(e as u32);
+            positive[w] |= b;
         }
         let mut draw = |count: usize| -> Vec<u32> {
             (0..count)
                 .map(|_| {
                     loop {
                         let e = g.below(self.entities);
-                        if hold(e) {
+                        let (w, b) = bit(e);
+                        if drawn[w] & b == 0 {
+                            drawn[w] |= b;
                             break e;
                         }
                     }
@@ -256,11 +263,28 @@ impl Sampling {
                 .collect()
         };
         let (neg_t, neg_h) = (draw(per_side), draw(per_side));
-        let place = |k: usize, side: usize| (first + (2 * (k / n) + side) * n + k % n) as u32;
-        rows.resize(first + 2 * per_side, 0);
-        for (k, (&t, &h)) in neg_t.iter().zip(&neg_h).enumerate() {
-            rows[place(k, 0) as usize] = u64::from(t);
-            rows[place(k, 1) as usize] = u64::from(h);
+        let mut bounds = Vec::with_capacity(2 * chunks + 1);
+        bounds.push(first as u32);
+        let (mut tails, mut heads) = (Vec::with_capacity(per_side), Vec::with_capacity(per_side));
+        let mut theirs = Vec::new();
+        for ci in 0..chunks {
+            let span = ci * n..(ci + 1) * n;
+            for (drawn, list) in [(&neg_t[span.clone()], &mut tails), (&neg_h[span], &mut heads)] {
+                theirs.clear();
+                for &e in drawn {
+                    let (w, b) = bit(e);
+                    if positive[w] & b == 0 {
+                        list.push(rows.len() as u32);
+                        rows.push(u64::from(e));
+                    } else {
+                        let at = rows[..first].binary_search(&u64::from(e));
+                        theirs
+                            .push(at.expect("a positive's entity is among the first rows") as u32);
+                    }
+                }
+                list.extend_from_slice(&theirs);
+                bounds.push(rows.len() as u32);
+            }
         }
         let data = KgeBatch {
             id,
@@ -271,36 +295,33 @@ impl Sampling {
                 .collect(),
             chunk,
             negatives: n,
-            neg_tails: (0..per_side).map(|k| place(k, 0)).collect(),
-            neg_heads: (0..per_side).map(|k| place(k, 1)).collect(),
+            neg_tails: tails,
+            neg_heads: heads,
             inline: false,
-            laid_out: Some(first as u32),
+            laid_out: Some(bounds),
         };
         Batch { id, rows, data }
     }
 
     /// Refuse a sampling that cannot serve its batches, before any is built: with
-    /// [`NegSampling::Distinct`], every reference of a full batch (two per positive, two sides
-    /// of negatives per chunk) must find an entity of its own.
+    /// [`NegSampling::Distinct`], each negative of a full batch (two sides per chunk) must find
+    /// an entity of its own.
     ///
     /// ```
     /// use ordo_train::kge::batch::{NegSampling, Sampling};
-    /// let s = Sampling { seed: 0, batch_size: 10, negatives: 4, chunk: 5, entities: 36,
+    /// let s = Sampling { seed: 0, batch_size: 10, negatives: 4, chunk: 5, entities: 16,
     ///     neg_sampling: NegSampling::Distinct };
-    /// assert!(s.check().is_ok()); // 2 × 10 positives' + 2 × 2 chunks × 4 negatives = 36
-    /// let e = Sampling { entities: 35, ..s }.check().unwrap_err();
-    /// assert_eq!((e.needed, e.entities), (36, 35));
+    /// assert!(s.check().is_ok()); // 2 sides × 2 chunks × 4 negatives = 16
+    /// let e = Sampling { entities: 15, ..s }.check().unwrap_err();
+    /// assert_eq!((e.needed, e.entities), (16, 15));
     /// ```
     pub fn check(&self) -> Result<(), SamplingError> {
         if self.neg_sampling != NegSampling::Distinct {
             return Ok(());
         }
-        let size = self.batch_size.max(1);
-        let needed = size
-            .div_ceil(self.chunk.max(1))
+        let needed = (self.batch_size.max(1).div_ceil(self.chunk.max(1)))
             .checked_mul(self.negatives)
-            .and_then(|per_side| per_side.checked_add(size))
-            .and_then(|r| r.checked_mul(2))
+            .and_then(|per_side| per_side.checked_mul(2))
             .unwrap_or(usize::MAX);
         let entities = self.entities as usize;
         if needed <= entities { Ok(()) } else { Err(SamplingError { needed, entities }) }
@@ -435,50 +456,62 @@ mod tests {
 
     proptest! {
         /// A `Distinct` batch is what [`KgeBatch::laid_out`] promises: its rows are distinct
-        /// (the engine accepts them), the positives' entities come first and sorted, then each
-        /// chunk's corrupted tails and heads side by side; every local id names its entity; no
-        /// negative repeats a positive's entity or another negative; the same id gives the same
-        /// batch. Down to datasets with exactly as many entities as a batch references.
+        /// (the engine accepts them); the positives' entities come first, sorted; each chunk
+        /// side's list of negatives begins with its own rows, in order, then names positives'
+        /// rows; no negative entity repeats in the batch; an own row is never a positive's
+        /// entity and the rest always are; the same id gives the same batch. Down to graphs
+        /// with exactly as many entities as a batch has negatives.
         #[test]
-        fn distinct_negatives_have_rows_of_their_own_laid_out_by_chunk(
+        fn distinct_negatives_are_laid_out_by_chunk_and_side(
             (size, chunk, n) in (1usize..40, 1usize..9, 0usize..9),
             spare in prop_oneof![Just(0usize), 1usize..2_000],
             id in 0u64..1_000,
         ) {
-            let needed = 2 * size + 2 * size.div_ceil(chunk) * n;
-            let s = Sampling { seed: 5, batch_size: size, negatives: n, chunk,
-                entities: (needed + spare) as u32, neg_sampling: NegSampling::Distinct };
+            let chunks = size.div_ceil(chunk);
+            let needed = 2 * chunks * n;
+            let entities = (needed + spare).max(1) as u32;
+            let s = Sampling { seed: 5, batch_size: size, negatives: n, chunk, entities,
+                neg_sampling: NegSampling::Distinct };
             prop_assert!(s.check().is_ok());
-            let short = Sampling { entities: needed as u32 - 1, ..s };
-            prop_assert!(short.check().is_err());
+            if needed > 0 {
+                let short = Sampling { entities: needed as u32 - 1, ..s };
+                prop_assert!(short.check().is_err());
+            }
             let positives: Vec<Triple> = (0..size as u32)
-                .map(|i| Triple { h: (i * 7) % s.entities, r: i % 3, t: (i * 13 + 1) % s.entities })
+                .map(|i| Triple { h: (i * 7) % entities, r: i % 3, t: (i * 13 + 1) % entities })
                 .collect();
             let b = s.batch(id, &positives);
             prop_assert_eq!(&b, &s.batch(id, &positives));
-            ordo::engine::validate_batch::<_, ordo::engine::StepError>(0, &b, s.entities as usize).unwrap();
-            let first = b.data.laid_out.expect("laid out") as usize;
-            let (pos_rows, _) = number_entities(&positives.iter().flat_map(|t| [t.h, t.t]).collect::<Vec<_>>());
-            prop_assert_eq!(&b.rows[..first], &pos_rows[..]);
-            let chunks = size.div_ceil(chunk);
-            prop_assert_eq!(b.rows.len(), first + 2 * chunks * n);
+            ordo::engine::validate_batch::<_, ordo::engine::StepError>(0, &b, entities as usize)
+                .unwrap();
+            let bounds = b.data.laid_out.clone().expect("laid out");
+            let first = bounds[0] as usize;
+            let refs: Vec<u32> = positives.iter().flat_map(|t| [t.h, t.t]).collect();
+            prop_assert_eq!(&b.rows[..first], &number_entities(&refs).0[..]);
+            prop_assert_eq!(bounds.len(), 2 * chunks + 1);
+            prop_assert_eq!(*bounds.last().unwrap() as usize, b.rows.len());
             for (t, &(h, r, tl)) in positives.iter().zip(&b.data.pos) {
                 prop_assert_eq!((b.rows[h as usize], r, b.rows[tl as usize]),
                     (u64::from(t.h), t.r, u64::from(t.t)));
             }
-            for ci in 0..chunks {
-                let (tails, heads) = b.data.chunk_negatives(ci);
-                let at = first + 2 * n * ci;
-                prop_assert_eq!(tails.to_vec(), (at..at + n).map(|l| l as u32).collect::<Vec<_>>());
-                prop_assert_eq!(heads.to_vec(), (at + n..at + 2 * n).map(|l| l as u32).collect::<Vec<_>>());
+            let mut seen = std::collections::HashSet::new();
+            for j in 0..2 * chunks {
+                let (tails, heads) = b.data.chunk_negatives(j / 2);
+                let list = if j % 2 == 0 { tails } else { heads };
+                let own = (bounds[j]..bounds[j + 1]).collect::<Vec<_>>();
+                prop_assert_eq!(&list[..own.len()], &own[..]);
+                prop_assert!(list[own.len()..].iter().all(|&l| (l as usize) < first));
+                for &l in list {
+                    prop_assert!(seen.insert(b.rows[l as usize]), "negative {} twice", b.rows[l as usize]);
+                }
             }
         }
     }
 
-    /// `Distinct` draws are uniform over the entities the batch leaves free: over many
-    /// batches of a small graph, every free entity is drawn, and none of the positives' is.
+    /// `Distinct` draws are uniform over all entities, positives' included: over many batches
+    /// of a small graph, every entity is drawn about equally often.
     #[test]
-    fn distinct_negatives_cover_the_free_entities() {
+    fn distinct_negatives_cover_every_entity() {
         let s = Sampling {
             seed: 2,
             batch_size: 4,
@@ -491,12 +524,12 @@ mod tests {
         let mut seen = [0u32; 40];
         for id in 0..2_000 {
             let b = s.batch(id, &positives);
-            let first = b.data.laid_out.unwrap() as usize;
-            b.rows[first..].iter().for_each(|&e| seen[e as usize] += 1);
+            for l in b.data.neg_tails.iter().chain(&b.data.neg_heads) {
+                seen[b.rows[*l as usize] as usize] += 1;
+            }
         }
-        assert!(seen[..8].iter().all(|&c| c == 0), "{seen:?}");
-        // 2,000 batches × 12 draws over 32 free entities: 750 each on average.
-        assert!(seen[8..].iter().all(|&c| (600..900).contains(&c)), "{seen:?}");
+        // 2,000 batches × 12 draws over 40 entities: 600 each on average.
+        assert!(seen.iter().all(|&c| (480..720).contains(&c)), "{seen:?}");
     }
 
     proptest! {
