@@ -325,6 +325,11 @@ crate::mutation_catalog! {
     /// breaks *an inline batch is stamped after every batch submitted before it* for the owned
     /// session.
     OwnedInlinePipelined = "owned-inline-pipelined", killed_by: [Proptest];
+    /// The cache index sizes its table by a block's last row id, as if every batch's rows were
+    /// sorted: a block in the model's order whose largest id comes earlier is indexed past
+    /// the table, which breaks *a batch's rows may come in any order* (the engine stops on
+    /// its device stage).
+    CacheIndexSizedByLastRow = "cache-index-sized-by-last-row", killed_by: [Proptest];
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! table (capacity, tombstones) on the host before it launches anything.
 
 use super::RowBlock;
+use crate::mutation::{self, Mutant};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -132,7 +133,12 @@ impl<B: CachedRows> CacheIndex<B> {
         debug_assert!(self.last_ts().is_none_or(|t| t < ts), "inserts in ts order");
         let ids = block.ids();
         // The block's rows come in the model's order, not necessarily increasing.
-        if let Some(&max) = ids.iter().max()
+        let largest = if mutation::active(Mutant::CacheIndexSizedByLastRow) {
+            ids.last()
+        } else {
+            ids.iter().max()
+        };
+        if let Some(&max) = largest
             && max as usize >= self.index.len()
         {
             self.index.resize(max as usize + 1, ABSENT);
