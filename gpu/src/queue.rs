@@ -202,8 +202,10 @@ where
     let engine = Engine::new(config)?;
     let mut model = OnDevice::new(q.width());
     // Every batch is checked before anything runs, so a refused one leaves the store as it was.
+    // The engine takes rows in any order; the device's validation cache takes them sorted.
     for (position, batch) in numbered(batches).enumerate() {
         validate_batch::<_, StepError>(position, &batch, store.rows())?;
+        check_rows(&batch.rows)?;
     }
     let report = engine.session(&mut QueueDevice::new(q), &mut model, store, |s| {
         // Every batch was checked above: a submit fails only once the pipeline stopped, and
@@ -473,6 +475,24 @@ mod tests {
         let err = run_over(&mut q, Mode::Async(AsyncWrite::Overwrite), &store, &b, 1).unwrap_err();
         assert!(matches!(err, GpuError::Engine(_)), "{err}");
         assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
+    }
+
+    /// A batch whose rows are not increasing is refused before anything is queued: the engine
+    /// takes rows in any order, the device's validation cache only sorted ones.
+    #[test]
+    fn rows_out_of_order_are_refused_before_anything_runs() {
+        let mut b = batches(4);
+        let k = b.iter().position(|(rows, _)| rows.len() > 1).expect("a batch of two rows");
+        b[k].0.reverse();
+        let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
+        let mut bias = 0.0f32;
+        let mut q = pull_queue(4, cache, &mut bias);
+        let store = initial_store();
+        let before = store.snapshot();
+        let err = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap_err();
+        assert!(matches!(err, GpuError::Cache(CacheError::RowsNotSorted { .. })), "{err}");
+        assert_eq!(q.in_flight(), 0);
+        assert_eq!(store.snapshot(), before, "nothing written");
     }
 
     /// A collected batch carries the staleness its validation repaired, gap included, and the

@@ -119,8 +119,9 @@ struct Args {
     /// Where the modes' steps run: cpu, or cuda (measured against the gather bound alone).
     #[arg(long, value_enum, default_value = "cpu")]
     device: Device,
-    /// Where negatives come from: uniform (the throughput config's), batch, or distinct (rows
-    /// of their own, laid out where the step multiplies them).
+    /// Where negatives come from: uniform (the throughput config's), batch, or distinct
+    /// (without replacement; those that are not positives' entities laid out where the step
+    /// multiplies them).
     #[arg(long, value_enum, default_value = "uniform")]
     neg_sampling: NegSampling,
 }
