@@ -826,18 +826,23 @@ impl Plan {
         // Bad flag combinations fail before the dataset is read.
         let pm = opts.pm_config(command.is_some(), launch)?;
         opts.partition_opts(command.is_some())?;
-        if cfg.neg_sampling == NegSampling::Distinct {
-            // Its batches' rows are laid out, not sorted; the PM and the partition buffer draw
-            // their own negatives, and the GPU's cache takes sorted rows.
-            let others = [
-                (pm.is_some(), "--pm"),
-                (opts.storage.is_some(), "--storage"),
-                (cfg.device == Device::Cuda, "--device cuda"),
-            ];
-            if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
-                let why = format!("does not go with {what}");
-                return Err(OptionError::new("--neg-sampling", "distinct", why).into());
-            }
+        // The runs that draw their own negatives take only uniform ones; distinct batches' rows
+        // are laid out, not sorted, which the PM and the GPU's cache do not take.
+        let (sampling, distinct) = (cfg.neg_sampling, cfg.neg_sampling == NegSampling::Distinct);
+        let local = pm.is_some_and(|p| p.negatives == PmNegatives::Local);
+        let others = [
+            (distinct && pm.is_some(), "--pm"),
+            (distinct && cfg.device == Device::Cuda, "--device cuda"),
+            (sampling != NegSampling::Uniform && opts.storage.is_some(), "--storage"),
+            (
+                sampling != NegSampling::Uniform && local,
+                "--pm's local negatives (the default; give --pm-negatives global)",
+            ),
+        ];
+        if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {
+            let name = if distinct { "distinct" } else { "batch" };
+            let why = format!("does not go with {what}");
+            return Err(OptionError::new("--neg-sampling", name, why).into());
         }
         Ok(Plan { command, opts, cfg, pm })
     }
@@ -1482,10 +1487,19 @@ mod tests {
         assert!(!dir.exists(), "planning writes nothing");
     }
 
-    /// Distinct negatives lay a batch's rows out unsorted: the runs that draw their own
-    /// negatives or need sorted rows refuse them before the dataset is read.
+    /// A negative sampling a run would not do is refused before the dataset is read: the runs
+    /// that draw their own negatives (the partition buffer; the PM's local negatives, its
+    /// default) take only uniform ones, and distinct negatives lay a batch's rows out
+    /// unsorted, which the PM and the GPU's cache do not take.
     #[test]
-    fn distinct_negatives_are_refused_where_they_cannot_run() {
+    fn negative_samplings_are_refused_where_they_cannot_run() {
+        for with in [&["--storage", "memory"][..], &["--pm", "adapm"]] {
+            let args = [&["--neg-sampling", "batch"][..], with].concat();
+            let err = plan(&args).err().expect("refused");
+            assert!(err.to_string().starts_with("--neg-sampling batch: does not go with"), "{err}");
+        }
+        let global = ["--neg-sampling", "batch", "--pm", "adapm", "--pm-negatives", "global"];
+        assert_eq!(plan(&global).unwrap().cfg.neg_sampling, NegSampling::Batch);
         for (with, named) in [
             (&["--pm", "adapm"][..], "--pm"),
             (&["--storage", "memory"], "--storage"),

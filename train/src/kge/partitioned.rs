@@ -399,9 +399,9 @@ pub fn train(
     mode: engine::Mode,
     observe: &mut dyn FnMut(Event),
 ) -> Result<PartitionedRun, PartitionedError> {
-    if cfg.neg_sampling == NegSampling::Distinct {
-        // The buckets draw their negatives from the resident partitions themselves.
-        let why = "--neg-sampling distinct does not go with --storage";
+    if cfg.neg_sampling != NegSampling::Uniform {
+        // The buckets draw their negatives uniformly from the resident partitions themselves.
+        let why = "--storage draws its negatives uniformly: give --neg-sampling uniform";
         return Err(TrainError::Config(why).into());
     }
     let (storage, start_epoch, dense) = open_storage(d, cfg, opts)?;

@@ -306,19 +306,24 @@ struct Prepared<'a> {
     batches: &'a [Batch<KgeBatch>],
 }
 
-/// The batches of every epoch as the nodes step them (without negatives when they are drawn
-/// locally at the step).
-/// The parameter manager keys a batch by its sorted rows: the laid-out rows of
-/// [`NegSampling::Distinct`] are refused before anything starts.
-fn refuse_laid_out(cfg: &TrainConfig) -> Result<(), TrainError> {
-    match cfg.neg_sampling {
-        NegSampling::Distinct => {
+/// Refuse, before anything starts, a negative sampling the PM would not do: the laid-out rows
+/// of [`NegSampling::Distinct`] (the parameter manager keys a batch by its sorted rows), and
+/// any sampling but uniform with local negatives, which a node draws among its own keys.
+fn refuse_sampling(cfg: &TrainConfig, pm: PmConfig) -> Result<(), TrainError> {
+    match (cfg.neg_sampling, pm.negatives) {
+        (NegSampling::Distinct, _) => {
             Err(TrainError::Config("--neg-sampling distinct does not go with --pm"))
         }
-        NegSampling::Uniform | NegSampling::Batch => Ok(()),
+        (NegSampling::Batch, PmNegatives::Local) => Err(TrainError::Config(
+            "--neg-sampling batch needs --pm-negatives global (local negatives are drawn among \
+             the node's keys)",
+        )),
+        (NegSampling::Uniform, _) | (NegSampling::Batch, PmNegatives::Global) => Ok(()),
     }
 }
 
+/// The batches of every epoch as the nodes step them (without negatives when they are drawn
+/// locally at the step).
 fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<KgeBatch>> {
     let sampling = cfg.sampling(d);
     // With local negatives the planned batches carry none: the node draws them at its step.
@@ -402,7 +407,7 @@ pub fn train_pm(
     pm: PmConfig,
     progress: &ProgressBar,
 ) -> Result<PmRun, PmTrainError> {
-    refuse_laid_out(cfg)?;
+    refuse_sampling(cfg, pm)?;
     let batches = planned_batches(d, cfg, pm);
     let p = Prepared::new(d, cfg, pm, &batches)?;
     let layout = p.layout;
@@ -473,7 +478,7 @@ pub fn train_pm_mpi(
     pm: PmConfig,
     progress: &ProgressBar,
 ) -> Result<Option<PmRun>, PmTrainError> {
-    refuse_laid_out(cfg)?;
+    refuse_sampling(cfg, pm)?;
     let batches = planned_batches(d, cfg, pm);
     let p = Prepared::new(d, cfg, pm, &batches)?;
     let layout = p.layout;
