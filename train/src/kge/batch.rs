@@ -146,6 +146,12 @@ impl Sampling {
     }
 
     /// Build batch `id` from its positives (a slice of the epoch order).
+    ///
+    /// # Panics
+    ///
+    /// With [`NegSampling::Distinct`], if [`check`](Self::check) refuses the sampling (more
+    /// negatives than entities, which no draw without replacement can serve): call `check`
+    /// first, as the trainers do before any batch is built.
     pub fn batch(&self, id: u64, positives: &[Triple]) -> Batch<KgeBatch> {
         let chunk = self.chunk.max(1);
         let chunks = positives.len().div_ceil(chunk);
@@ -231,6 +237,10 @@ impl Sampling {
         positives: &[Triple],
         g: &mut SplitMix64,
     ) -> Batch<KgeBatch> {
+        // Without it the draws below would never end.
+        if let Err(e) = self.check() {
+            panic!("{e}: Sampling::check refuses this sampling");
+        }
         let chunk = self.chunk.max(1);
         let n = self.negatives;
         let chunks = positives.len().div_ceil(chunk);
@@ -506,6 +516,22 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A `Distinct` sampling with more negatives than entities panics with `check`'s error
+    /// instead of drawing forever.
+    #[test]
+    #[should_panic(expected = "Sampling::check refuses this sampling")]
+    fn distinct_negatives_beyond_the_entities_panic_rather_than_hang() {
+        let s = Sampling {
+            seed: 2,
+            batch_size: 4,
+            negatives: 3,
+            chunk: 2,
+            entities: 11,
+            neg_sampling: NegSampling::Distinct,
+        };
+        s.batch(0, &[Triple { h: 0, r: 0, t: 1 }; 4]);
     }
 
     /// `Distinct` draws are uniform over all entities, positives' included: over many batches
