@@ -197,8 +197,6 @@ impl Sampling {
         neg_t: Vec<u32>,
         neg_h: Vec<u32>,
     ) -> Batch<KgeBatch> {
-        let chunk = self.chunk.max(1);
-        let n = self.negatives;
         // Every entity reference in its place: heads and tails interleaved, then the negatives.
         let refs: Vec<u32> = positives
             .iter()
@@ -209,21 +207,35 @@ impl Sampling {
         let (rows, local) = number_entities(&refs);
         let (pos_local, negs) = local.split_at(2 * positives.len());
         let (nt_local, nh_local) = negs.split_at(neg_t.len());
-        let data = KgeBatch {
+        let negatives = [nt_local.to_vec(), nh_local.to_vec()];
+        Batch { id, rows, data: self.payload(id, positives, pos_local, negatives, None) }
+    }
+
+    /// Batch `id`'s payload: its positives with their heads and tails as the local ids
+    /// `pos_local` (two per positive), its corrupted tails and heads (local ids), and their
+    /// layout ([`KgeBatch::laid_out`]).
+    fn payload(
+        &self,
+        id: u64,
+        positives: &[Triple],
+        pos_local: &[u32],
+        [neg_tails, neg_heads]: [Vec<u32>; 2],
+        laid_out: Option<Vec<u32>>,
+    ) -> KgeBatch {
+        KgeBatch {
             id,
             pos: positives
                 .iter()
                 .zip(pos_local.chunks_exact(2))
                 .map(|(t, l)| (l[0], t.r, l[1]))
                 .collect(),
-            chunk,
-            negatives: n,
-            neg_tails: nt_local.to_vec(),
-            neg_heads: nh_local.to_vec(),
+            chunk: self.chunk.max(1),
+            negatives: self.negatives,
+            neg_tails,
+            neg_heads,
             inline: false,
-            laid_out: None,
-        };
-        Batch { id, rows, data }
+            laid_out,
+        }
     }
 
     /// Batch `id` of [`NegSampling::Distinct`]: its negatives drawn from `g` (every corrupted
@@ -296,20 +308,7 @@ impl Sampling {
                 bounds.push(rows.len() as u32);
             }
         }
-        let data = KgeBatch {
-            id,
-            pos: positives
-                .iter()
-                .zip(local.chunks_exact(2))
-                .map(|(t, l)| (l[0], t.r, l[1]))
-                .collect(),
-            chunk,
-            negatives: n,
-            neg_tails: tails,
-            neg_heads: heads,
-            inline: false,
-            laid_out: Some(bounds),
-        };
+        let data = self.payload(id, positives, &local, [tails, heads], Some(bounds));
         Batch { id, rows, data }
     }
 
