@@ -318,8 +318,8 @@ impl KgeModel {
                 in_place = rest;
                 g
             });
-            let (ga, gb) = (own_grads.next().unwrap_or_default(), own_grads.next());
-            let gb = gb.unwrap_or_default();
+            let mut own_grad = || own_grads.next().unwrap_or_default();
+            let (ga, gb) = (own_grad(), own_grad());
             match pair {
                 [(ca, pa), (cb, pb)] if parallel => {
                     rayon::join(
