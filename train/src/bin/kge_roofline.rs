@@ -41,6 +41,14 @@
 //!   adds its gradients back (the values are wrong, the products and the update the same). The
 //!   core time it saves bounds what reading each row straight into the operands the products
 //!   multiply, and writing it back from them (issue 34, item 1), could save.
+//! * **The floor: sync with its step on one thread** (the last row; `--no-floor` leaves it
+//!   out), with the step alone on one thread printed above it. No stage runs beside the step,
+//!   no row crosses cores and no second thread takes part, so no mode built on this step and
+//!   these batches spends less core time per positive: oac does the same work and adds its
+//!   pipeline's. The floor's distance from the unskippable sum is the step's work beyond its
+//!   products and the engine's bookkeeping, which no scheduling removes. Each mode's core time
+//!   is printed as a multiple of that sum (issue 34's roofline ratio; on a GPU, of the host's
+//!   share of it, the store's copies).
 //! * **On a GPU** (`--device cuda`, where this machine has one): the modes' steps run on the GPU
 //!   (ordo-gpu's kernels, as `ordo-train kge --device cuda`), so the host's GEMM rate bounds
 //!   nothing and each mode is measured against the gather bound alone, the bound issue 13 names
@@ -55,7 +63,7 @@
 //!
 //! ```text
 //! cargo run --release -p ordo-train --bin kge_roofline -- [--epochs 2] [--modes sync,async,oac]
-//!     [--device cuda]
+//!     [--device cuda] [--neg-sampling distinct] [--no-floor]
 //! ```
 
 /// mimalloc instead of glibc's malloc: `matrixmultiply` allocates and frees its GEMM packing
@@ -78,7 +86,7 @@ use ordo_train::kge::matmul::mat_mul_into;
 use ordo_train::kge::optim::Optimizer;
 use ordo_train::kge::score::Loss;
 use ordo_train::kge::step::{KgeModel, NonFiniteLoss};
-use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
+use ordo_train::kge::train::{Event, Mode, TrainConfig, TrainError, train};
 use std::error::Error;
 use std::hint::black_box;
 use std::time::Instant;
@@ -124,6 +132,10 @@ struct Args {
     /// multiplies them).
     #[arg(long, value_enum, default_value = "uniform")]
     neg_sampling: NegSampling,
+    /// Leave out the last row: sync with its step on one thread, the least core time per
+    /// positive of any mode built on this step.
+    #[arg(long)]
+    no_floor: bool,
 }
 
 /// Best-of-`reps` seconds of `f`.
@@ -493,6 +505,8 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let core_us = |cpu_s: f64, positives: usize| 1e6 * cpu_s / positives as f64;
+    // A pool of one thread: a step run in it takes no second thread.
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build()?;
     let step_alone = if on_gpu {
         // The host's copies are what a GPU step leaves the host: with every core on them and
         // nothing else, no pipeline passes this.
@@ -558,6 +572,22 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             step_alone / bound,
             busy(timed.cpu_seconds, step_s, positives)
         );
+        // The same on one thread: the step of the floor row below, without the second
+        // thread's hand-offs and the rows it reads on the other core.
+        let both = || -> Result<_, Box<dyn Error>> {
+            Ok((replay_timed(|_| {})?, replay_timed(KgeModel::measure_without_layout_copies)?))
+        };
+        let single = one.install(|| both().map_err(|e| e.to_string()))?;
+        let us = |t: &TimedStep| {
+            t.cpu_seconds.map_or("-".into(), |c| format!("{:.2}", core_us(c, positives)))
+        };
+        println!(
+            "the step alone on one thread: {:.0} triples/s; {} core-us per positive ({} without \
+             its layout copies)\n",
+            positives as f64 / single.0.seconds,
+            us(&single.0),
+            us(&single.1)
+        );
         // The same replay with the chunks' copies between the batch's layout and theirs left
         // out (wrong values, same products): the most issue 34's item 1 could save.
         match replay_timed(KgeModel::measure_without_layout_copies) {
@@ -580,14 +610,18 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         Some(step_alone)
     };
+    // Oac's core time against the sum of the parts no step can skip: issue 34's ratio, printed
+    // so that no one adds it up by hand. On a GPU the host's share of those parts is the copies.
+    let unskippable_us = 1e6 * if on_gpu { t_store } else { t_gemm + t_store + t_loss + t_opt };
     println!(
         "| mode | triples/s | fraction of bound ({cores} cores) | of the one-core bound | of the \
-         step alone | core-us per positive | all cores busy: at most | fraction of that |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|"
+         step alone | core-us per positive | x the unskippable sum ({unskippable_us:.2}) | all \
+         cores busy: at most | fraction of that |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
-    for &mode in &args.modes {
-        // The process CPU time of the training epochs: from each epoch's start to the end of
-        // its last step (`Batches` comes before the epoch's evaluation).
+    // One mode's training epochs: triples/s and the process's CPU time per positive, from each
+    // epoch's start to the end of its last step (`Batches` comes before the epoch's evaluation).
+    let measure = |mode: Mode| -> Result<(f64, Option<f64>), TrainError> {
         let (mut cpu, mut since) = (Some(0.0), None);
         let run = train(
             &d,
@@ -600,22 +634,38 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             },
             None,
         )?;
-        let tps = run.triples_per_s(d.train.len());
-        let (per_pos, most) = match cpu {
-            Some(c) => {
-                let per_pos = core_us(c, d.train.len() * run.epochs.len());
-                let most = cores as f64 * 1e6 / per_pos;
-                (format!("{per_pos:.2}"), format!("{most:.0} | {:.2}", tps / most))
+        let per_pos = cpu.map(|c| core_us(c, d.train.len() * run.epochs.len()));
+        Ok((run.triples_per_s(d.train.len()), per_pos))
+    };
+    let print_row = |name: &str, (tps, per_pos): (f64, Option<f64>)| {
+        let (per_pos, of_sum, most) = match per_pos {
+            Some(p) => {
+                let most = cores as f64 * 1e6 / p;
+                (
+                    format!("{p:.2}"),
+                    format!("{:.2}", p / unskippable_us),
+                    format!("{most:.0} | {:.2}", tps / most),
+                )
             }
-            None => ("-".into(), "- | -".into()),
+            None => ("-".into(), "-".into(), "- | -".into()),
         };
         let of_step = step_alone.map_or("-".into(), |s| format!("{:.2}", tps / s));
         println!(
-            "| {} | {tps:.0} | {:.2} | {:.2} | {of_step} | {per_pos} | {most} |",
-            mode.name(),
+            "| {name} | {tps:.0} | {:.2} | {:.2} | {of_step} | {per_pos} | {of_sum} | {most} |",
             tps / bound,
             tps / bound_one,
         );
+    };
+    for &mode in &args.modes {
+        print_row(mode.name(), measure(mode)?);
+    }
+    // The floor: sync with its step on one thread. No stage runs beside the step, no row
+    // crosses cores and no second thread takes part, so this is the least core time per
+    // positive of any mode built on this step and these batches; oac does the same work and
+    // adds its pipeline's. Its distance from the unskippable sum is the step's own work
+    // beyond its products plus the engine's bookkeeping, which no scheduling removes.
+    if !on_gpu && !args.no_floor {
+        print_row("sync, step on one thread (floor)", one.install(|| measure(Mode::Sync))?);
     }
     Ok(())
 }
