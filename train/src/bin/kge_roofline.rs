@@ -43,9 +43,9 @@
 //!   multiply, and writing it back from them (issue 34, item 1), could save.
 //! * **The floor: sync with its step on one thread** (the last row; `--no-floor` leaves it
 //!   out), with the step alone on one thread printed above it. No stage runs beside the step,
-//!   no row crosses cores and no second thread takes part, so no mode built on this step and
-//!   these batches spends less core time per positive: oac does the same work and adds its
-//!   pipeline's. The floor's distance from the unskippable sum is the step's work beyond its
+//!   no row crosses cores and no second thread takes part. Every mode does the floor's work
+//!   (the same steps of the same batches, the same rows copied), and the pipelined ones add
+//!   their pipeline's, so none should spend less core time per positive. The floor's distance from the unskippable sum is the step's work beyond its
 //!   products and the engine's bookkeeping, which no scheduling removes. Each mode's core time
 //!   is printed as a multiple of that sum (issue 34's roofline ratio; on a GPU, of the host's
 //!   share of it, the store's copies).
@@ -132,8 +132,7 @@ struct Args {
     /// multiplies them).
     #[arg(long, value_enum, default_value = "uniform")]
     neg_sampling: NegSampling,
-    /// Leave out the last row: sync with its step on one thread, the least core time per
-    /// positive of any mode built on this step.
+    /// Leave out the last row, the floor: sync with its step on one thread.
     #[arg(long)]
     no_floor: bool,
 }
@@ -659,11 +658,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for &mode in &args.modes {
         print_row(mode.name(), measure(mode)?);
     }
-    // The floor: sync with its step on one thread. No stage runs beside the step, no row
-    // crosses cores and no second thread takes part, so this is the least core time per
-    // positive of any mode built on this step and these batches; oac does the same work and
-    // adds its pipeline's. Its distance from the unskippable sum is the step's own work
-    // beyond its products plus the engine's bookkeeping, which no scheduling removes.
+    // The floor (the module docs say why no mode should spend less).
     if !on_gpu && !args.no_floor {
         print_row("sync, step on one thread (floor)", one.install(|| measure(Mode::Sync))?);
     }
