@@ -1,12 +1,22 @@
 //! `kge_roofline`'s mode table on a small graph: each mode's core time per positive is printed
-//! beside its multiple of the unskippable sum (issue 34's roofline ratio), and the last row is
-//! the floor, sync with its step on one thread, unless `--no-floor` leaves it out.
+//! beside its multiple of the unskippable sum (issue 34's roofline ratio), the last row is the
+//! floor, sync with its step on one thread, and each mode's multiple of the floor's core time
+//! follows the table, unless `--no-floor` leaves both out.
 #![cfg(not(ordo_loom))]
 
 use std::process::Command;
 
-/// The table's rows: the mode's name and its cells, with the unskippable sum from the header.
-fn table(extra: &[&str]) -> (f64, Vec<(String, Vec<String>)>) {
+/// What `kge_roofline` printed of its mode table.
+struct Table {
+    /// The unskippable sum, from the header.
+    sum: f64,
+    /// Each row: the mode's name and its other cells.
+    rows: Vec<(String, Vec<String>)>,
+    /// The line after the table: each mode's core time over the floor's.
+    over_floor: Vec<(String, f64)>,
+}
+
+fn table(extra: &[&str]) -> Table {
     let run = Command::new(env!("CARGO_BIN_EXE_kge_roofline"))
         .args(["--dataset", "nations", "--dim", "8", "--batch-size", "64", "--negatives", "8"])
         .args(["--chunk", "8", "--epochs", "1", "--modes", "sync,oac", "--reps", "1"])
@@ -31,12 +41,25 @@ fn table(extra: &[&str]) -> (f64, Vec<(String, Vec<String>)>) {
             (cells[0].clone(), cells[1..].to_vec())
         })
         .collect();
-    (sum, rows)
+    // `core time per positive over the floor's: sync 1.10x, oac 1.24x`, after the floor row.
+    let over_floor = out
+        .lines()
+        .find_map(|l| l.strip_prefix("core time per positive over the floor's: "))
+        .map(|rest| {
+            rest.split(", ")
+                .filter_map(|part| {
+                    let (mode, x) = part.split_once(' ')?;
+                    Some((mode.to_string(), x.strip_suffix('x')?.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Table { sum, rows, over_floor }
 }
 
 #[test]
 fn each_mode_is_a_multiple_of_the_unskippable_sum_and_the_floor_comes_last() {
-    let (sum, rows) = table(&[]);
+    let Table { sum, rows, over_floor } = table(&[]);
     assert!(sum > 0.0);
     let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["sync", "oac", "sync, step on one thread (floor)"]);
@@ -50,11 +73,24 @@ fn each_mode_is_a_multiple_of_the_unskippable_sum_and_the_floor_comes_last() {
         let slack = 0.006 * (1.0 + want) + 0.005 * core_us / (sum * sum);
         assert!((multiple - want).abs() <= slack, "{name}: {multiple} against {want}");
     }
+    // Below the table, each mode's core time over the floor's.
+    let core = |i: usize| rows[i].1[4].parse::<f64>().expect("core time");
+    let floor = core(2);
+    for (i, mode) in ["sync", "oac"].into_iter().enumerate() {
+        let printed = over_floor.iter().find(|(m, _)| m == mode).map(|(_, x)| *x);
+        let want = core(i) / floor;
+        let slack = 0.006 * (1.0 + want) + 0.005 * core(i) / (floor * floor);
+        assert!(
+            printed.is_some_and(|x| (x - want).abs() <= slack),
+            "{mode}: {printed:?} against {want}"
+        );
+    }
 }
 
 #[test]
 fn no_floor_leaves_the_floor_row_out() {
-    let (_, rows) = table(&["--no-floor"]);
+    let Table { rows, over_floor, .. } = table(&["--no-floor"]);
     let names: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["sync", "oac"]);
+    assert!(over_floor.is_empty(), "no floor, no multiples of it: {over_floor:?}");
 }

@@ -48,7 +48,8 @@
 //!   their pipeline's, so none should spend less core time per positive. The floor's distance from the unskippable sum is the step's work beyond its
 //!   products and the engine's bookkeeping, which no scheduling removes. Each mode's core time
 //!   is printed as a multiple of that sum (issue 34's roofline ratio; on a GPU, of the host's
-//!   share of it, the store's copies).
+//!   share of it, the store's copies), and, below the table, as a multiple of the floor's: what
+//!   the mode's own scheduling costs (a pipeline's stages, a second step thread).
 //! * **On a GPU** (`--device cuda`, where this machine has one): the modes' steps run on the GPU
 //!   (ordo-gpu's kernels, as `ordo-train kge --device cuda`), so the host's GEMM rate bounds
 //!   nothing and each mode is measured against the gather bound alone, the bound issue 13 names
@@ -655,12 +656,25 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             tps / bound_one,
         );
     };
+    let mut measured = Vec::with_capacity(args.modes.len());
     for &mode in &args.modes {
-        print_row(mode.name(), measure(mode)?);
+        let m = measure(mode)?;
+        print_row(mode.name(), m);
+        measured.push((mode, m.1));
     }
     // The floor (the module docs say why no mode should spend less).
     if !on_gpu && !args.no_floor {
-        print_row("sync, step on one thread (floor)", one.install(|| measure(Mode::Sync))?);
+        let floor = one.install(|| measure(Mode::Sync))?;
+        print_row("sync, step on one thread (floor)", floor);
+        // What each mode spends beyond the floor: its own scheduling's cost (a pipeline's,
+        // a second step thread's), apart from the step's and the engine's, which the floor has.
+        if let Some(f) = floor.1 {
+            let over: Vec<String> = measured
+                .iter()
+                .filter_map(|(mode, c)| c.map(|c| format!("{} {:.2}x", mode.name(), c / f)))
+                .collect();
+            println!("\ncore time per positive over the floor's: {}", over.join(", "));
+        }
     }
     Ok(())
 }
