@@ -57,6 +57,12 @@ fn table(extra: &[&str]) -> Table {
     Table { sum, rows, over_floor }
 }
 
+/// Whether `printed` is `num / den`, all three as printed: rounded to two decimals.
+fn is_ratio(printed: f64, num: f64, den: f64) -> bool {
+    let want = num / den;
+    (printed - want).abs() <= 0.006 * (1.0 + want) + 0.005 * num / (den * den)
+}
+
 #[test]
 fn each_mode_is_a_multiple_of_the_unskippable_sum_and_the_floor_comes_last() {
     let Table { sum, rows, over_floor } = table(&[]);
@@ -68,21 +74,17 @@ fn each_mode_is_a_multiple_of_the_unskippable_sum_and_the_floor_comes_last() {
         // positive, the multiple of the sum, the all-cores ceiling and the fraction of it.
         let core_us: f64 = cells[4].parse().expect("core time measured");
         let multiple: f64 = cells[5].parse().expect("a multiple");
-        // Both are printed rounded to two decimals.
-        let want = core_us / sum;
-        let slack = 0.006 * (1.0 + want) + 0.005 * core_us / (sum * sum);
-        assert!((multiple - want).abs() <= slack, "{name}: {multiple} against {want}");
+        assert!(is_ratio(multiple, core_us, sum), "{name}: {multiple} against {core_us} / {sum}");
     }
     // Below the table, each mode's core time over the floor's.
     let core = |i: usize| rows[i].1[4].parse::<f64>().expect("core time");
     let floor = core(2);
     for (i, mode) in ["sync", "oac"].into_iter().enumerate() {
         let printed = over_floor.iter().find(|(m, _)| m == mode).map(|(_, x)| *x);
-        let want = core(i) / floor;
-        let slack = 0.006 * (1.0 + want) + 0.005 * core(i) / (floor * floor);
         assert!(
-            printed.is_some_and(|x| (x - want).abs() <= slack),
-            "{mode}: {printed:?} against {want}"
+            printed.is_some_and(|x| is_ratio(x, core(i), floor)),
+            "{mode}: {printed:?} against {} / {floor}",
+            core(i)
         );
     }
 }
