@@ -45,8 +45,9 @@
 //!   out), with the step alone on one thread printed above it. No stage runs beside the step,
 //!   no row crosses cores and no second thread takes part. Every mode does the floor's work
 //!   (the same steps of the same batches, the same rows copied), and the pipelined ones add
-//!   their pipeline's, so none should spend less core time per positive. The floor's distance from the unskippable sum is the step's work beyond its
-//!   products and the engine's bookkeeping, which no scheduling removes. Each mode's core time
+//!   their pipeline's, so none should spend less core time per positive. The floor's distance
+//!   from the unskippable sum is the step's work beyond its products and the engine's
+//!   bookkeeping, which no scheduling removes. Each mode's core time
 //!   is printed as a multiple of that sum (issue 34's roofline ratio; on a GPU, of the host's
 //!   share of it, the store's copies), and, below the table, as a multiple of the floor's: what
 //!   the mode's own scheduling costs (a pipeline's stages, a second step thread).
