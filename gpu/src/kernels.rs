@@ -10,7 +10,7 @@
 use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use cudarc::driver::CudaFunction;
-use cudarc::nvrtc::{CompileOptions, compile_ptx_with_opts};
+use cudarc::nvrtc::{CompileOptions, Ptx, compile_ptx_with_opts};
 
 /// Source of the validation-cache kernels (`vc_validate`, `vc_insert`, `vc_evict`, `vc_rehash`).
 pub const VALIDATION_CACHE_SRC: &str = include_str!("kernels/validation_cache.cu");
@@ -32,17 +32,14 @@ pub const KGE_KERNELS: [&str; 5] =
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const BENCH_KERNELS: [&str; 2] = ["copy_f32", "add_f32"];
 
-/// Compile `src` with NVRTC, load it into `gpu`'s context and return the named kernels in order.
+/// Compile `src` with NVRTC into PTX, with the options every kernel set is built with.
 ///
 /// Options: IEEE-exact division and square root, no flush-to-zero, no fast math, so the
 /// kernels' float results depend only on the source's operation order (see `kge.cu` for the
-/// determinism argument).
-pub fn load(
-    gpu: &Gpu,
-    module: &'static str,
-    src: &str,
-    names: &[&str],
-) -> Result<Vec<CudaFunction>, GpuError> {
+/// determinism argument). Needs only the NVRTC library, no driver or device: CI compiles every
+/// source through this function (`tests/nvrtc_compile.rs`), so a kernel that NVRTC rejects fails
+/// there, not first on a GPU machine.
+pub fn compile(module: &'static str, src: &str) -> Result<Ptx, GpuError> {
     let opts = CompileOptions {
         ftz: Some(false),
         prec_div: Some(true),
@@ -51,9 +48,18 @@ pub fn load(
         name: Some(module.to_owned()),
         ..CompileOptions::default()
     };
-    let ptx = compile_ptx_with_opts(src, opts)
-        .map_err(|e| GpuError::Compile { module, log: compile_log(&e) })?;
-    let m = gpu.context().load_module(ptx)?;
+    compile_ptx_with_opts(src, opts).map_err(|e| GpuError::Compile { module, log: compile_log(&e) })
+}
+
+/// Compile `src` ([`compile`]), load it into `gpu`'s context and return the named kernels in
+/// order.
+pub fn load(
+    gpu: &Gpu,
+    module: &'static str,
+    src: &str,
+    names: &[&str],
+) -> Result<Vec<CudaFunction>, GpuError> {
+    let m = gpu.context().load_module(compile(module, src)?)?;
     names.iter().map(|n| Ok(m.load_function(n)?)).collect()
 }
 
