@@ -5,6 +5,10 @@
 //!
 //! Every primitive states its invariant in the doc comment of the type that keeps it.
 //!
+//! In the repository, `docs/ARCHITECTURE.md` shows how the crates fit together, the path of a
+//! batch through the engine and where each protocol is checked; `docs/GLOSSARY.md` defines the
+//! terms (MFT, STE, TID, …) and `docs/PAPERS.md` says which paper "paper 000" to "paper 004" is.
+//!
 //! # Writing a trainer on ordo
 //!
 //! `core/examples/matrix_factorization.rs` (in the repository) is a complete trainer that uses only this public API

@@ -1,6 +1,9 @@
 //! ordo-gpu: the engine's device stage on CUDA, loaded at run time through cudarc so the crate
 //! builds and tests on machines without CUDA.
 //!
+//! How this crate fits with the others: `docs/ARCHITECTURE.md` in the repository; the terms
+//! and the papers it cites: `docs/GLOSSARY.md` and `docs/PAPERS.md`.
+//!
 //! What is here (paper 000, §3):
 //! * [`cache`]: the validation cache — row id → (ts, value slot) in an open-addressing table —
 //!   with one orchestration ([`cache::ValidationCache`]) over two table backends: the CUDA

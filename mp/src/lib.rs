@@ -5,6 +5,9 @@
 //! flight by `max_active_keys`; parameterized nodes update after `min_update_interval`
 //! gradients. [`run`] executes a graph on threads; [`replay::replay`] replays a run's recorded
 //! order sequentially.
+//!
+//! How this crate fits with the others: `docs/ARCHITECTURE.md` in the repository; the terms
+//! and the papers it cites: `docs/GLOSSARY.md` and `docs/PAPERS.md`.
 #![warn(missing_docs)]
 
 pub mod accumulate;

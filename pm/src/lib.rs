@@ -1,5 +1,8 @@
 //! ordo-pm: AdaPM, an intent-signaling parameter manager (paper 002).
 //!
+//! How this crate fits with the others: `docs/ARCHITECTURE.md` in the repository; the terms
+//! and the papers it cites: `docs/GLOSSARY.md` and `docs/PAPERS.md`.
+//!
 //! A table of `keys` rows of `width` floats lives across `nodes` nodes. Each key has exactly one
 //! *owner* holding its main copy; other nodes may hold *replicas*. Trainers call, per node:
 //! - [`Node::intent`]`(keys, start, end)`: this node will access `keys` while its clock is in

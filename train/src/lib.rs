@@ -1,4 +1,7 @@
 //! Reference trainers built on ordo, as libraries; `ordo-train` is their command line.
+//!
+//! How this crate fits with the others: `docs/ARCHITECTURE.md` in the repository; the terms
+//! and the papers it cites: `docs/GLOSSARY.md` and `docs/PAPERS.md`.
 
 #![warn(missing_docs)]
 
