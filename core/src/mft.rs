@@ -11,6 +11,7 @@ use thiserror::Error;
 
 /// Why a [`Mft::finish`] was refused. Nothing is recorded when an error is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum MftError {
     /// The timestamp is `capacity` or more ahead of the finished prefix: its done flag would
     /// share a ring slot with an unfinished timestamp. Callers admit a timestamp only after

@@ -15,6 +15,7 @@ const EMPTY: u64 = u64::MAX;
 
 /// Why a batch could not be registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum OutstandingError {
     /// Every slot holds an in-flight batch; the caller must wait for one to deregister.
     #[error("all {capacity} outstanding-batch slots are in use")]

@@ -40,6 +40,7 @@ const LOCK: u64 = 1 << 63;
 /// assert!(std::error::Error::source(&err).is_some());
 /// ```
 #[derive(Debug, Clone, Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The row id is not below the number of rows.
     #[error("row {row} is out of range: the store has {rows} rows")]

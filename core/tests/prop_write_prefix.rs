@@ -55,7 +55,7 @@ fn after_a_failed_write_the_store_is_the_replay_of_the_named_prefix() {
             let config = EngineConfig::new(mode).threads(2, 3).hook(fail_late(bad));
             let mut model = MixModel::new(2);
             let err = Engine::new(config).unwrap().run(&mut model, &store, batches()).unwrap_err();
-            let EngineError::Stopped { cause, order, unwritten, prefix, stamped } = err else {
+            let EngineError::Stopped { cause, order, unwritten, prefix, stamped, .. } = err else {
                 panic!("{mode:?}: {err}")
             };
             assert!(

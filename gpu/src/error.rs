@@ -7,6 +7,7 @@ use thiserror::Error;
 /// Why a CUDA operation could not be done. Input errors of the cache and the KGE kernels are
 /// reported before anything is launched, so the device state is unchanged when one is returned.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum GpuError {
     /// No CUDA driver library, no NVRTC library, or no device on this machine.
     #[error("no CUDA device: {reason}")]

@@ -7,6 +7,7 @@ use crate::state::State;
 
 /// Everything that can go wrong building or running an AMPNet graph.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum MpError {
     /// A node id that the builder did not hand out.
     #[error("unknown node {0:?}")]

@@ -32,6 +32,7 @@ use crate::optimizer::Optimizer;
 
 /// What is wrong with a graph description.
 #[derive(Debug, Clone, PartialEq, Error)]
+#[non_exhaustive]
 pub enum TextError {
     /// A statement that does not parse or names what does not exist (lines count from 1).
     #[error("line {line}: {msg}")]

@@ -105,7 +105,7 @@ fn error(text: &str) -> TextError {
 fn bad_descriptions_name_their_line() {
     let line = |e: TextError| match e {
         TextError::Line { line, .. } | TextError::Graph { line, .. } => line,
-        TextError::Build(b) => panic!("no line: {b}"),
+        other => panic!("no line: {other}"),
     };
     assert_eq!(line(error("node c Controller grad\n\nnode x Lstm 3")), 3);
     assert_eq!(line(error("node c Controller grad\nchain c y")), 2);

@@ -4,6 +4,7 @@ use thiserror::Error;
 
 /// What can go wrong when a caller hands the parameter manager bad input or the transport fails.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum PmError {
     /// A key outside `0..keys`.
     #[error("key {key} out of range (the table has {keys} keys)")]

@@ -52,7 +52,7 @@ pub(crate) fn stopped(py: Python<'_>, e: EngineError<PyErr>, outbox: Vec<u64>) -
             let _ = v.setattr("reason", kind.to_string());
             err
         }
-        EngineError::Stopped { cause, stamped, order, prefix, unwritten } => {
+        EngineError::Stopped { cause, stamped, order, prefix, unwritten, .. } => {
             let order: Vec<u64> = outbox.into_iter().chain(order).collect();
             let first = stamped.saturating_sub(order.len() as u64);
             let applied: Vec<u64> = order

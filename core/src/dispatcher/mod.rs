@@ -40,6 +40,7 @@ pub type WorkerId = usize;
 
 /// A bad dispatcher argument. The dispatcher is unchanged when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum DispatchError {
     /// The worker bound `m` must be at least 1.
     #[error("the number of workers m must be at least 1")]

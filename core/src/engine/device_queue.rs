@@ -47,6 +47,7 @@ pub struct Submission<'a, D> {
 /// Why a [`DeviceQueue`] refused a batch (it is then not stamped, and nothing of it is written).
 /// `E` is the model's step error ([`Model::Error`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubmitError<E = StepError> {
     /// The device failed (eviction, validation, transfer, or queueing).
     #[error("device failed")]

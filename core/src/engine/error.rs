@@ -26,6 +26,7 @@ pub enum Stage {
 
 /// What went wrong inside a pipeline stage outside the model step.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum StageError {
     /// The store refused a read or write.
     #[error("store operation failed")]
@@ -46,6 +47,7 @@ pub enum StageError {
 
 /// What is wrong with a batch (it was rejected before entering the pipeline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum BatchError {
     /// The batch touches no row. A step on no rows could only change the dense parameters, and
     /// an empty batch is almost always a loader's bug (an exhausted shard, a filter that kept
@@ -119,6 +121,7 @@ pub enum StopCause<E = StepError> {
 /// [`Engine::new`](super::Engine::new)) return the default `EngineError<StepError>`; see
 /// [`EngineError::map_step`] to join them.
 #[derive(Debug, Error)]
+#[non_exhaustive]
 pub enum EngineError<E = StepError> {
     /// A bad configuration.
     #[error("bad engine configuration: {0}")]
@@ -176,6 +179,7 @@ pub enum EngineError<E = StepError> {
     /// holds one whole version. The model's dense parameters include
     /// every stamped batch.
     #[error("pipeline stopped after stamping {stamped} batches ({} not fully written)", unwritten.len())]
+    #[non_exhaustive]
     Stopped {
         /// The first failure.
         #[source]

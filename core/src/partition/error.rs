@@ -8,6 +8,7 @@ use std::io;
 /// or opened, before any row is trained; I/O failures later (a full disk) are reported at the
 /// next swap or checkpoint and leave the last checkpoint whole.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PartitionError {
     /// The buffer does not fit the partitions.
     #[error(transparent)]

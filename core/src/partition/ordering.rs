@@ -55,6 +55,7 @@ pub struct BufferState {
 
 /// A bad buffer geometry: checked before anything is planned or loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// No partitions.
     #[error("there must be at least one partition")]

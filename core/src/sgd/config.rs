@@ -91,6 +91,7 @@ impl SgdConfig {
 
 /// A bad argument to the SGD runtime; nothing ran when one is returned.
 #[derive(Debug, Clone, Copy, PartialEq, Error)]
+#[non_exhaustive]
 pub enum SgdError {
     /// At least one worker thread is needed.
     #[error("the number of worker threads must be at least 1")]

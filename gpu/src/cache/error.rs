@@ -6,6 +6,7 @@ use thiserror::Error;
 /// A bad argument to a validation cache, or a full cache. The cache is unchanged when one is
 /// returned.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// The insert would hold more live entries than the cache was sized for.
     #[error(

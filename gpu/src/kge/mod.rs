@@ -129,6 +129,7 @@ pub struct KgeShape {
 
 /// A bad KGE batch or parameter buffer.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
 pub enum KgeError {
     /// `dim` is zero, or odd for ComplEx.
     #[error("embedding size {dim} is not valid for {model:?}")]
