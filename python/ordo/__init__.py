@@ -10,7 +10,7 @@ sequential loop over the recorded order (``ordo.replay``).
     engine = ordo.Engine(table, mode="oac")
 
     def step(batch_id, ids, rows, payload):
-        rows *= 0.5           # rows: writable float32 view, valid only during the call
+        rows *= 0.5           # rows: writable float32 array, yours only during the call
 
     with engine.session(step) as s:
         for b in range(100):
@@ -18,7 +18,7 @@ sequential loop over the recorded order (``ordo.replay``).
     print(table.numpy())
 
 Classes: `Table`, `Engine`, `Session`, `Report`; functions `unique_rows`, `replay`;
-exceptions `OrdoError`, `StepFailed`, `InvalidBatch`. See each one's docstring.
+exceptions `OrdoError`, `StepFailed`, `InvalidBatch`, `SessionClosed`. See each one's docstring.
 """
 
 from . import kge
@@ -28,6 +28,7 @@ from ._ordo import (
     OrdoError,
     Report,
     Session,
+    SessionClosed,
     StepFailed,
     Table,
     replay,
@@ -41,6 +42,7 @@ __all__ = [
     "OrdoError",
     "Report",
     "Session",
+    "SessionClosed",
     "StepFailed",
     "Table",
     "replay",

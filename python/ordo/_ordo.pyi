@@ -9,23 +9,49 @@ import numpy.typing as npt
 RowIds = Union[npt.NDArray[np.uint64], npt.NDArray[np.int64], Sequence[int]]
 Step = Callable[[int, npt.NDArray[np.uint64], npt.NDArray[np.float32], Any], Any]
 """``step(batch_id, ids, rows, payload)``: updates ``rows`` (``len(ids) x width`` float32,
-writable, valid only during the call) in place, in the computation order."""
+writable, the step's only during the call) in place, in the computation order.
+
+``rows`` is a copy of the batch's rows, written back when the step returns: what the step keeps
+of it (the array, a view, a memoryview, a tensor over it) is refused (``StepFailed``, naming the
+batch) but never reaches the table. Its return value is ignored. Any exception it raises,
+``BaseException`` included (``KeyboardInterrupt``, ``SystemExit``), stops the run as
+``StepFailed`` with that exception as ``__cause__``; so does changing the array's dtype or size
+in place (reshaping it in place to the same size is fine)."""
 
 class OrdoError(Exception):
-    """Any error of the ordo engine."""
+    """Any error of the ordo engine. A stopped run's error (this class, or ``StepFailed``)
+    carries what the table holds in the attributes below; other errors carry none of them."""
+
+    batch_id: int
+    """The batch whose step (or stage) failed."""
+    stamped: int
+    """Batches stamped in the epoch (given their place in the computation order)."""
+    drained: int
+    """How many of them, the first ones, ``Session.drain_order`` had handed out."""
+    order: list[int]
+    """The ids of the rest (``stamped - drained`` of them), in computation order."""
+    prefix: Optional[int]
+    """In ``sync``, ``oac`` and ``bounded(1)``: how many batches of ``order`` the table holds.
+    The table equals ``replay``, from the epoch's initial table, of the drained ids followed by
+    ``order[:prefix]`` (the Rust error's ``order[..prefix]``). ``None`` in the other modes."""
+    epoch_prefix: Optional[int]
+    """The same count from the epoch's first batch, drained ones included:
+    ``prefix == max(0, epoch_prefix - drained)``."""
+    applied: list[int]
+    """The ids of ``order`` the table holds: ``order[:prefix]``, or in the other modes those
+    whose writes all landed."""
 
 class StepFailed(OrdoError):
     """The run stopped: the step of batch ``batch_id`` raised (that exception is ``__cause__``).
 
-    The table then holds exactly the batches ``applied`` (in ``sync``/``oac``/``bounded(1)``):
-    it equals ``replay`` of the order drained before the failure followed by ``applied``.
+    The table then holds exactly the drained batches and ``applied`` (in
+    ``sync``/``oac``/``bounded(1)``): it equals ``replay`` of the order drained before the
+    failure followed by ``applied`` (``order[:prefix]``). The session is closed.
     """
 
-    batch_id: int
-    stamped: int
-    order: list[int]
-    prefix: Optional[int]
-    applied: Optional[list[int]]
+class SessionClosed(OrdoError):
+    """A call on a closed session (by ``close()``, leaving its ``with`` block, Ctrl-C, or the
+    error that stopped its run, raised once)."""
 
 class InvalidBatch(OrdoError):
     """A malformed batch (empty, duplicated or out-of-range row id), refused before
@@ -39,7 +65,10 @@ class Table:
     """A table of ``rows`` rows of ``width`` float32 values (a parameter followed by its
     per-row optimizer state), shared by the engine's threads.
 
-    ``init``: ``None`` (zeros), a float (every value), or a float32 array of ``rows x width``.
+    ``init``: ``None`` (zeros), a float (every value), or a float32 array (native byte order,
+    any memory layout, read-only too) of shape exactly ``(rows, width)``; its values are stored
+    as given, NaN and infinities included. Anything else is a ``ValueError``, and so is a table
+    too large to allocate.
     """
 
     def __init__(self, rows: int, width: int, init: Union[None, float, npt.NDArray[np.float32]] = None) -> None: ...
@@ -73,7 +102,11 @@ class Report:
 
 class Session:
     """A running pipeline; also a context manager (leaving the block finishes and closes it).
-    Dropped by the garbage collector, it is closed (threads joined, stamped batches written)."""
+    Dropped by the garbage collector, it is closed (threads joined, stamped batches written).
+
+    Once closed, every call but ``close`` and ``closed`` raises ``SessionClosed``. A session is
+    used by one thread at a time: a call made while another thread's call on the same session
+    is in progress raises ``RuntimeError`` ("Already borrowed") and changes nothing."""
 
     def submit(
         self,

@@ -22,12 +22,17 @@ mod session;
 mod step;
 mod table;
 
-use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 
 /// Row ids as the engine takes them (unique, in the order the step sees its rows): from a
-/// numpy integer array or any sequence of ints. A negative id is a `ValueError`.
+/// one-dimensional numpy array of any integer dtype (any layout or byte order) or any sequence
+/// of ints. A negative id, or one of 2**64 or more, is a `ValueError`; a sequence of
+/// non-integers (floats, bools of numpy, strings) or an array of more dimensions than one is a
+/// `TypeError` or a `ValueError`. Ranges and duplicates are the engine's to check
+/// (`InvalidBatch`).
 pub(crate) fn row_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    use pyo3::exceptions::{PyTypeError, PyValueError};
     if let Ok(a) = ids.cast::<PyArray1<u64>>() {
         return Ok(a
             .readonly()
@@ -40,18 +45,46 @@ pub(crate) fn row_ids(ids: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
         return v
             .into_iter()
             .map(|x| {
-                u64::try_from(x).map_err(|_| {
-                    pyo3::exceptions::PyValueError::new_err(format!("row id {x} is negative"))
-                })
+                u64::try_from(x)
+                    .map_err(|_| PyValueError::new_err(format!("row id {x} is negative")))
             })
             .collect();
     }
-    if let Ok(a) = ids.cast::<numpy::PyUntypedArray>()
-        && a.ndim() != 1
-    {
-        return Err(pyo3::exceptions::PyValueError::new_err("row ids must be one-dimensional"));
+    if let Ok(a) = ids.cast::<numpy::PyUntypedArray>() {
+        if a.ndim() != 1 {
+            return Err(PyValueError::new_err("row ids must be one-dimensional"));
+        }
+        // Any other integer dtype (narrower, or not in the machine's byte order) as one of the
+        // two above; an array of Python objects as the sequence it is; anything else is not a
+        // row id.
+        let wide = match a.dtype().kind() {
+            b'u' => Some("uint64"),
+            b'i' => Some("int64"),
+            b'O' => None,
+            _ => {
+                return Err(PyTypeError::new_err(format!(
+                    "row ids must be integers, got an array of {}",
+                    a.dtype()
+                )));
+            }
+        };
+        if let Some(wide) = wide {
+            return row_ids(&a.call_method1("astype", (wide,))?);
+        }
     }
-    ids.extract::<Vec<u64>>()
+    let mut v = Vec::new();
+    for item in ids.try_iter()? {
+        let item = item?;
+        v.push(item.extract::<u64>().map_err(|e| match item.extract::<i128>() {
+            Ok(x) if x < 0 => PyValueError::new_err(format!("row id {x} is negative")),
+            Ok(x) => PyValueError::new_err(format!("row id {x} does not fit in 64 bits")),
+            Err(_) if item.is_instance_of::<pyo3::types::PyInt>() => {
+                PyValueError::new_err(format!("row id {item} does not fit in 64 bits"))
+            }
+            Err(_) => e,
+        })?);
+    }
+    Ok(v)
 }
 
 /// Sorted, de-duplicated row ids as a `uint64` array: a batch's ids from any list of ids.

@@ -20,6 +20,7 @@ pub(crate) fn replay(
     batch_of: &Bound<'_, PyAny>,
     step: Py<PyAny>,
 ) -> PyResult<()> {
+    let _held = table.take("replaying onto it")?;
     let mut model = PyStep {
         step,
         width: table.store.width(),

@@ -5,15 +5,15 @@
 //! [`SIGNAL_POLL`] meanwhile, so Ctrl-C stops a run promptly: the session is then closed (its
 //! threads joined, every stamped batch written) and `KeyboardInterrupt` propagates.
 
-use crate::errors::{stopped, to_py};
+use crate::errors::{OrdoError, closed, stopped, to_py};
 use crate::step::{Payload, PyStep, StepTimes, StepTimesTaken};
-use crate::table::Table;
+use crate::table::{Table, TableHeld};
 use numpy::PyArray1;
 use ordo::engine::{
     AsyncWrite, Batch, CpuDevice, Engine as Core, EngineConfig, Mode, OwnedSession, RunReport,
     TrySubmitError,
 };
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,6 +110,7 @@ impl Engine {
     /// Start a session running `step` on the engine's device thread.
     fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<Session> {
         let table = self.table.get();
+        let held = table.take("starting another")?;
         let failed = Arc::new(AtomicBool::new(false));
         let cancel = Arc::new(AtomicBool::new(false));
         let times = Arc::new(StepTimes::default());
@@ -126,7 +127,8 @@ impl Engine {
             .detach(move || core.start(CpuDevice::new(), model, store))
             .map_err(|e| to_py(py, e))?;
         Ok(Session {
-            inner: Some(inner),
+            inner: Some((inner, held)),
+            process: std::process::id(),
             failed,
             cancel,
             times,
@@ -198,7 +200,10 @@ impl Report {
 /// A running session. Each method waits with the interpreter lock released.
 #[pyclass(module = "ordo")]
 pub struct Session {
-    inner: Option<OwnedSession<PyStep>>,
+    /// The running session, and its table taken for it (given back once it is closed).
+    inner: Option<(OwnedSession<PyStep>, TableHeld)>,
+    /// The process that started it: in a forked child its threads do not exist.
+    process: u32,
     /// Set by the step when it fails: the pipeline has halted and `finish` returns why.
     failed: Arc<AtomicBool>,
     /// Tells the step to run no more batches (see `PyStep::cancel`).
@@ -220,26 +225,50 @@ enum Wait {
 
 impl Session {
     fn open(&mut self) -> PyResult<&mut OwnedSession<PyStep>> {
-        self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("the session is closed"))
+        self.forked()?;
+        self.inner.as_mut().map(|(s, _)| s).ok_or_else(closed)
+    }
+
+    /// Refuse a call from a forked child: the session's threads live in its parent, and a call
+    /// would wait for them forever.
+    fn forked(&self) -> PyResult<()> {
+        if std::process::id() == self.process {
+            return Ok(());
+        }
+        Err(OrdoError::new_err(format!(
+            "the session belongs to another process ({}), this one a fork of it: start a session here",
+            self.process
+        )))
+    }
+
+    /// Close: join every thread without the lock (in a forked child, which has none of them,
+    /// only forget them), then give the table back.
+    fn join(&mut self, py: Python<'_>) {
+        if let Some((s, held)) = self.inner.take() {
+            if std::process::id() == self.process {
+                py.detach(move || drop(s));
+            } else {
+                std::mem::forget(s);
+            }
+            drop(held);
+        }
     }
 
     /// Close after a failure or an interrupt: join every thread without the lock.
     fn shut(&mut self, py: Python<'_>) {
         // Release: pairs with the Acquire of the step; only the flag is read.
         self.cancel.store(true, Ordering::Release);
-        if let Some(s) = self.inner.take() {
-            py.detach(move || drop(s));
-        }
+        self.join(py);
     }
 
     /// The failure that halted the pipeline, from `finish`.
     fn failure(&mut self, py: Python<'_>) -> PyErr {
-        let Some(s) = self.inner.as_mut() else {
-            return PyRuntimeError::new_err("the session is closed");
+        let Some((s, _)) = self.inner.as_mut() else {
+            return closed();
         };
         let err = match py.detach(|| s.finish()) {
             Err(e) => stopped(py, e, s.drain_order().iter().map(|st| st.batch_id).collect()),
-            Ok(_) => PyRuntimeError::new_err("the session halted without a failure"),
+            Ok(_) => OrdoError::new_err("the session halted without a failure"),
         };
         self.shut(py);
         err
@@ -409,8 +438,8 @@ impl Drop for Session {
     fn drop(&mut self) {
         // Release: as in `shut`.
         self.cancel.store(true, Ordering::Release);
-        if let Some(s) = self.inner.take() {
-            Python::attach(|py| py.detach(move || drop(s)));
+        if self.inner.is_some() {
+            Python::attach(|py| self.join(py));
         }
     }
 }

@@ -1,8 +1,7 @@
 //! The Python step as an [`ordo::engine::Model`]: called on the engine's device thread, in the
 //! computation order, holding the interpreter lock only for the call.
 
-use numpy::ndarray::ArrayViewMut2;
-use numpy::{PyArray1, PyArray2};
+use numpy::{PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArrayMethods};
 use ordo::engine::{BatchRows, Model};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -16,13 +15,6 @@ pub(crate) struct Payload {
     pub(crate) id: u64,
     pub(crate) data: Py<PyAny>,
 }
-
-/// The base object of the rows array lent to one step call. The array and every view of it
-/// (numpy collapses a view's base to this object, and `torch.from_numpy` keeps the array)
-/// hold a reference to it, so after the call its reference count says whether the step kept
-/// the rows: the memory is the engine's and is valid only during the call.
-#[pyclass(module = "ordo", frozen)]
-pub(crate) struct LentRows;
 
 /// Where the device thread's time in the Python step went, summed over the steps since the
 /// last [`StepTimes::take`]: inside the callable, and the crossing around it (waiting for the
@@ -106,38 +98,38 @@ impl Model for PyStep {
 
 impl PyStep {
     /// One call of the Python step on the batch's rows, lent as a numpy array.
+    ///
+    /// The array owns its memory: the rows are copied into it before the call and out of it
+    /// after. Whatever the step keeps (the array, a view, a memoryview, a tensor over it, an
+    /// exception holding it) stays valid and never reaches the engine's buffers or the table.
+    /// Keeping it is still refused, naming the batch, since later writes to it are lost: the
+    /// rows are the step's only during the call.
     fn call(&self, data: &Payload, rows: &mut BatchRows<'_>) -> Result<(), PyErr> {
         let asked = Instant::now();
         let mut clock = (asked, asked, asked);
         let result = Python::attach(|py| {
             clock.0 = Instant::now();
             let ids = PyArray1::from_slice(py, rows.ids());
-            let shape = (rows.len(), rows.width());
-            let view = ArrayViewMut2::from_shape(shape, rows.values_mut())
-                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-            let lent = Bound::new(py, LentRows)?;
-            // SAFETY: the array borrows `rows`' values, which stay allocated and unmoved for the
-            // whole call below (`rows` is borrowed mutably by this function, and nothing else
-            // touches it meanwhile); the array's base is `lent`. After the call, the array is
-            // dropped and `lent`'s count shows whether Python kept a reference to the memory:
-            // if it did, the run stops with an error naming the batch (the contract, stated in
-            // the step's documentation, is that the rows are valid only during the call).
-            let array = unsafe { PyArray2::borrow_from_array(&view, lent.clone().into_any()) };
+            let (n, width) = (rows.len(), rows.width());
+            let array = PyArray2::<f32>::zeros(py, [n, width], false);
+            // SAFETY: `array` was just made here, contiguous, and no other reference to it exists.
+            unsafe { array.as_slice_mut() }
+                .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
+                .copy_from_slice(rows.values());
             clock.1 = Instant::now();
             let result = self.step.call1(py, (data.id, ids, &array, data.data.clone_ref(py)));
             clock.2 = Instant::now();
-            drop(array);
             if let Err(e) = result {
-                // The traceback's frames hold the step's locals, `rows` among them: clear them
-                // so no reference to the lent memory outlives the call through the error.
+                // The traceback's frames hold the step's locals, `rows` among them: clear them,
+                // so what the step raised does not keep the batch's rows alive needlessly.
                 if let Some(tb) = e.traceback(py) {
                     py.import("traceback")?.call_method1("clear_frames", (tb,))?;
                 }
                 return Err(e);
             }
-            // SAFETY: `lent` is a live object (this function holds a reference to it) and the
-            // interpreter lock is held, as `Py_REFCNT` requires.
-            let kept = unsafe { pyo3::ffi::Py_REFCNT(lent.as_ptr()) } > 1;
+            // SAFETY: `array` is a live object (held here) and the interpreter lock is held, as
+            // `Py_REFCNT` requires. A view of it, a memoryview or a tensor over it holds it.
+            let kept = unsafe { pyo3::ffi::Py_REFCNT(array.as_ptr()) } > 1;
             if kept {
                 return Err(PyRuntimeError::new_err(format!(
                     "the step of batch {} kept a reference to its rows after returning; \
@@ -145,6 +137,25 @@ impl PyStep {
                     data.id
                 )));
             }
+            // The step may have reshaped the array or viewed it as another dtype in place: its
+            // values are taken back only as the float32 rows they were given as.
+            let f32_type = numpy::dtype::<f32>(py);
+            if !array.dtype().is_equiv_to(&f32_type) || array.len() != n * width {
+                return Err(PyRuntimeError::new_err(format!(
+                    "the step of batch {} changed its rows' dtype or size in place; \
+                     update their values, not the array",
+                    data.id
+                )));
+            }
+            // SAFETY: no reference to `array` other than this one is left (checked above), so
+            // nothing else reads or writes it meanwhile.
+            let values = unsafe { array.as_slice() }.map_err(|_| {
+                PyRuntimeError::new_err(format!(
+                    "the step of batch {} changed its rows' layout in place",
+                    data.id
+                ))
+            })?;
+            rows.values_mut().copy_from_slice(values);
             Ok(())
         });
         let (locked, called, returned) = clock;

@@ -6,11 +6,40 @@ use ordo::store::RowStore;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// A table of `rows` rows of `width` float32 values, shared by the engine's threads.
 #[pyclass(module = "ordo", frozen)]
 pub struct Table {
     pub(crate) store: Arc<RowStore>,
+    /// Set while a session or a replay writes the table: a second one is refused (two writers
+    /// stamping one table would interleave their versions and neither result would hold).
+    pub(crate) in_use: Arc<AtomicBool>,
+}
+
+impl Table {
+    /// Take the table for one writer, or refuse naming what holds it.
+    pub(crate) fn take(&self, what: &str) -> PyResult<TableHeld> {
+        // Acquire/Release: the holder's writes to the store happen before the next holder's.
+        self.in_use
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .map(|_| TableHeld(self.in_use.clone()))
+            .map_err(|_| {
+                crate::errors::OrdoError::new_err(format!(
+                    "the table already has a session (or a replay) writing it: close that one before {what}"
+                ))
+            })
+    }
+}
+
+/// A table taken by [`Table::take`], given back when dropped.
+pub(crate) struct TableHeld(Arc<AtomicBool>);
+
+impl Drop for TableHeld {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire of the next `take`.
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 #[pymethods]
@@ -26,7 +55,9 @@ impl Table {
         let store = match init {
             None => RowStore::try_from_fn(rows, width, |_, _| 0.0),
             Some(v) => {
-                if let Ok(c) = v.extract::<f32>() {
+                // A float, not an array of one element (that must be rows x width too).
+                let array = v.cast::<numpy::PyUntypedArray>().is_ok();
+                if let (false, Ok(c)) = (array, v.extract::<f32>()) {
                     RowStore::try_from_fn(rows, width, |_, _| c)
                 } else {
                     let a: PyReadonlyArrayDyn<'_, f32> = v.extract().map_err(|_| {
@@ -34,11 +65,11 @@ impl Table {
                             "init must be None, a float, or a float32 array of rows x width",
                         )
                     })?;
-                    if a.len() != rows * width {
+                    // The shape itself, not only the count: a transposed array is a mistake.
+                    if a.shape() != [rows, width] {
                         return Err(PyValueError::new_err(format!(
-                            "init has {} values, the table {rows} x {width} = {}",
-                            a.len(),
-                            rows * width
+                            "init is an array of shape {:?}, the table is {rows} x {width}",
+                            a.shape()
                         )));
                     }
                     let values = a.as_array().iter().copied().collect::<Vec<f32>>();
@@ -47,7 +78,7 @@ impl Table {
             }
         }
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Table { store: Arc::new(store) })
+        Ok(Table { store: Arc::new(store), in_use: Arc::default() })
     }
 
     /// Rows.

@@ -192,8 +192,10 @@ pub enum EngineError<E = StepError> {
         order: Vec<u64>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,
-        /// How many batches of `order` the store holds: it equals the replay of
-        /// `order[..prefix]` (`None`: no prefix; see above).
+        /// How many of the epoch's stamped batches the store holds, counted from its first
+        /// (`ts < prefix`): it equals the replay of `order[..prefix]`, or, if the session handed
+        /// `d = stamped - order.len()` stamps out, of those followed by `order[..prefix - d]`
+        /// (`None`: no prefix; see above).
         prefix: Option<u64>,
     },
 }
