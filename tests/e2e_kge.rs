@@ -6,14 +6,14 @@
 
 use ordo::engine::EngineConfig;
 use ordo_tests::{overlapping_writes, slow_writes};
-use ordo_train::kge::batch::NegSampling;
-use ordo_train::kge::checkpoint::{Checkpoint, CheckpointError};
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::init::Init;
-use ordo_train::kge::manifest::ManifestError;
-use ordo_train::kge::optim::Optimizer;
-use ordo_train::kge::score::{Loss, Regularizer, ScoreFn};
-use ordo_train::kge::train::{
+use ordo_train::kge::data::batch::NegSampling;
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::io::checkpoint::{Checkpoint, CheckpointError};
+use ordo_train::kge::io::manifest::ManifestError;
+use ordo_train::kge::model::init::Init;
+use ordo_train::kge::model::optim::Optimizer;
+use ordo_train::kge::model::score::{Loss, Regularizer, ScoreFn};
+use ordo_train::kge::training::train::{
     Mode, Resumable, RunResult, TrainConfig, replay, train, train_resumable,
 };
 

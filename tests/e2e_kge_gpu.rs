@@ -14,10 +14,10 @@
 #![cfg(not(ordo_loom))]
 
 use ordo::engine::EngineConfig;
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::gpu::{Device, check_device};
-use ordo_train::kge::score::ScoreFn;
-use ordo_train::kge::train::{Mode, RunResult, TrainConfig, replay, train};
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::model::gpu::{Device, check_device};
+use ordo_train::kge::model::score::ScoreFn;
+use ordo_train::kge::training::train::{Mode, RunResult, TrainConfig, replay, train};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()

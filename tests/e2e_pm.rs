@@ -6,10 +6,10 @@
 
 use indicatif::ProgressBar;
 use ordo_pm::PmMode;
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::pm::{PmConfig, PmNegatives, PmRun, train_pm};
-use ordo_train::kge::score::ScoreFn;
-use ordo_train::kge::train::{Mode, TrainConfig, train};
+use ordo_train::kge::backends::pm::{PmConfig, PmNegatives, PmRun, train_pm};
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::model::score::ScoreFn;
+use ordo_train::kge::training::train::{Mode, TrainConfig, train};
 
 fn config(seed: u64) -> TrainConfig {
     TrainConfig {

@@ -3,8 +3,8 @@
 
 use ordo::engine::testing::ReadsBeforeWrite;
 use ordo::engine::{HookAction, HookPoint, StageHook};
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::train::TrainConfig;
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::training::train::TrainConfig;
 use std::time::Duration;
 
 /// Where the shared datasets are, if this checkout has them (`../shared/datasets` beside the

@@ -1,5 +1,5 @@
 //! Small PNG charts (plotters, bitmap backend) with an embedded font, for every trainer's
-//! `--out` (the SGD curves and histograms, the KGE MRR figures in [`crate::kge::plot`]).
+//! `--out` (the SGD curves and histograms, the KGE MRR figures in [`crate::kge::io::plot`]).
 //!
 //! plotters is built without its system-font feature, so text needs a font we supply: DejaVu
 //! Sans Mono (`train/assets/`, Bitstream Vera / public-domain license beside it), compiled into

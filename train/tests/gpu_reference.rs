@@ -9,12 +9,14 @@
 
 use ordo::engine::{BatchRows, Model};
 use ordo_gpu::kge::{KgeHyper, reference_step};
-use ordo_train::kge::batch::{KgeBatch, Sampling, SplitMix64};
-use ordo_train::kge::data::Triple;
-use ordo_train::kge::gpu::{dense_of, device_batch, device_hyper, device_shape, relation_rows};
-use ordo_train::kge::init::Init;
-use ordo_train::kge::score::{Loss, ScoreFn};
-use ordo_train::kge::step::{KgeModel, StepConfig, init_entities};
+use ordo_train::kge::data::batch::{KgeBatch, Sampling, SplitMix64};
+use ordo_train::kge::data::dataset::Triple;
+use ordo_train::kge::model::gpu::{
+    dense_of, device_batch, device_hyper, device_shape, relation_rows,
+};
+use ordo_train::kge::model::init::Init;
+use ordo_train::kge::model::score::{Loss, ScoreFn};
+use ordo_train::kge::model::step::{KgeModel, StepConfig, init_entities};
 
 const ENTITIES: u32 = 40;
 const RELATIONS: u32 = 5;

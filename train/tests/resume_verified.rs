@@ -159,7 +159,7 @@ fn an_epoch_that_disagrees_with_its_directory_and_orders_is_refused() {
     let manifest = sub.join("manifest.json");
     let mut m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&manifest).unwrap()).unwrap();
-    let crc = ordo_train::kge::manifest::crc32_of(&meta).unwrap();
+    let crc = ordo_train::kge::io::manifest::crc32_of(&meta).unwrap();
     m["files"]["meta.json"] = crc.into();
     std::fs::write(&manifest, m.to_string()).unwrap();
     let o = resume(&ck, "4");

@@ -30,7 +30,7 @@
 //! the f64 reference ([`reference_step`]) the kernels agree to about 1e-6 relative (f32
 //! rounding, `expf`/`logf`); the CUDA tests use 1e-5.
 //!
-//! **Against the CPU trainer** (`ordo-train`, `train/src/kge/step.rs`): the same step by
+//! **Against the CPU trainer** (`ordo-train`, `train/src/kge/model/step.rs`): the same step by
 //! definition (summed loss, shared negatives expressed as repeated rows in the groups, the same
 //! Adagrad and eps, relation update from the pre-step values), checked without a GPU by
 //! `train/tests/gpu_reference.rs` (this reference in f64 vs the trainer in f32, 1e-5 relative on
@@ -47,7 +47,8 @@ mod reference;
 pub use cuda::{DeviceKgeBatch, KgeKernels};
 pub use reference::{KgeReference, partials, reference_loss, reference_step};
 
-/// Adagrad's epsilon of `ordo-train`'s CPU trainer (`train/src/kge/step.rs`), the default here.
+/// Adagrad's epsilon of `ordo-train`'s CPU trainer (`train/src/kge/model/step.rs`), the default
+/// here.
 pub const ADAGRAD_EPS: f32 = 1e-10;
 
 use thiserror::Error;

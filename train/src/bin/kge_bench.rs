@@ -14,11 +14,11 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
-use ordo_train::kge::compare::{compare, markdown};
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::plot;
-use ordo_train::kge::score::ScoreFn;
-use ordo_train::kge::train::{Mode, TrainConfig, train};
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::io::compare::{compare, markdown};
+use ordo_train::kge::io::plot;
+use ordo_train::kge::model::score::ScoreFn;
+use ordo_train::kge::training::train::{Mode, TrainConfig, train};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]

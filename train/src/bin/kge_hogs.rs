@@ -32,9 +32,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
-use ordo_train::kge::compare::{Spread, median_interval};
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::train::{Event, Mode, TrainConfig, train};
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::io::compare::{Spread, median_interval};
+use ordo_train::kge::training::train::{Event, Mode, TrainConfig, train};
 use std::process::{Child, Command, ExitCode};
 use std::time::Instant;
 

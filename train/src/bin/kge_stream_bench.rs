@@ -17,9 +17,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use clap::Parser;
 use ordo::engine::{CpuDevice, Engine, EngineConfig, EngineError, Mode};
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::step::NonFiniteLoss;
-use ordo_train::kge::train::TrainConfig;
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::model::step::NonFiniteLoss;
+use ordo_train::kge::training::train::TrainConfig;
 use std::time::{Duration, Instant};
 
 #[derive(Debug, Parser)]

@@ -12,10 +12,10 @@
 use clap::Parser;
 use indicatif::ProgressBar;
 use ordo_pm::PmMode;
-use ordo_train::kge::data::Dataset;
-use ordo_train::kge::pm::{PmConfig, PmNegatives, PmRun, train_pm};
-use ordo_train::kge::score::ScoreFn;
-use ordo_train::kge::train::{Mode, TrainConfig, train};
+use ordo_train::kge::backends::pm::{PmConfig, PmNegatives, PmRun, train_pm};
+use ordo_train::kge::data::dataset::Dataset;
+use ordo_train::kge::model::score::ScoreFn;
+use ordo_train::kge::training::train::{Mode, TrainConfig, train};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -7,26 +7,26 @@
 //! ordo-train kge eval --load DIR       # test metrics of saved embeddings
 //! ```
 
-use super::batch::NegSampling;
-use super::checkpoint::{Checkpoint, CheckpointError};
-use super::compare;
-use super::config::TrainConfig;
-use super::data::DataError;
-use super::data::Dataset;
-use super::error::TrainError;
-use super::event::Event;
-use super::gpu::{Device, check_device};
-use super::init::Init;
-use super::mode::Mode;
-use super::npy;
-use super::npy::NpyError;
-use super::optim::Optimizer;
-use super::partitioned::{self, PartitionOpts, StorageKind};
-use super::plot;
-use super::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
-use super::results::{EpochStats, RunResult};
-use super::score::{Loss, Regularizer, ScoreFn};
-use super::train::{Resumable, Tune, train_resumable};
+use crate::kge::backends::partitioned::{self, PartitionOpts, StorageKind};
+use crate::kge::backends::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
+use crate::kge::data::batch::NegSampling;
+use crate::kge::data::dataset::DataError;
+use crate::kge::data::dataset::Dataset;
+use crate::kge::io::checkpoint::{Checkpoint, CheckpointError};
+use crate::kge::io::compare;
+use crate::kge::io::npy;
+use crate::kge::io::npy::NpyError;
+use crate::kge::io::plot;
+use crate::kge::model::gpu::{Device, check_device};
+use crate::kge::model::init::Init;
+use crate::kge::model::optim::Optimizer;
+use crate::kge::model::score::{Loss, Regularizer, ScoreFn};
+use crate::kge::run::config::TrainConfig;
+use crate::kge::run::event::Event;
+use crate::kge::run::mode::Mode;
+use crate::kge::run::results::{EpochStats, RunResult};
+use crate::kge::training::error::TrainError;
+use crate::kge::training::train::{Resumable, Tune, train_resumable};
 use crate::memory::{Budget, Estimate, n, product};
 use crate::options::{MAX_THREADS, OptionError, count, non_negative, positive};
 use crate::outdir::{Held, LockError, OutputLock};
@@ -552,7 +552,9 @@ impl KgeOpts {
     /// Every training option on its own, before anything is read or written: the one place
     /// `kge` refuses a value. Those that need the data are [`check_memory`](Self::check_memory)'s.
     fn validate(&self, cfg: &TrainConfig) -> Result<(), OptionError> {
-        let dim = |e: super::score::DimError| OptionError::new("--dim", cfg.dim, e.to_string());
+        let dim = |e: crate::kge::model::score::DimError| {
+            OptionError::new("--dim", cfg.dim, e.to_string())
+        };
         cfg.score.check_dim(cfg.dim).map_err(dim)?;
         count("--batch-size", cfg.batch_size, usize::MAX)?;
         count("--negatives", cfg.negatives, usize::MAX)?;
@@ -999,7 +1001,7 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     let plan = Plan::new(args, read_config, launch)?;
     let (o, cfg) = (&plan.opts, plan.cfg);
     if let Some(Command::Synth { entities, triples, relations, out, seed }) = &plan.command {
-        super::synth::write(out, *entities, *relations, *triples, *seed)?;
+        crate::kge::data::synth::write(out, *entities, *relations, *triples, *seed)?;
         println!("wrote {triples} triples over {entities} entities to {}", out.display());
         return Ok(());
     }
@@ -1324,7 +1326,7 @@ fn train_pm_on_mpi(
     bar: &ProgressBar,
 ) -> Result<Option<PmRun>, PmTrainError> {
     #[cfg(feature = "mpi")]
-    return super::pm::train_pm_mpi(d, cfg, pm, bar);
+    return crate::kge::backends::pm::train_pm_mpi(d, cfg, pm, bar);
     #[cfg(not(feature = "mpi"))]
     train_pm(d, cfg, pm, bar).map(Some)
 }
@@ -1356,7 +1358,7 @@ fn print_epoch(s: &EpochStats, has_valid: bool) {
 }
 
 /// The test metrics, or that there are none: an empty `test.txt` has no mean to print.
-fn test_metrics(d: &Dataset, m: &super::eval::Metrics) -> String {
+fn test_metrics(d: &Dataset, m: &crate::kge::eval::ranking::Metrics) -> String {
     if d.test.is_empty() {
         return "no test split (test.txt has no triple): no test metrics".to_string();
     }

@@ -1,68 +1,44 @@
 //! Knowledge-graph embeddings (link prediction) on the OAC engine.
 //!
-//! [`data`] loads datasets, [`score`] holds the scoring functions, losses and regularizers,
-//! [`init`] the initial embeddings, [`optim`] Adagrad and Adam, [`batch`] cuts batches and
-//! draws negatives, [`step`] is the [`ordo::engine::Model`] the engine runs (its products in
-//! [`matmul`]), [`eval`] computes
-//! filtered metrics, [`eval_stream`] the same metrics over a table read one part at a time.
+//! The trainer lives in rooms, each importing only the rooms listed before it:
 //!
-//! A run: [`config`] holds its hyper-parameters ([`TrainConfig`]) and [`mode`] the trainer's
-//! modes ([`Mode`]); [`start`] builds the model and store a run starts from;
-//! [`train`](mod@train) is the epoch loop in one engine session ([`train()`],
-//! [`train_resumable`]) and [`replay`](mod@replay) steps recorded orders sequentially
-//! ([`replay()`]); both keep their epochs' evaluation, records and
-//! checkpoints in one bookkeeping (the private `epochs` module), step through the private
-//! `stepper`, tell their observer
-//! [`Event`]s ([`event`]) and answer a [`RunResult`] ([`results`]) or a [`TrainError`]
-//! ([`error`]); [`measure`] evaluates a run's embeddings.
-//!
-//! Around it: [`npy`] saves and loads embeddings, [`checkpoint`] writes and resumes
-//! checkpoints, [`manifest`] ties their files together, [`plot`] writes the CSV and figures,
-//! [`compare`] tabulates time-to-accuracy, [`gpu`] runs the step on a CUDA GPU
-//! (`--device cuda`), [`partitioned`] trains with the entity table in a partition buffer on
-//! disk (`--storage`), [`pm`] trains with the parameters in AdaPM (`--pm`, its own asynchronous
-//! regime, not the engine), [`cli`] is `ordo-train kge`.
+//! - [`data`]: datasets ([`data::dataset`]), their vocabularies, batches and negatives, and
+//!   synthetic graphs.
+//! - [`model`]: the step the engine runs ([`model::step`], its products in [`model::matmul`]),
+//!   the scoring functions, losses and regularizers ([`model::score`]), the initial embeddings,
+//!   Adagrad and Adam, how many threads a step runs on, and the same step on a CUDA GPU
+//!   ([`model::gpu`], `--device cuda`).
+//! - [`eval`]: filtered metrics ([`eval::ranking`]), and the same metrics over a table read one
+//!   part at a time ([`eval::eval_stream`]).
+//! - [`run`]: what a run is and answers: its hyper-parameters ([`TrainConfig`]), the trainer's
+//!   modes ([`Mode`]), the [`Event`]s it tells its observer, its [`RunResult`], and the metrics of
+//!   its embeddings ([`run::measure`]).
+//! - [`io`]: embeddings saved and loaded ([`io::npy`]), checkpoints ([`io::checkpoint`]) and the
+//!   manifest that ties their files together, the CSV and figures ([`io::plot`]), and
+//!   time-to-accuracy tables ([`io::compare`]).
+//! - [`training`]: the epoch loop in one engine session ([`train()`], [`train_resumable`]), the
+//!   sequential replay of recorded orders ([`replay()`]), the bookkeeping both share, the state
+//!   a run starts from, whether a batch runs inline or through the pipeline, and
+//!   [`TrainError`].
+//! - [`backends`]: training with the entity table in a partition buffer on disk
+//!   ([`backends::partitioned`], `--storage`) and with the parameters in AdaPM
+//!   ([`backends::pm`], `--pm`, its own asynchronous regime, not the engine).
+//! - [`cli`] is `ordo-train kge`.
 
-pub mod batch;
-pub mod checkpoint;
+pub mod backends;
 pub mod cli;
-pub mod compare;
-pub mod config;
 pub mod data;
-mod epochs;
-pub mod error;
 pub mod eval;
-pub mod eval_stream;
-pub mod event;
-pub mod gpu;
-pub mod init;
-pub mod manifest;
-pub mod matmul;
-pub mod measure;
-pub mod mode;
-pub mod npy;
-pub mod optim;
-pub mod partitioned;
-pub mod plot;
-pub mod pm;
-pub mod replay;
-pub mod results;
-pub mod score;
-pub mod stages;
-pub mod start;
-pub mod step;
-pub mod step_threads;
-mod stepper;
-pub mod synth;
-pub mod train;
-pub mod two_way;
-pub mod vocab;
+pub mod io;
+pub mod model;
+pub mod run;
+pub mod training;
 
-pub use config::TrainConfig;
-pub use error::TrainError;
-pub use event::Event;
-pub use measure::{metrics, metrics_of_embeddings};
-pub use mode::Mode;
-pub use replay::replay;
-pub use results::{EpochStats, RunResult};
-pub use train::{Resumable, Tune, train, train_resumable};
+pub use run::config::TrainConfig;
+pub use run::event::Event;
+pub use run::measure::{metrics, metrics_of_embeddings};
+pub use run::mode::Mode;
+pub use run::results::{EpochStats, RunResult};
+pub use training::error::TrainError;
+pub use training::replay::replay;
+pub use training::train::{Resumable, Tune, train, train_resumable};

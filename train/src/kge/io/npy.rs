@@ -1,0 +1,287 @@
+//! Save and load embeddings as `.npy` files (readable with `numpy.load`).
+//!
+//! A saved directory holds `entities.npy` (`entities × dim`, f32), `relations.npy`
+//! (`relations × dim`, f32), `entities.txt` / `relations.txt` (one name per line, in row
+//! order), so `numpy.load("entities.npy")[i]` is the embedding of line `i` of `entities.txt`,
+//! and `manifest.json` ([`super::manifest`]: the run, the model and its options, the dataset and
+//! a CRC-32 of every file).
+//!
+//! **All or nothing:** the files are written into a temporary directory beside the target and
+//! the whole directory is put in place in one step ([`crate::staged`]), so `--save DIR` names
+//! either the previous complete save or the new one. **Verified:** [`load`] checks every file
+//! against the manifest, the saved names against the dataset's (line by line: a save is refused
+//! for a dataset whose entities or relations are other, or in another order), and hands back the
+//! saved model so `kge eval` cannot score the tables with another one. A save from before
+//! manifests (format 0: the same files without `manifest.json`) still loads, unverified except
+//! for its names.
+
+use super::manifest::{Manifest, ManifestError, same_names};
+use crate::kge::data::dataset::Dataset;
+use crate::kge::eval::eval_stream::{DenseParts, EntityParts};
+use crate::kge::eval::ranking::{Filter, Metrics, evaluate};
+use crate::kge::model::score::ScoreFn;
+use crate::kge::run::config::TrainConfig;
+use crate::kge::run::results::RunResult;
+use crate::staged::Staged;
+use ndarray::Array2;
+use npyz::WriterBuilder;
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::Path;
+use thiserror::Error;
+
+/// Why embeddings could not be saved or loaded.
+#[derive(Debug, Error)]
+pub enum NpyError {
+    /// File-system error.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// An `.npy` file could not be read (missing, not f32, not 2-D, cut short…).
+    #[error("{path}: {why}")]
+    Read {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The loaded arrays do not fit the dataset or each other.
+    #[error("embeddings do not fit: {0}")]
+    Shape(String),
+    /// The directory does not agree with its manifest, or was written for another dataset.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The embeddings are of another model than the one asked for.
+    #[error("{path}: embeddings of model {saved}, but --model {given} was given")]
+    Model {
+        /// The manifest.
+        path: String,
+        /// The saved model.
+        saved: String,
+        /// The one asked for.
+        given: String,
+    },
+    /// Reading the embeddings to save failed (a partition of a partitioned run).
+    #[error("reading the embeddings to save: {0}")]
+    Source(String),
+    /// A staged directory could not be written or published.
+    #[error(transparent)]
+    Staged(#[from] crate::staged::StagedError),
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
+    move |source| NpyError::Io { path: path.display().to_string(), source }
+}
+
+/// A `rows × cols` f32 `.npy` file (C order) being written to `file`, one value at a time (the
+/// writer refuses to finish with fewer or more values than the shape). Shared with
+/// [`super::checkpoint`], which streams a table through it row by row.
+pub(crate) type NpyOut = npyz::NpyWriter<f32, BufWriter<File>>;
+
+/// Start an [`NpyOut`] of `rows × cols` on `file`.
+pub(crate) fn npy_writer(file: File, rows: usize, cols: usize) -> std::io::Result<NpyOut> {
+    npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[rows as u64, cols as u64])
+        .writer(BufWriter::with_capacity(1 << 20, file))
+        .begin_nd()
+}
+
+/// The values of an f32 `.npy` file, in order, read as they are consumed.
+pub(crate) type NpyIn = npyz::NpyReader<f32, BufReader<File>>;
+
+/// The shape of a 2-D f32 `.npy` file (C order) and its values; why not, as text.
+pub(crate) fn npy_reader(file: File) -> Result<([u64; 2], NpyIn), String> {
+    let npy =
+        npyz::NpyFile::new(BufReader::with_capacity(1 << 20, file)).map_err(|e| e.to_string())?;
+    let shape = npy.shape().to_vec();
+    let [rows, cols] = shape[..] else {
+        return Err(format!("shape {shape:?}, expected 2-D"));
+    };
+    if npy.order() != npyz::Order::C {
+        return Err("Fortran order, expected C order".into());
+    }
+    Ok(([rows, cols], npy.data::<f32>().map_err(|e| e.to_string())?))
+}
+
+/// Write `a` to `path` (in a staged directory: no temporary name of its own).
+fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
+    let f = File::create(path).map_err(io(path))?;
+    let mut out = npy_writer(f, a.nrows(), a.ncols()).map_err(io(path))?;
+    // `iter` walks the array in logical (row-major) order, which the header declares.
+    out.extend(a.iter().copied()).map_err(io(path))?;
+    out.finish().map_err(io(path))
+}
+
+/// A 2-D f32 `.npy` file (C order) as an array.
+fn read_array(path: &Path) -> Result<Array2<f32>, NpyError> {
+    let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
+    let f = File::open(path).map_err(|e| bad(e.to_string()))?;
+    let ([rows, cols], values) = npy_reader(f).map_err(bad)?;
+    let values = values.collect::<std::io::Result<Vec<f32>>>().map_err(|e| bad(e.to_string()))?;
+    Array2::from_shape_vec((rows as usize, cols as usize), values).map_err(|e| bad(e.to_string()))
+}
+
+fn write_text<S: AsRef<str>>(path: &Path, lines: impl Iterator<Item = S>) -> Result<(), NpyError> {
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io(path))?);
+    for l in lines {
+        writeln!(w, "{}", l.as_ref()).map_err(io(path))?;
+    }
+    w.into_inner().map_err(|e| e.into_error()).map_err(io(path))?;
+    Ok(())
+}
+
+/// The files of a save, all listed in its manifest.
+const FILES: [&str; 4] = ["entities.npy", "relations.npy", "entities.txt", "relations.txt"];
+
+/// Save the run's final embeddings (not the optimizer state), names and manifest as the
+/// directory `dir`, replacing the one there all at once (see the module docs). The caller holds
+/// `dir`'s lock ([`crate::outdir::OutputLock`]).
+pub fn save(dir: &Path, d: &Dataset, cfg: &TrainConfig, r: &RunResult) -> Result<(), NpyError> {
+    let table = r.entity_embeddings(cfg.dim);
+    let whole = DenseParts { table: &table, dim: cfg.dim, part: d.entities.len().max(1) };
+    save_parts(dir, d, cfg, &whole, (&r.relations, r.relation_dim))
+}
+
+/// [`save`] with the entity embeddings read one part at a time from `entities` (a partitioned
+/// run's storage: its parts in ascending order, the file written as each arrives), so the
+/// table is never in memory at once; `relations` is the relation parameters and their width.
+pub fn save_parts<S: EntityParts>(
+    dir: &Path,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    entities: &S,
+    (relations, rdim): (&[f32], usize),
+) -> Result<(), NpyError>
+where
+    S::Error: std::fmt::Display,
+{
+    let (rows, dim) = (entities.entities(), entities.dim());
+    if rows != d.entities.len() || dim != cfg.dim {
+        return Err(NpyError::Shape(format!(
+            "{rows} × {dim} entity embeddings for {} entities of dim {}",
+            d.entities.len(),
+            cfg.dim
+        )));
+    }
+    let rdim = rdim.max(1);
+    let rels = Array2::from_shape_vec((relations.len() / rdim, rdim), relations.to_vec())
+        .map_err(|e| NpyError::Shape(e.to_string()))?;
+    let staged = Staged::new(dir)?;
+    let tmp = staged.path();
+    let path = tmp.join("entities.npy");
+    let mut out =
+        npy_writer(File::create(&path).map_err(io(&path))?, rows, dim).map_err(io(&path))?;
+    let mut next = 0;
+    for k in 0..entities.parts() {
+        let (first, part) = entities.part(k).map_err(|e| NpyError::Source(e.to_string()))?;
+        if first != next {
+            return Err(NpyError::Shape(format!("part {k} starts at row {first}, not {next}")));
+        }
+        next += part.len() / dim.max(1);
+        out.extend(part).map_err(io(&path))?;
+    }
+    out.finish().map_err(io(&path))?;
+    write_array(&tmp.join("relations.npy"), &rels)?;
+    write_text(&tmp.join("entities.txt"), d.entities.iter())?;
+    write_text(&tmp.join("relations.txt"), relation_names(d, rels.nrows()).iter())?;
+    let model = super::manifest::model_name(cfg.score);
+    Manifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
+    staged.publish()?;
+    Ok(())
+}
+
+/// Names of the model's relation rows: the dataset's, then (with inverse relations) each name
+/// with a `⁻¹` suffix.
+pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
+    let mut names: Vec<String> = d.relations.iter().map(String::from).collect();
+    if rows == 2 * d.relations.len() {
+        names.extend(d.relations.iter().map(|n| format!("{n}⁻¹")));
+    }
+    names
+}
+
+/// Embeddings loaded by [`load`].
+#[derive(Debug)]
+pub struct Saved {
+    /// `entities × dim`.
+    pub entities: Array2<f32>,
+    /// `relation rows × dim`.
+    pub relations: Array2<f32>,
+    /// The manifest (`None` for a save from before manifests).
+    pub manifest: Option<Manifest>,
+}
+
+impl Saved {
+    /// The model to score these embeddings with: the saved one, which `given` (`--model`), if
+    /// any, must equal; `given` or `default` for a save from before manifests.
+    pub fn model(
+        &self,
+        dir: &Path,
+        given: Option<ScoreFn>,
+        default: ScoreFn,
+    ) -> Result<ScoreFn, NpyError> {
+        let Some(m) = &self.manifest else { return Ok(given.unwrap_or(default)) };
+        let path = dir.join(super::manifest::MANIFEST).display().to_string();
+        let saved = super::manifest::model_of(&m.model).ok_or_else(|| NpyError::Read {
+            path: path.clone(),
+            why: format!("unknown model {:?}", m.model),
+        })?;
+        match given {
+            Some(g) if g != saved => Err(NpyError::Model {
+                path,
+                saved: m.model.clone(),
+                given: super::manifest::model_name(g),
+            }),
+            _ => Ok(saved),
+        }
+    }
+}
+
+/// Load the save in `dir` for the dataset `d`: every file checked against `manifest.json`, the
+/// saved names against `d`'s (the first differing line is named), and the arrays' shapes
+/// against each other.
+pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
+    let manifest = Manifest::read(dir, "embeddings", &FILES)?;
+    same_names(&dir.join("entities.txt"), false, d.entities.iter())?;
+    let (e, r) = (read_array(&dir.join("entities.npy"))?, read_array(&dir.join("relations.npy"))?);
+    if e.ncols() != r.ncols() {
+        return Err(NpyError::Shape(format!(
+            "entities are {} wide, relations {}",
+            e.ncols(),
+            r.ncols()
+        )));
+    }
+    same_names(&dir.join("relations.txt"), false, relation_names(d, r.nrows()).iter())?;
+    Ok(Saved { entities: e, relations: r, manifest })
+}
+
+/// Filtered test metrics of loaded embeddings on `d` (its ids must match the saved names'
+/// order, which they do for the dataset the embeddings were trained on).
+pub fn evaluate_loaded(
+    d: &Dataset,
+    score: ScoreFn,
+    ents: &Array2<f32>,
+    rels: &Array2<f32>,
+) -> Result<Metrics, NpyError> {
+    let r = d.relations.len();
+    if ents.nrows() != d.entities.len() || (rels.nrows() != r && rels.nrows() != 2 * r) {
+        return Err(NpyError::Shape(format!(
+            "{}×{} entities and {}×{} relations for a dataset of {} entities and {} relations",
+            ents.nrows(),
+            ents.ncols(),
+            rels.nrows(),
+            rels.ncols(),
+            d.entities.len(),
+            d.relations.len()
+        )));
+    }
+    score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
+    let reciprocal = rels.nrows() == 2 * d.relations.len();
+    Ok(evaluate((score, reciprocal), ents.view(), rels.view(), &d.test, &Filter::of(d)))
+}

@@ -1,0 +1,15 @@
+//! The model: the step the engine runs ([`step`], its products in [`matmul`]), the scoring
+//! functions, losses and regularizers ([`score`]), the initial embeddings ([`init`]), Adagrad and
+//! Adam ([`optim`]), how many threads a step runs on ([`step_threads`], its two-way chooser in
+//! [`two_way`]), and the same step on a CUDA GPU ([`gpu`]).
+//!
+//! May import [`data`](super::data).
+
+pub mod gpu;
+pub mod init;
+pub mod matmul;
+pub mod optim;
+pub mod score;
+pub mod step;
+pub mod step_threads;
+pub mod two_way;
