@@ -258,6 +258,8 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
                 Event::EpochEnd(stats) => {
                     f.call1(py, ("epoch_end", epoch_dict(py, stats, has_valid)?))?
                 }
+                // An event this binding does not know yet is not passed on.
+                _ => return Ok(()),
             };
             Ok(())
         });

@@ -140,7 +140,7 @@ fn measure(
                     cpu = add_cpu_since(cpu, c);
                 }
             }
-            Event::EpochEnd(_) => {}
+            _ => {}
         },
         None,
     )?;

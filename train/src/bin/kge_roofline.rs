@@ -631,7 +631,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             &mut |e| match e {
                 Event::EpochStart { .. } => since = process_cpu_s(),
                 Event::Batches(_) => cpu = add_cpu_since(cpu, since.take()),
-                Event::EpochEnd(_) => {}
+                _ => {}
             },
             None,
         )?;

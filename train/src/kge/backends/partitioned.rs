@@ -178,6 +178,7 @@ impl Buckets {
 
 /// Progress of a partitioned run.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum Event {
     /// An epoch ended.
     Epoch {

@@ -4,6 +4,7 @@ use super::results::EpochStats;
 
 /// What the loop tells its observer.
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub enum Event<'a> {
     /// An epoch of `batches` batches starts.
     EpochStart {
