@@ -7,6 +7,10 @@
 //! (this is how they were shown to fail on the code before the fix).
 #![cfg(not(ordo_loom))]
 
+mod common;
+
+use common::tiny_fashion;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -56,20 +60,6 @@ fn refused(args: &[&str], opt: &str, out: &Path) {
 
 const MAX: &str = "18446744073709551615";
 const NEAR_MAX: &str = "18446744073709551614";
-
-/// A tiny Fashion-MNIST in IDX format: `n` training and `n` test images of 28 × 28.
-fn tiny_fashion(dir: &Path, n: u32) {
-    std::fs::create_dir_all(dir).unwrap();
-    for prefix in ["train", "t10k"] {
-        let mut img =
-            [0x0803u32, n, 28, 28].iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
-        img.extend((0..n * 784).map(|i| (i % 251) as u8));
-        std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), img).unwrap();
-        let mut lab = [0x0801u32, n].iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
-        lab.extend((0..n).map(|i| (i % 10) as u8));
-        std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), lab).unwrap();
-    }
-}
 
 #[test]
 fn every_kge_size_option_near_u64_max_or_too_large_is_refused_naming_it() {

@@ -237,10 +237,10 @@ pub fn run(args: SgdArgs) -> Result<(), Box<dyn std::error::Error>> {
     // Locked (and checked writable) before training; marked complete after the last file.
     let out = args.out.as_deref().map(crate::outdir::OutputLock::take_out).transpose()?;
     eprintln!(
-        "{}: m = {} threads, η = {}, μ = {}, batch {}, {}, {} train / {} test",
+        "{}: m = {} threads, {}, μ = {}, batch {}, {}, {} train / {} test",
         spec.label(),
         opts.threads,
-        opts.lr,
+        spec.kind.step_size(opts.lr, opts.momentum),
         opts.momentum,
         opts.batch,
         match opts.model {

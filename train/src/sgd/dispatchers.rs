@@ -45,6 +45,23 @@ impl Kind {
     pub fn is_subgradient(self) -> bool {
         matches!(self, Kind::Assm | Kind::Passm | Kind::PassmPlus)
     }
+
+    /// `--lr` as the step it sets for this kind: η itself, or for paper 003's methods their γ with the
+    /// step η = (1 − μ)·γ it makes and the `--lr` that makes that step for the other dispatchers
+    /// (the same flags are a 1/(1 − μ) times larger step there).
+    pub fn step_size(self, lr: f32, momentum: f32) -> String {
+        if self.is_subgradient() {
+            // Four significant digits: (1 − 0.9)·0.05 in floats is 0.0050000013, meant as 0.005.
+            let eta = format!("{:.3e}", (1.0 - f64::from(momentum)) * f64::from(lr));
+            let eta = eta.parse::<f64>().map_or(eta, |v| v.to_string());
+            format!(
+                "γ = {lr} (paper 003's scale: the step is η = (1 − μ)·γ = {eta}; \
+                 --lr {eta} is this step for sync, async, elasync and interval)"
+            )
+        } else {
+            format!("η = {lr}")
+        }
+    }
 }
 
 /// How the interval `y` changes (§4.1).

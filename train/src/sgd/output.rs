@@ -2,6 +2,7 @@
 
 use super::train::TrainOutcome;
 use crate::plot::{Chart, Series, bar_chart, line_chart};
+use crate::staged::replace_file;
 use std::path::Path;
 
 /// Write `curve.csv` (one row per evaluation), `steps.csv` (one row per step), `workers.csv`
@@ -13,48 +14,12 @@ pub fn write_outputs(
     outcome: &TrainOutcome,
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let mut curve = csv::Writer::from_path(dir.join("curve.csv"))?;
-    curve.write_record([
-        "updates",
-        "started",
-        "wall_s",
-        "test_loss",
-        "test_acc",
-        "accept_rate",
-        "mean_tau",
-    ])?;
-    for p in &outcome.curve {
-        curve.write_record([
-            p.updates.to_string(),
-            p.started.to_string(),
-            format!("{:.4}", p.wall_s),
-            format!("{:.6}", p.test_loss),
-            format!("{:.6}", p.test_acc),
-            format!("{:.6}", p.accept_rate),
-            format!("{:.4}", p.mean_tau),
-        ])?;
-    }
-    curve.flush()?;
-    let mut steps = csv::Writer::from_path(dir.join("steps.csv"))?;
-    steps.write_record(["index", "worker", "accepted", "tau", "loss", "end_s"])?;
-    for s in &outcome.report.steps {
-        steps.write_record([
-            s.index.to_string(),
-            s.worker.to_string(),
-            s.accepted().to_string(),
-            s.tau.map(|t| t.to_string()).unwrap_or_default(),
-            s.loss.to_string(),
-            format!("{:.6}", s.end.as_secs_f64()),
-        ])?;
-    }
-    steps.flush()?;
+    // Each file is written beside its name and renamed over it (`staged::replace_file`): a
+    // reader, a crash or a full disk never leaves half a file in place of the last one.
+    replace_file(&dir.join("curve.csv"), |tmp| write_curve(tmp, outcome))?;
+    replace_file(&dir.join("steps.csv"), |tmp| write_steps(tmp, outcome))?;
     if !outcome.workers.is_empty() {
-        let mut w = csv::Writer::from_path(dir.join("workers.csv"))?;
-        w.write_record(std::iter::once("worker").chain(WORKER_COLUMNS))?;
-        for (k, t) in outcome.workers.iter().enumerate() {
-            w.write_record(std::iter::once(k.to_string()).chain(worker_cells(t)))?;
-        }
-        w.flush()?;
+        replace_file(&dir.join("workers.csv"), |tmp| write_workers(tmp, outcome))?;
     }
     let series = |f: fn(&super::train::EvalPoint) -> f64| {
         vec![Series {
@@ -94,6 +59,58 @@ pub fn write_outputs(
     };
     bar_chart(&dir.join("tau.png"), &c, &bars)?;
     Ok(())
+}
+
+type Written = Result<(), Box<dyn std::error::Error>>;
+
+fn write_curve(path: &Path, outcome: &TrainOutcome) -> Written {
+    let mut curve = csv::Writer::from_path(path)?;
+    curve.write_record([
+        "updates",
+        "started",
+        "wall_s",
+        "test_loss",
+        "test_acc",
+        "accept_rate",
+        "mean_tau",
+    ])?;
+    for p in &outcome.curve {
+        curve.write_record([
+            p.updates.to_string(),
+            p.started.to_string(),
+            format!("{:.4}", p.wall_s),
+            format!("{:.6}", p.test_loss),
+            format!("{:.6}", p.test_acc),
+            format!("{:.6}", p.accept_rate),
+            format!("{:.4}", p.mean_tau),
+        ])?;
+    }
+    Ok(curve.flush()?)
+}
+
+fn write_steps(path: &Path, outcome: &TrainOutcome) -> Written {
+    let mut steps = csv::Writer::from_path(path)?;
+    steps.write_record(["index", "worker", "accepted", "tau", "loss", "end_s"])?;
+    for s in &outcome.report.steps {
+        steps.write_record([
+            s.index.to_string(),
+            s.worker.to_string(),
+            s.accepted().to_string(),
+            s.tau.map(|t| t.to_string()).unwrap_or_default(),
+            s.loss.to_string(),
+            format!("{:.6}", s.end.as_secs_f64()),
+        ])?;
+    }
+    Ok(steps.flush()?)
+}
+
+fn write_workers(path: &Path, outcome: &TrainOutcome) -> Written {
+    let mut w = csv::Writer::from_path(path)?;
+    w.write_record(std::iter::once("worker").chain(WORKER_COLUMNS))?;
+    for (k, t) in outcome.workers.iter().enumerate() {
+        w.write_record(std::iter::once(k.to_string()).chain(worker_cells(t)))?;
+    }
+    Ok(w.flush()?)
 }
 
 /// The columns of a worker's ASSM / PASSM / PASSM+ telemetry (`workers.csv`, the CLI's table).

@@ -89,6 +89,85 @@ pub enum TrainError {
     /// Bad runtime argument.
     #[error(transparent)]
     Sgd(#[from] SgdError),
+    /// A minibatch loss or a parameter became NaN or infinite: the run stopped there.
+    #[error("the run diverged: {what} at {at} (epoch {epoch}); lower --lr (it was {lr}{scale})")]
+    Diverged {
+        /// What became non-finite.
+        what: &'static str,
+        /// Where: `step N` (the first step whose loss was not finite, counted from 1) or
+        /// `update N` (the first snapshot whose parameters were not).
+        at: String,
+        /// The epoch it was in, counted from 1.
+        epoch: u64,
+        /// The run's `--lr`.
+        lr: f32,
+        /// How `--lr` maps to the step for this algorithm (empty where it is η itself).
+        scale: String,
+    },
+}
+
+/// Where a run stands when it is found to diverge: the first non-finite step loss (its start
+/// index) seen by the step observer, shared with the monitor that stops the run.
+struct Divergence {
+    first_bad_step: AtomicU64,
+}
+
+impl Divergence {
+    fn new() -> Self {
+        Divergence { first_bad_step: AtomicU64::new(u64::MAX) }
+    }
+
+    fn see(&self, e: &StepEvent) {
+        if !e.loss.is_finite() {
+            // Relaxed: a minimum over steps, read by the monitor and after the run's join.
+            self.first_bad_step.fetch_min(e.index, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the run must stop: a step's loss or a parameter of `params` is not finite.
+    fn found(&self, params: &[f32]) -> bool {
+        self.first_bad_step.load(Ordering::Relaxed) != u64::MAX
+            || params.iter().any(|v| !v.is_finite())
+    }
+}
+
+/// The error of a run whose report shows a non-finite loss or final parameter, if it does.
+fn diverged(
+    report: &RunReport,
+    algo: &Algorithm,
+    opts: &TrainOptions,
+    n_train: usize,
+) -> Option<TrainError> {
+    let epoch = |examples: u64| examples / (n_train.max(1) as u64) + 1;
+    let batch = opts.batch.max(1) as u64;
+    let scale = match algo {
+        Algorithm::Subgradient(kind) => {
+            format!(": {}", kind.step_size(opts.lr, opts.momentum))
+        }
+        _ => String::new(),
+    };
+    let lr = opts.lr;
+    if let Some(s) = report.steps.iter().filter(|s| !s.loss.is_finite()).min_by_key(|s| s.index) {
+        let what = if s.loss.is_nan() {
+            "the minibatch loss became NaN"
+        } else {
+            "the minibatch loss became infinite"
+        };
+        let at = format!("step {}", s.index + 1);
+        return Some(TrainError::Diverged { what, at, epoch: epoch(s.index * batch), lr, scale });
+    }
+    if report.params.iter().any(|v| !v.is_finite()) {
+        let what = "a parameter became NaN or infinite";
+        let at = format!("update {}", report.updates);
+        return Some(TrainError::Diverged {
+            what,
+            at,
+            epoch: epoch(report.updates * batch),
+            lr,
+            scale,
+        });
+    }
+    None
 }
 
 /// One evaluation during training.
@@ -190,7 +269,9 @@ fn train_model<M: Classifier + LayeredModel>(
         SgdConfig { lr: opts.lr, momentum: opts.momentum, stop: opts.stop, every: opts.eval_every };
     // Live counters for the progress table (the report has the exact per-step record).
     let (finished, accepted, tau_sum) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
+    let divergence = Divergence::new();
     let count = |e: &StepEvent| {
+        divergence.see(e);
         // Relaxed: statistics read by the monitor; exactness comes from the final report.
         finished.fetch_add(1, Ordering::Relaxed);
         if let Some(t) = e.tau {
@@ -224,6 +305,10 @@ fn train_model<M: Classifier + LayeredModel>(
         point
     };
     let mut monitor = |s: &ordo::sgd::Snapshot<'_>| {
+        // A diverged run stops at the next snapshot (its error is made from the report).
+        if divergence.found(s.params) {
+            return Control::Stop;
+        }
         let p = evaluate(s.updates, s.started, s.wall, s.params, None);
         match opts.target_acc {
             Some(t) if p.test_acc >= t => Control::Stop,
@@ -254,6 +339,9 @@ fn train_model<M: Classifier + LayeredModel>(
             Some(&count),
         )?,
     };
+    if let Some(e) = diverged(&report, algo, opts, data.train.n) {
+        return Err(e);
+    }
     // The final model, with exact statistics from the report.
     let exact = Some((report.accept_rate(), report.mean_tau()));
     evaluate(report.updates, report.started() as u64, report.wall, &report.params, exact);

@@ -67,3 +67,17 @@ pub fn eval_mrr(dataset: &str, dir: &Path, extra: &[&str]) -> Result<String, Str
     let o = kge(&[&["eval", "--dataset", dataset, "--load", s(dir)], extra].concat());
     if o.status.success() { Ok(out(&o).trim().to_string()) } else { Err(err(&o)) }
 }
+
+/// A tiny Fashion-MNIST in IDX format: `n` training and `n` test images of 28 × 28.
+pub fn tiny_fashion(dir: &Path, n: u32) {
+    std::fs::create_dir_all(dir).unwrap();
+    for prefix in ["train", "t10k"] {
+        let mut img =
+            [0x0803u32, n, 28, 28].iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
+        img.extend((0..n * 784).map(|i| (i % 251) as u8));
+        std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), img).unwrap();
+        let mut lab = [0x0801u32, n].iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>();
+        lab.extend((0..n).map(|i| (i % 10) as u8));
+        std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), lab).unwrap();
+    }
+}

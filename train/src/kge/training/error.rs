@@ -2,6 +2,7 @@
 
 use crate::kge::io::checkpoint::CheckpointError;
 use crate::kge::model::score::DimError;
+use crate::kge::model::step::NonFiniteLoss;
 use ordo::engine::{EngineError, StepError, StopCause};
 use ordo_gpu::GpuError;
 use thiserror::Error;
@@ -41,6 +42,26 @@ pub enum TrainError {
         /// The epoch that was not ended.
         epoch: usize,
     },
+    /// The loss became NaN or infinite in `epoch` (1-based): training diverged, and stopped at
+    /// that batch (the error names it and the option to lower).
+    #[error("epoch {epoch}: {source}")]
+    Diverged {
+        /// The epoch.
+        epoch: usize,
+        /// The step's error ([`NonFiniteLoss`]).
+        source: StepError,
+    },
+}
+
+/// `e`, an error of epoch `epoch` (1-based): a diverged step as [`TrainError::Diverged`], naming
+/// the epoch beside the batch.
+pub(super) fn in_epoch(e: TrainError, epoch: usize) -> TrainError {
+    match e {
+        TrainError::Step(source) if source.get_ref().is::<NonFiniteLoss>() => {
+            TrainError::Diverged { epoch, source }
+        }
+        e => e,
+    }
 }
 
 /// An engine error as the trainer reports it (what a session's `?` converts with).

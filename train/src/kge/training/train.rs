@@ -19,7 +19,7 @@ pub use crate::kge::run::mode::Mode;
 pub use crate::kge::run::results::{EpochStats, RunResult};
 
 use super::epochs::{Checkpoints, Epochs, Resumed, Rows, Trained};
-use super::error::engine_error;
+use super::error::{engine_error, in_epoch};
 use super::stages::{StageChoice, Stages, StagesPolicy};
 use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
@@ -254,8 +254,9 @@ impl Session<'_> {
                 if let Some(c) = stages.as_mut() {
                     c.pause();
                 }
-                let report = s.finish().map_err(engine_error)?;
-                submitted.map_err(engine_error)?;
+                let failed = |e| in_epoch(engine_error(e), epoch + 1);
+                let report = s.finish().map_err(failed)?;
+                submitted.map_err(failed)?;
                 if stopped() {
                     // The loader may have stopped early: the epoch is not complete.
                     return Err(TrainError::Interrupted { epoch: epoch + 1 });
@@ -301,8 +302,10 @@ mod tests {
             TrainConfig { dim: 8, epochs: 3, lr: 1e30, init_scale: 1e18, ..TrainConfig::default() };
         for mode in Mode::ALL {
             let err = train(&d, &cfg, mode, &mut |_| {}, None).unwrap_err();
-            assert!(matches!(err, TrainError::Step(_)), "{mode:?}: {err}");
+            assert!(matches!(err, TrainError::Diverged { epoch: 1, .. }), "{mode:?}: {err}");
             assert!(err.to_string().contains("training diverged"), "{err}");
+            assert!(err.to_string().starts_with("epoch 1: loss is "), "{err}");
+            assert!(err.to_string().contains("in batch ") && err.to_string().contains("--lr"));
         }
     }
 
