@@ -167,3 +167,47 @@ fn an_epoch_that_disagrees_with_its_directory_and_orders_is_refused() {
     assert!(err(&o).contains("epoch 1 in directory epoch-000002"), "{}", err(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 61: `kge eval` checks the save's training triples against the dataset's `train.txt`
+/// (as a resume does), not only its names: two lines swapped (the same names, the same ids)
+/// are another training set, refused with exit status 2 naming the manifest.
+#[test]
+fn eval_refuses_a_save_trained_on_another_train_txt() {
+    let dir = temp("eval-train");
+    let data = nations(&dir, false);
+    let save = dir.join("emb");
+    let o = kge(&[&["--dataset", s(&data)], &RUN[..], &TWO, &["--save", s(&save)]].concat());
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(eval_mrr(s(&data), &save, &[]).is_ok());
+    let train = std::fs::read_to_string(data.join("train.txt")).unwrap();
+    let mut lines: Vec<&str> = train.lines().collect();
+    let n = lines.len();
+    lines.swap(n - 1, n - 2);
+    std::fs::write(data.join("train.txt"), lines.join("\n") + "\n").unwrap();
+    let e = eval_mrr(s(&data), &save, &[]).unwrap_err();
+    assert!(e.contains("manifest.json") && e.contains("train.txt differs"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 61: every model's save loads in `kge eval --load` and scores to the training run's own
+/// test metrics (RotatE's relations are `dim / 2` phases, its entities `dim` floats).
+#[test]
+fn every_models_save_is_scored_by_eval_to_the_training_runs_test_metrics() {
+    let dir = temp("round-trip");
+    for model in ["distmult", "complex", "transe-l1", "transe-l2", "rotate"] {
+        let save = dir.join(model);
+        let o = kge(&[
+            &["--dataset", "nations", "--model", model, "--epochs", "1"],
+            &RUN[..],
+            &["--save", s(&save)],
+        ]
+        .concat());
+        assert!(o.status.success(), "{model}: {}", err(&o));
+        let line = out(&o).lines().find(|l| l.starts_with("test (")).unwrap().to_string();
+        // `test (sync): MRR …  Hits@10 …  (N triples/s)`: the metrics between.
+        let metrics = line.split_once("): ").unwrap().1.split("  (").next().unwrap().to_string();
+        let got = eval_mrr("nations", &save, &[]).unwrap_or_else(|e| panic!("{model}: {e}"));
+        assert_eq!(got.trim_start_matches("test").trim(), metrics, "{model}: {got} vs {line}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

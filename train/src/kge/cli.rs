@@ -1027,6 +1027,10 @@ pub fn run(args: KgeArgs) -> Result<(), BoxError> {
     if let Some(Command::Eval) = plan.command {
         let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
         let saved = npy::load(dir, &d)?;
+        // Trained on this train.txt (names alone do not say: lines swapped keep every id).
+        if let Some(m) = &saved.manifest {
+            m.check_train(dir, &d).map_err(NpyError::from)?;
+        }
         if saved.manifest.is_none() {
             eprintln!(
                 "note: {} has no manifest.json (a save of format 0, from before manifests): loaded \

@@ -249,14 +249,9 @@ impl Saved {
 pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
     let manifest = Manifest::read(dir, "embeddings", &FILES)?;
     same_names(&dir.join("entities.txt"), false, d.entities.iter())?;
+    // The widths are checked against the model that scores them (`evaluate_loaded`): RotatE's
+    // relations are half as wide as its entities.
     let (e, r) = (read_array(&dir.join("entities.npy"))?, read_array(&dir.join("relations.npy"))?);
-    if e.ncols() != r.ncols() {
-        return Err(NpyError::Shape(format!(
-            "entities are {} wide, relations {}",
-            e.ncols(),
-            r.ncols()
-        )));
-    }
     same_names(&dir.join("relations.txt"), false, relation_names(d, r.nrows()).iter())?;
     Ok(Saved { entities: e, relations: r, manifest })
 }
@@ -282,6 +277,15 @@ pub fn evaluate_loaded(
         )));
     }
     score.check_dim(ents.ncols()).map_err(|e| NpyError::Shape(e.to_string()))?;
+    let want = score.relation_dim(ents.ncols());
+    if rels.ncols() != want {
+        return Err(NpyError::Shape(format!(
+            "entities are {} wide, relations {}: {} needs relations {want} wide",
+            ents.ncols(),
+            rels.ncols(),
+            super::manifest::model_name(score)
+        )));
+    }
     let reciprocal = rels.nrows() == 2 * d.relations.len();
     Ok(evaluate((score, reciprocal), ents.view(), rels.view(), &d.test, &Filter::of(d)))
 }
