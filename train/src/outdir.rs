@@ -5,7 +5,10 @@
 //! files can be created in it, and takes an exclusive lock on the file `PARENT/.NAME.lock` beside
 //! it (holding the pid of the run, for the message another run gets). The lock is beside the
 //! directory, not inside, because a save replaces the directory itself ([`crate::staged`]); it
-//! is released when the process ends, however it ends, and the small lock file stays.
+//! is released when the process ends, however it ends. A run that ends cleanly (the lock
+//! dropped) removes the lock file while it still holds it; one killed leaves it, and the next
+//! run takes it. A run that opened the file before it was removed finds, once it holds the lock,
+//! that the path no longer names the file it locked, and opens the path again.
 //!
 //! **Invariant:** while a run holds the lock of `DIR`, no other run of this program writes `DIR`
 //! or its temporaries; so every temporary found when the lock is taken — `PARENT/.NAME.tmp-*`
@@ -71,8 +74,34 @@ pub fn run_id() -> &'static str {
 #[derive(Debug)]
 pub struct OutputLock {
     dir: PathBuf,
+    /// The lock file beside `dir`, removed on drop.
+    lock: PathBuf,
     /// Holds the lock (`flock`-style, released on close).
     _file: File,
+}
+
+impl Drop for OutputLock {
+    fn drop(&mut self) {
+        // Still held: a run that opened the file meanwhile re-opens the path once it holds it
+        // (`is_named`), so no two runs ever hold one directory.
+        let _ = std::fs::remove_file(&self.lock);
+    }
+}
+
+/// Whether `file` (open) is the file the path `at` names now: the lock taken on it counts only
+/// then, since a run that held it may have removed the name meanwhile.
+#[cfg(unix)]
+fn is_named(file: &File, at: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(at)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn is_named(_file: &File, at: &Path) -> bool {
+    at.exists()
 }
 
 impl OutputLock {
@@ -128,28 +157,32 @@ impl OutputLock {
             }
         };
         let lock = parent.join(format!(".{name}.lock"));
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock)
-            .map_err(unwritable(&lock))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(TryLockError::WouldBlock) => {
-                let mut pid = String::new();
-                let _ = file.read_to_string(&mut pid);
-                let holder = match pid.trim() {
-                    "" => "unknown".to_string(),
-                    p => p.to_string(),
-                };
-                return Err(LockError::Held { path: dir.to_path_buf(), lock, holder });
+        let mut file = loop {
+            let mut file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&lock)
+                .map_err(unwritable(&lock))?;
+            match file.try_lock() {
+                // Removed by its last holder between our open and our lock: open it again.
+                Ok(()) if !is_named(&file, &lock) => continue,
+                Ok(()) => break file,
+                Err(TryLockError::WouldBlock) => {
+                    let mut pid = String::new();
+                    let _ = file.read_to_string(&mut pid);
+                    let holder = match pid.trim() {
+                        "" => "unknown".to_string(),
+                        p => p.to_string(),
+                    };
+                    return Err(LockError::Held { path: dir.to_path_buf(), lock, holder });
+                }
+                Err(TryLockError::Error(source)) => {
+                    return Err(LockError::Unwritable { path: lock, source });
+                }
             }
-            Err(TryLockError::Error(source)) => {
-                return Err(LockError::Unwritable { path: lock, source });
-            }
-        }
+        };
         let record = |f: &mut File| -> std::io::Result<()> {
             f.set_len(0)?;
             f.rewind()?;
@@ -173,7 +206,7 @@ impl OutputLock {
                 }
             }
         }
-        Ok(OutputLock { dir: dir.to_path_buf(), _file: file })
+        Ok(OutputLock { dir: dir.to_path_buf(), lock, _file: file })
     }
 
     /// The directory held.

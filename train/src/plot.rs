@@ -16,6 +16,7 @@
 //! # Ok::<(), ordo_train::plot::PlotError>(())
 //! ```
 
+use crate::staged;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -41,6 +42,9 @@ pub enum PlotError {
         /// The cause.
         source: std::io::Error,
     },
+    /// The chart could not be put in place (see [`crate::staged::replace_file`]).
+    #[error(transparent)]
+    Staged(#[from] crate::staged::StagedError),
     /// plotters failed (e.g. the file could not be written).
     #[error("drawing {path}: {message}")]
     Draw {
@@ -142,6 +146,17 @@ pub fn line_chart_styled(
     style: &LineStyle<'_>,
     series: &[Series],
 ) -> Result<(), PlotError> {
+    // Drawn beside `path` and renamed over it: a reader (or a crash, or a full disk) never sees
+    // half a chart, and one that has the old chart open keeps it whole.
+    staged::replace_file(path, |tmp| draw_lines(tmp, chart, style, series))
+}
+
+fn draw_lines(
+    path: &Path,
+    chart: &Chart<'_>,
+    style: &LineStyle<'_>,
+    series: &[Series],
+) -> Result<(), PlotError> {
     font()?;
     let tx = |x: f64| if chart.log2_x { x.log2() } else { x };
     let pts: Vec<Vec<(f64, f64)>> = series
@@ -227,8 +242,13 @@ pub fn line_chart_styled(
     root.present().map_err(|e| err(&e))
 }
 
-/// Draw bars: `bars[i] = (category, value)` as a bar chart into the PNG `path` (800×500).
+/// Draw bars: `bars[i] = (category, value)` as a bar chart into the PNG `path` (800×500),
+/// replacing it as [`line_chart_styled`] does.
 pub fn bar_chart(path: &Path, chart: &Chart<'_>, bars: &[(String, f64)]) -> Result<(), PlotError> {
+    staged::replace_file(path, |tmp| draw_bars(tmp, chart, bars))
+}
+
+fn draw_bars(path: &Path, chart: &Chart<'_>, bars: &[(String, f64)]) -> Result<(), PlotError> {
     font()?;
     let empty = || PlotError::Empty(chart.title.to_string());
     let (_, y1) = bounds(bars.iter().map(|b| b.1).filter(|v| v.is_finite()).chain([0.0]))
@@ -307,6 +327,37 @@ mod tests {
         let chart = Chart { title: "b", x_label: "x", y_label: "y", log2_x: false };
         bar_chart(&p, &chart, &[("one".into(), 1.0), ("two".into(), 3.0)]).unwrap();
         assert_eq!(&std::fs::read(&p).unwrap()[1..4], b"PNG");
+    }
+
+    /// A chart is replaced, not rewritten: a reader holding the old file (here a second link
+    /// to it) still has the whole old chart, and no temporary is left beside the new one.
+    #[test]
+    fn a_chart_is_replaced_whole_not_written_in_place() {
+        let dir = tmp("replace");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (p, held) = (dir.join("c.png"), dir.join("held.png"));
+        let chart = Chart { title: "t", x_label: "x", y_label: "y", log2_x: false };
+        let line = |y: f64| vec![Series { label: "a".into(), points: vec![(0.0, 0.0), (1.0, y)] }];
+        line_chart(&p, &chart, &line(1.0)).unwrap();
+        let old = std::fs::read(&p).unwrap();
+        std::fs::hard_link(&p, &held).unwrap();
+        line_chart(&p, &chart, &line(-1.0)).unwrap();
+        let new = std::fs::read(&p).unwrap();
+        assert_ne!(new, old, "the chart was not redrawn");
+        assert_eq!(std::fs::read(&held).unwrap(), old, "the old chart was overwritten in place");
+        // Bars too: drawing over `held` (now one link of the old chart) leaves `p` alone.
+        std::fs::remove_file(&held).unwrap();
+        std::fs::hard_link(&p, &held).unwrap();
+        bar_chart(&held, &chart, &[("one".into(), 1.0)]).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), new, "the bars were drawn into the line chart");
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["c.png", "held.png"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -93,11 +93,32 @@ fn parent(target: &Path) -> &Path {
 /// Replace the file `path` with `bytes`, all or nothing (temporary, fsync, rename, fsync of the
 /// directory).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StagedError> {
-    let tmp = temporary(path);
-    std::fs::write(&tmp, bytes).map_err(io(&tmp))?;
-    fsync_file(&tmp)?;
-    rename(&tmp, path)?;
-    fsync_dir(parent(path))
+    replace_file(path, |tmp| std::fs::write(tmp, bytes).map_err(io(tmp)))
+}
+
+/// Replace the file `path` with what `write` writes at the path it is given, all or nothing: a
+/// temporary beside `path` that keeps its extension (for writers that pick a format by it, as
+/// plotters does), fsynced and renamed over `path`, then the directory fsynced. On an error the
+/// temporary is removed and `path` is as it was.
+pub fn replace_file<E: From<StagedError>>(
+    path: &Path,
+    write: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut tmp = temporary(path).into_os_string();
+    if let Some(ext) = path.extension() {
+        tmp.push(".");
+        tmp.push(ext);
+    }
+    let tmp = PathBuf::from(tmp);
+    let put = || -> Result<(), E> {
+        write(&tmp)?;
+        fsync_file(&tmp)?;
+        rename(&tmp, path)?;
+        Ok(fsync_dir(parent(path))?)
+    };
+    put().inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// A directory being filled under a temporary name beside its target, until [`publish`]ed.

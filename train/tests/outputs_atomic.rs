@@ -182,3 +182,68 @@ fn stale_temporaries_are_removed_and_out_is_marked_complete_last() {
     assert_eq!((rows[1][9], rows[2][9]), ("valid", "test"), "{csv}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 61: a run that ends cleanly leaves no `.NAME.lock` beside its outputs (a killed one
+/// does, and the next run takes it: `a_second_save_into_a_directory_in_use_…`).
+#[test]
+fn a_clean_run_leaves_no_lock_file_behind() {
+    let dir = temp("no-lock");
+    let (save, ck, o) = (dir.join("emb"), dir.join("ck"), dir.join("out"));
+    let args = [&QUICK[..], &["--save", s(&save), "--checkpoint", s(&ck), "--out", s(&o)]].concat();
+    let run = kge(&args);
+    assert!(run.status.success(), "{}", common::err(&run));
+    assert_eq!(names_with(&dir, ".lock"), Vec::<String>::new());
+    // Resuming from the checkpoint holds it too, and gives it back as cleanly.
+    let resumed = kge(&[&QUICK[..6], &["--epochs", "2", "--resume", s(&ck)]].concat());
+    assert!(resumed.status.success(), "{}", common::err(&resumed));
+    assert_eq!(names_with(&dir, ".lock"), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 61: `--out` files are replaced whole, not rewritten in place: a reader that has the
+/// last run's chart or CSV open (here: a second link to it) keeps it whole, and no temporary
+/// is left.
+#[test]
+fn out_files_are_replaced_not_rewritten_in_place() {
+    let dir = temp("out-replace");
+    let o = dir.join("out");
+    let first = kge(&[&QUICK[..], &["--seed", "1", "--out", s(&o)]].concat());
+    assert!(first.status.success(), "{}", common::err(&first));
+    let files = ["metrics.csv", "mrr_vs_time.png", "mrr_vs_epoch.png"];
+    let mut held = Vec::new();
+    for f in files {
+        let link = dir.join(format!("held-{f}"));
+        std::fs::hard_link(o.join(f), &link).unwrap();
+        held.push((f, link.clone(), std::fs::read(&link).unwrap()));
+    }
+    let second = kge(&[&QUICK[..], &["--seed", "2", "--out", s(&o)]].concat());
+    assert!(second.status.success(), "{}", common::err(&second));
+    for (f, link, old) in held {
+        assert_ne!(std::fs::read(o.join(f)).unwrap(), old, "{f} was not rewritten");
+        assert_eq!(std::fs::read(&link).unwrap(), old, "{f} was written in place");
+    }
+    assert_eq!(names_with(&o, ".tmp-"), Vec::<String>::new());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Issue 61: `kge_bench --out DIR` is locked like every other output: refused before any work
+/// while another process holds `DIR`, naming it.
+#[test]
+fn kge_bench_out_is_locked() {
+    let dir = temp("bench-lock");
+    let o = dir.join("out");
+    let held = ordo_train::outdir::OutputLock::take(&o).unwrap();
+    let bench = Command::new(env!("CARGO_BIN_EXE_kge_bench"))
+        .args(["--only", "umls", "--epochs", "1", "--out", s(&o)])
+        .output()
+        .unwrap();
+    let e = common::err(&bench);
+    assert!(!bench.status.success(), "ran into a held directory: {e}");
+    assert!(
+        e.contains("in use by another run") && e.contains(&std::process::id().to_string()),
+        "{e}"
+    );
+    assert!(!common::out(&bench).contains("###"), "benchmarked before refusing: {e}");
+    drop(held);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

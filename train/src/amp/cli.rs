@@ -434,12 +434,15 @@ fn write_outputs(
     emulated: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    let mut csv = csv::Writer::from_path(dir.join("epochs.csv"))?;
-    csv.write_record(columns(&EpochPoint::default(), emulated).into_iter().map(|(k, _)| k))?;
-    for p in curve {
-        csv.write_record(columns(p, emulated).into_iter().map(|(_, v)| v))?;
-    }
-    csv.flush()?;
+    // Written beside its name and renamed over it, as the charts are (`staged::replace_file`).
+    crate::staged::replace_file(&dir.join("epochs.csv"), |tmp| {
+        let mut csv = csv::Writer::from_path(tmp)?;
+        csv.write_record(columns(&EpochPoint::default(), emulated).into_iter().map(|(k, _)| k))?;
+        for p in curve {
+            csv.write_record(columns(p, emulated).into_iter().map(|(_, v)| v))?;
+        }
+        Ok::<(), Box<dyn std::error::Error>>(csv.flush()?)
+    })?;
     if emulated {
         return Ok(());
     }

@@ -42,7 +42,8 @@ struct Args {
     /// Engine reader and writer threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Write each table's metrics.csv and plots under `DIR/<dataset>-<model>/`.
+    /// Write each table's metrics.csv and plots under `DIR/<dataset>-<model>/`, then `DIR/COMPLETE`
+    /// once all are written; locked for the run, as `ordo-train kge --out` is.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -57,10 +58,23 @@ fn wordnet_dir(arg: &Option<PathBuf>) -> Option<PathBuf> {
     candidates.into_iter().flatten().find(|p| p.join("train.txt").is_file())
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    // Printed as ordo-train prints its errors: the message, not the value's debug form.
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     // The step runs on this thread, as ordo-train's does (`ordo_train::pool`).
     ordo_train::pool::init_global();
     let args = Args::parse();
+    // Locked (and checked writable) before any work; marked complete after the last table.
+    let out = args.out.as_deref().map(ordo_train::outdir::OutputLock::take_out).transpose()?;
     let small = TrainConfig {
         dim: 100,
         epochs: args.epochs,
@@ -125,13 +139,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             println!("target = 95% of sync's best valid MRR = {target:.4}\n");
             println!("{}", markdown(&rows));
-            if let Some(out) = &args.out {
-                let dir = out.join(format!("{}-{score:?}", d.name).to_lowercase());
+            if let Some(out) = &out {
+                let dir = out.dir().join(format!("{}-{score:?}", d.name).to_lowercase());
                 std::fs::create_dir_all(&dir)?;
                 let title = format!("{} · {score:?} dim {}", d.name, cfg.dim);
                 plot::write_outputs(&dir, &title, &results)?;
             }
         }
+    }
+    if let Some(out) = &out {
+        out.complete()?;
     }
     Ok(())
 }
