@@ -16,4 +16,5 @@ pub mod plot;
 pub mod pool;
 pub mod rng;
 pub mod sgd;
+pub mod space;
 pub mod staged;

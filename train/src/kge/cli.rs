@@ -731,7 +731,7 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
         || e.downcast_ref::<LockError>().is_some_and(|l| !matches!(l, LockError::Staged(_)))
         || e.is::<OptionError>()
         || e.is::<ConfigError>()
-        || e.is::<NpyError>()
+        || e.downcast_ref::<NpyError>().is_some_and(NpyError::is_bad_input)
         || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
         || e.downcast_ref::<CheckpointError>().is_some_and(bad_checkpoint)
         || e.downcast_ref::<TrainError>().is_some_and(|t| match t {
@@ -1191,6 +1191,15 @@ fn hold_outputs(
     for dir in [&o.checkpoint, &o.save].into_iter().flatten() {
         for &mode in modes {
             held.hold(&dir_of(dir, mode), false)?;
+        }
+    }
+    // A save's size is known now (entities and relations, inverse ones at most): a disk too
+    // full for it is found before training.
+    if let Some(dir) = &o.save {
+        let sc = cfg.step_config();
+        let floats = d.entities.len() * cfg.dim + 2 * d.relations.len() * sc.relation_dim();
+        for &mode in modes {
+            npy::ensure_space(&dir_of(dir, mode), d, floats)?;
         }
     }
     let out_lock = o.out.as_deref().map(OutputLock::take_out).transpose()?;

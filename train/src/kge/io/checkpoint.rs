@@ -229,12 +229,20 @@ impl<E: EntityRows> Checkpoint<E> {
     pub fn write(&self, dir: &Path, d: &Dataset, cfg: &TrainConfig) -> Result<(), CheckpointError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let name = format!("epoch-{:06}", self.epoch);
-        let staged = Staged::new(&dir.join(&name))?;
-        let tmp = staged.path();
         let sc = cfg.step_config();
         let (dim, rdim) = (cfg.dim, sc.relation_dim());
         let (n, state_w) = (self.entities.count(), sc.optimizer.state_width(dim));
         let n_rel = sc.relation_rows(d.relations.len());
+        // The tables' size is known: a full disk is found before anything is written, and the
+        // last checkpoint stays (it goes only once this one is in place). The names and
+        // `meta.json` are estimated (an order's id is at most 21 characters of JSON).
+        let floats = (n * (dim + state_w) + self.dense.len()) as u64;
+        let names: usize = d.entities.iter().chain(d.relations.iter()).map(|s| s.len() + 16).sum();
+        let ids: usize = self.orders.iter().map(|o| o.len()).sum();
+        let bytes = 4 * floats + 2 * names as u64 + 21 * ids as u64;
+        crate::space::ensure(dir, bytes, 9).map_err(crate::staged::StagedError::from)?;
+        let staged = Staged::new(&dir.join(&name))?;
+        let tmp = staged.path();
         let (rel, rel_state) = self.dense.split_at((n_rel * rdim).min(self.dense.len()));
         let rel_state_w = sc.optimizer.state_width(rdim);
         // The entity table, one row at a time into its two files.

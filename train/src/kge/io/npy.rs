@@ -73,6 +73,18 @@ pub enum NpyError {
     Staged(#[from] crate::staged::StagedError),
 }
 
+impl NpyError {
+    /// Whether the saved directory (or the request) is at fault, not the writing of a save (a
+    /// full disk, an unwritable directory).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            NpyError::Io { .. } | NpyError::Staged(_) | NpyError::Source(_) => false,
+            NpyError::Manifest(m) => !matches!(m, ManifestError::Io(_)),
+            NpyError::Read { .. } | NpyError::Shape(_) | NpyError::Model { .. } => true,
+        }
+    }
+}
+
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> NpyError + '_ {
     move |source| NpyError::Io { path: path.display().to_string(), source }
 }
@@ -172,6 +184,8 @@ where
     let rdim = rdim.max(1);
     let rels = Array2::from_shape_vec((relations.len() / rdim, rdim), relations.to_vec())
         .map_err(|e| NpyError::Shape(e.to_string()))?;
+    // Its size is known: a full disk is found before anything is written.
+    ensure_space(dir, d, rows * dim + relations.len())?;
     let staged = Staged::new(dir)?;
     let tmp = staged.path();
     let path = tmp.join("entities.npy");
@@ -194,6 +208,17 @@ where
     Manifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
     staged.publish()?;
     Ok(())
+}
+
+/// Refuse a save into `dir` of `floats` parameters and `d`'s names that does not fit its
+/// filesystem ([`crate::space::ensure`]; the npy headers and the manifest are in its margin).
+/// Called before training too, with the run's sizes, so a full disk is found before the work.
+pub fn ensure_space(dir: &Path, d: &Dataset, floats: usize) -> Result<(), NpyError> {
+    // Each relation name twice at most (with inverse relations), with its `⁻¹`.
+    let names: usize = d.entities.iter().map(|n| n.len() + 1).sum::<usize>()
+        + d.relations.iter().map(|n| 2 * n.len() + 7).sum::<usize>();
+    crate::space::ensure(dir, 4 * floats as u64 + names as u64, FILES.len() as u64 + 1)
+        .map_err(|e| NpyError::Staged(e.into()))
 }
 
 /// Names of the model's relation rows: the dataset's, then (with inverse relations) each name
