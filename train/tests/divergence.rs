@@ -90,4 +90,19 @@ fn a_kge_run_that_diverges_stops_naming_the_batch_the_epoch_and_lr() {
         assert!(line.contains("epoch 1: loss is "), "{mode}: {e}");
         assert!(line.contains(" in batch ") && line.contains("smaller --lr"), "{mode}: {e}");
     }
+    // Partitioned on disk (its own trainer), and on AdaPM's nodes (whose batches carry no
+    // epoch: the error names the batch).
+    let dir = temp("kge-diverge");
+    let disk = ["--dataset", "umls", "--storage", "disk", "--storage-dir", s(&dir)];
+    let pm = ["--dataset", "nations", "--pm", "adapm"];
+    for (what, run) in [("disk", &disk[..]), ("adapm", &pm[..])] {
+        let o = common::kge(&[run, &["--dim", "8", "--epochs", "3"], &blow_up].concat());
+        let e = err(&o);
+        assert_eq!(o.status.code(), Some(1), "{what}: {e}");
+        let line = e.lines().find(|l| l.starts_with("error: ")).unwrap_or_default();
+        assert!(line.contains("loss is ") && line.contains(" in batch "), "{what}: {e}");
+        assert!(line.contains("smaller --lr"), "{what}: {e}");
+        assert!(what == "adapm" || line.contains("epoch 1: "), "{what}: {e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -29,10 +29,12 @@ use crate::kge::data::batch::{KgeBatch, NegSampling, Sampling, SplitMix64};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{EntityParts, evaluate_parts};
 use crate::kge::eval::ranking::{Filter, Metrics};
-use crate::kge::model::step::KgeModel;
+use crate::kge::model::step::{KgeModel, NonFiniteLoss};
 use crate::kge::run::config::TrainConfig;
 use crate::kge::training::error::TrainError;
-use ordo::engine::{self, Batch, CpuDevice, Engine, EngineConfig, EngineError};
+use ordo::engine::{
+    self, Batch, CpuDevice, Engine, EngineConfig, EngineError, StepError, StopCause,
+};
 use ordo::partition::ordering::{Plan, SwapCost, beta};
 use ordo::partition::{
     Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionedStorage,
@@ -91,6 +93,18 @@ pub enum PartitionedError {
 impl<E: std::fmt::Display> From<EngineError<E>> for PartitionedError {
     fn from(e: EngineError<E>) -> Self {
         PartitionedError::Engine(e.to_string())
+    }
+}
+
+/// A session of epoch `epoch` (1-based) that stopped: a diverged step as
+/// [`TrainError::Diverged`] (naming the batch, the epoch and `--lr`), the rest as the engine's
+/// message.
+fn stopped(e: EngineError<NonFiniteLoss>, epoch: usize) -> PartitionedError {
+    match e {
+        EngineError::Stopped { cause: StopCause::StepFailed { source, .. }, .. } => {
+            TrainError::Diverged { epoch, source: StepError::new(source) }.into()
+        }
+        e => e.into(),
     }
 }
 
@@ -426,9 +440,12 @@ pub fn train(
             for k in 0..n {
                 storage.enter(&plan.states[k], plan.states.get(k + 1).or(plan.states.first()))?;
                 let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, order.len());
-                s.submit_all(batches)?;
+                // A submit refused after a failure (halted) leaves it to `finish` to say what
+                // failed.
+                let submitted = s.submit_all(batches);
                 // The drain: every batch of this state is written before the buffer moves.
-                order.extend(s.finish()?.batch_ids());
+                order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
+                submitted?;
             }
             if let (StorageKind::Disk, Some(dir)) = (opts.storage, &opts.dir) {
                 let done = epoch as u64 + 1;
