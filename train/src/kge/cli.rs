@@ -7,7 +7,7 @@
 //! ordo-train kge eval --load DIR       # test metrics of saved embeddings
 //! ```
 
-use crate::kge::backends::partitioned::{self, PartitionOpts, StorageKind};
+use crate::kge::backends::partitioned::{self, PartitionOpts, PartitionedError, StorageKind};
 use crate::kge::backends::pm::{PmConfig, PmNegatives, PmRun, PmTrainError, mpi_launch, train_pm};
 use crate::kge::data::batch::NegSampling;
 use crate::kge::data::dataset::DataError;
@@ -732,6 +732,7 @@ pub fn exit_code(e: &(dyn std::error::Error + 'static)) -> u8 {
         || e.is::<OptionError>()
         || e.is::<ConfigError>()
         || e.downcast_ref::<NpyError>().is_some_and(NpyError::is_bad_input)
+        || e.downcast_ref::<PartitionedError>().is_some_and(PartitionedError::is_bad_input)
         || e.downcast_ref::<PmTrainError>().is_some_and(PmTrainError::is_bad_input)
         || e.downcast_ref::<CheckpointError>().is_some_and(bad_checkpoint)
         || e.downcast_ref::<TrainError>().is_some_and(|t| match t {

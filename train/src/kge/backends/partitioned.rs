@@ -96,6 +96,29 @@ impl<E: std::fmt::Display> From<EngineError<E>> for PartitionedError {
     }
 }
 
+impl PartitionedError {
+    /// Whether the storage folder (or the request) is at fault: a partition file that is
+    /// missing, cut short, fails its checksum or is another run's, a manifest that is not one,
+    /// a bad geometry. A failing read or write, or a diverged run, is not.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            PartitionedError::Partition(p) => matches!(
+                p,
+                PartitionError::Plan(_)
+                    | PartitionError::TooManyPartitions { .. }
+                    | PartitionError::ForeignRun { .. }
+                    | PartitionError::AlreadyCreated { .. }
+                    | PartitionError::BadManifest { .. }
+                    | PartitionError::MissingPartition { .. }
+                    | PartitionError::TruncatedPartition { .. }
+                    | PartitionError::Checksum { .. }
+            ),
+            PartitionedError::NoDir | PartitionedError::Dense { .. } => true,
+            PartitionedError::Train(_) | PartitionedError::Engine(_) => false,
+        }
+    }
+}
+
 /// A session of epoch `epoch` (1-based) that stopped: a diverged step as
 /// [`TrainError::Diverged`] (naming the batch, the epoch and `--lr`), the rest as the engine's
 /// message.
