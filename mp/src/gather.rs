@@ -5,7 +5,6 @@ use std::collections::HashMap;
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::check_port;
 use crate::state::State;
 
 /// Payloads waiting for their siblings. An entry exists exactly while some but not all of a
@@ -50,21 +49,6 @@ impl Gather {
         } else {
             Ok(None)
         }
-    }
-
-    /// A node's message on its `side` port `port` of `n` (`"input"` forward, `"output"`
-    /// backward): check the port, then [`add`](Self::add) the payload. Every multi-parent node
-    /// (and multi-child, backward) gathers through this.
-    pub fn arrive(
-        &mut self,
-        kind: &'static str,
-        side: &'static str,
-        (port, n): (usize, usize),
-        state: &State,
-        payload: Payload,
-    ) -> Result<Option<Vec<Payload>>, MpError> {
-        check_port(kind, side, port, n)?;
-        self.add(kind, state.clone(), port, n, payload)
     }
 
     /// States waiting now.

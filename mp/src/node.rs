@@ -1,7 +1,7 @@
 //! The IR node interface: every node has a forward and a backward semantics (paper §4).
 
 use crate::error::MpError;
-use crate::message::Payload;
+use crate::message::{Direction, Payload};
 use crate::state::State;
 
 /// A message a node emits, before routing: forward messages leave on an output port, backward
@@ -73,16 +73,57 @@ impl Emit {
     }
 }
 
+/// A node's kind and port counts, as data: the graph checks every edge against them when it
+/// is built, and every message against them before a handler sees it, so no node checks its
+/// own ports.
+///
+/// ```
+/// use ordo_mp::node::Signature;
+/// let relu = Signature { kind: "Relu", inputs: 1, outputs: 1 };
+/// assert!(relu.check(ordo_mp::Direction::Forward, 0).is_ok());
+/// assert!(relu.check(ordo_mp::Direction::Backward, 1).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Signature {
+    /// The node's kind, for errors and traces.
+    pub kind: &'static str,
+    /// Number of input ports.
+    pub inputs: usize,
+    /// Number of output ports.
+    pub outputs: usize,
+}
+
+impl Signature {
+    /// Whether a message in direction `dir` may arrive on `port`: forward messages arrive on an
+    /// input port, backward messages on an output port, updates on none in particular.
+    pub fn check(&self, dir: Direction, port: usize) -> Result<(), MpError> {
+        match dir {
+            Direction::Forward => check_port(self.kind, "input", port, self.inputs),
+            Direction::Backward => check_port(self.kind, "output", port, self.outputs),
+            Direction::Update => Ok(()),
+        }
+    }
+}
+
 /// An IR node. Handlers must be deterministic functions of the node's own state and the
 /// message: the runtime's replay guarantee rests on it.
 pub trait IrNode: Send {
+    /// The node's kind and port counts.
+    fn signature(&self) -> Signature;
     /// The node's kind, for errors and traces.
-    fn kind(&self) -> &'static str;
+    fn kind(&self) -> &'static str {
+        self.signature().kind
+    }
     /// Number of input ports.
-    fn inputs(&self) -> usize;
+    fn inputs(&self) -> usize {
+        self.signature().inputs
+    }
     /// Number of output ports.
-    fn outputs(&self) -> usize;
-    /// Handle a forward message on input `port`.
+    fn outputs(&self) -> usize {
+        self.signature().outputs
+    }
+    /// Handle a forward message on input `port`; the caller has checked `port` against the
+    /// [`signature`](Self::signature) (a [`Graph`](crate::Graph) does for every message).
     fn forward(
         &mut self,
         port: usize,
@@ -90,7 +131,7 @@ pub trait IrNode: Send {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError>;
-    /// Handle a backward message on output `port`.
+    /// Handle a backward message on output `port`, checked like [`forward`](Self::forward)'s.
     fn backward(
         &mut self,
         port: usize,

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use crate::error::MpError;
+use crate::message::Payload;
 use crate::state::State;
 
 /// Records of one node, by state.
@@ -42,6 +43,34 @@ impl<T> Recorded<T> {
         self.map
             .remove(state)
             .ok_or_else(|| MpError::NoForward { kind: self.kind, state: state.clone() })
+    }
+
+    /// Take the record of `state`'s forward for the backward of gradient `g`: the opening of
+    /// every backward that reads what its forward saved. `g` must have the shape `dim` computes
+    /// from the record (the forward's output shape), or [`MpError::Shape`] names both.
+    ///
+    /// ```
+    /// use ordo_mp::{State, recorded::Recorded};
+    /// let mut r = Recorded::new("Relu");
+    /// r.insert(State::new(1), ndarray::Array2::<f32>::zeros((2, 3)));
+    /// let g = ndarray::Array2::<f32>::zeros((3, 2));
+    /// assert!(r.take_for(&State::new(1), &g, |x| x.dim()).is_err());
+    /// ```
+    pub fn take_for(
+        &mut self,
+        state: &State,
+        g: &Payload,
+        dim: impl FnOnce(&T) -> (usize, usize),
+    ) -> Result<T, MpError> {
+        let record = self.take(state)?;
+        let want = dim(&record);
+        if g.dim() != want {
+            return Err(MpError::Shape {
+                kind: self.kind,
+                detail: format!("gradient {:?}, its forward's output {want:?}", g.dim()),
+            });
+        }
+        Ok(record)
     }
 
     /// Records held.

@@ -56,7 +56,8 @@ impl Slot {
         }
     }
 
-    /// Apply one message.
+    /// Apply one message; an [`IrNode`]'s port is checked against its
+    /// [`signature`](IrNode::signature) first, the controller checks its own.
     pub(crate) fn apply(
         &mut self,
         dir: Direction,
@@ -65,6 +66,9 @@ impl Slot {
         payload: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
+        if let Slot::IrNode(n) = self {
+            n.signature().check(dir, port)?;
+        }
         match (self, dir) {
             (Slot::IrNode(n), Direction::Forward) => n.forward(port, state, payload, e),
             (Slot::IrNode(n), Direction::Backward) => n.backward(port, state, payload, e),

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// Forward: a copy on every output. Backward: waits for the gradients of all outputs for a
@@ -42,23 +42,16 @@ pub(crate) fn sum(kind: &'static str, parts: Vec<Payload>) -> Result<Payload, Mp
 }
 
 impl IrNode for Bcast {
-    fn kind(&self) -> &'static str {
-        "Bcast"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        self.outputs
+    fn signature(&self) -> Signature {
+        Signature { kind: "Bcast", inputs: 1, outputs: self.outputs }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         e.forward_each(&state, (0..self.outputs).map(|_| x.clone()));
         Ok(())
     }
@@ -69,9 +62,7 @@ impl IrNode for Bcast {
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        if let Some(parts) =
-            self.cache.arrive("Bcast", "output", (port, self.outputs), &state, g)?
-        {
+        if let Some(parts) = self.cache.add("Bcast", state.clone(), port, self.outputs, g)? {
             e.backward(0, state, sum("Bcast", parts)?);
         }
         Ok(())

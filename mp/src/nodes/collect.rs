@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::nodes::distribute::{Assign, merge, partition};
 use crate::state::State;
 
@@ -29,14 +29,8 @@ impl Collect {
 }
 
 impl IrNode for Collect {
-    fn kind(&self) -> &'static str {
-        "Collect"
-    }
-    fn inputs(&self) -> usize {
-        self.parts
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Collect", inputs: self.parts, outputs: 1 }
     }
     fn forward(
         &mut self,
@@ -45,7 +39,7 @@ impl IrNode for Collect {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        if let Some(parts) = self.cache.arrive("Collect", "input", (port, self.parts), &state, x)? {
+        if let Some(parts) = self.cache.add("Collect", state.clone(), port, self.parts, x)? {
             let merged = merge("Collect", &parts, &state, &self.assign)?;
             e.forward(0, state, merged);
         }
@@ -53,12 +47,11 @@ impl IrNode for Collect {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
         e.backward_each(&state, partition("Collect", &g, &state, &self.assign, self.parts)?);
         Ok(())
     }

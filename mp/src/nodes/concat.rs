@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -28,14 +28,8 @@ impl Concat {
 }
 
 impl IrNode for Concat {
-    fn kind(&self) -> &'static str {
-        "Concat"
-    }
-    fn inputs(&self) -> usize {
-        self.inputs
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Concat", inputs: self.inputs, outputs: 1 }
     }
     fn forward(
         &mut self,
@@ -44,8 +38,7 @@ impl IrNode for Concat {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        let Some(parts) = self.cache.arrive("Concat", "input", (port, self.inputs), &state, x)?
-        else {
+        let Some(parts) = self.cache.add("Concat", state.clone(), port, self.inputs, x)? else {
             return Ok(());
         };
         let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
@@ -59,19 +52,13 @@ impl IrNode for Concat {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
-        let widths = self.widths.take(&state)?;
-        if widths.iter().sum::<usize>() != g.ncols() {
-            return Err(MpError::Shape {
-                kind: "Concat",
-                detail: format!("gradient has {} columns", g.ncols()),
-            });
-        }
+        // Any number of rows: only the columns are split.
+        let widths = self.widths.take_for(&state, &g, |w| (g.nrows(), w.iter().sum()))?;
         let starts = widths.iter().scan(0, |at, w| {
             *at += w;
             Some(*at - w)

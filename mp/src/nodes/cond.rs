@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// The routing function of a [`Cond`]: an output port for a state.
@@ -29,23 +29,16 @@ impl Cond {
 }
 
 impl IrNode for Cond {
-    fn kind(&self) -> &'static str {
-        "Cond"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        self.outputs
+    fn signature(&self) -> Signature {
+        Signature { kind: "Cond", inputs: 1, outputs: self.outputs }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let to = (self.f)(&state);
         if to >= self.outputs {
             return Err(MpError::BadState { kind: self.kind(), state });
@@ -55,12 +48,11 @@ impl IrNode for Cond {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, self.outputs)?;
         e.backward(0, state, g);
         Ok(())
     }

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// Which part row `r` of an instance's payload belongs to, from the message state.
@@ -73,23 +73,16 @@ impl Distribute {
 }
 
 impl IrNode for Distribute {
-    fn kind(&self) -> &'static str {
-        "Distribute"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        self.parts
+    fn signature(&self) -> Signature {
+        Signature { kind: "Distribute", inputs: 1, outputs: self.parts }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         e.forward_each(&state, partition("Distribute", &x, &state, &self.assign, self.parts)?);
         Ok(())
     }
@@ -100,7 +93,7 @@ impl IrNode for Distribute {
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        let arrived = self.cache.arrive("Distribute", "output", (port, self.parts), &state, g)?;
+        let arrived = self.cache.add("Distribute", state.clone(), port, self.parts, g)?;
         if let Some(parts) = arrived {
             let merged = merge("Distribute", &parts, &state, &self.assign)?;
             e.backward(0, state, merged);

@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// A state function of an [`Isu`]; `None` where it is undefined.
@@ -51,35 +51,27 @@ impl Isu {
 }
 
 impl IrNode for Isu {
-    fn kind(&self) -> &'static str {
-        "Isu"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Isu", inputs: 1, outputs: 1 }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let s = (self.f)(&state).ok_or(MpError::BadState { kind: "Isu", state })?;
         e.forward(0, s, x);
         Ok(())
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
         let s = (self.f_inv)(&state).ok_or(MpError::BadState { kind: "Isu", state })?;
         e.backward(0, s, g);
         Ok(())

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
 use crate::recorded::Recorded;
@@ -87,24 +87,17 @@ impl Linear {
 }
 
 impl IrNode for Linear {
-    fn kind(&self) -> &'static str {
-        "Linear"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Linear", inputs: 1, outputs: 1 }
     }
 
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let (din, dout) = self.w.dim();
         if x.ncols() != din {
             return Err(MpError::Shape {
@@ -127,19 +120,12 @@ impl IrNode for Linear {
 
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
-        let (x, read) = self.acts.take(&state)?;
-        if g.dim() != (x.nrows(), self.w.ncols()) {
-            return Err(MpError::Shape {
-                kind: self.kind(),
-                detail: format!("gradient {:?}", g.dim()),
-            });
-        }
+        let (x, read) = self.acts.take_for(&state, &g, |(x, _)| (x.nrows(), self.w.ncols()))?;
         let dx = if self.emulate.is_some() {
             // Backward and gradient accumulation: two products of the forward's size.
             self.charge(4.0 * (x.nrows() * self.w.nrows() * self.w.ncols()) as f64, e);

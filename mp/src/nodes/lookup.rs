@@ -4,7 +4,7 @@ use crate::recorded::Recorded;
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
 use crate::staleness::StalenessHistogram;
@@ -41,23 +41,16 @@ impl Lookup {
 }
 
 impl IrNode for Lookup {
-    fn kind(&self) -> &'static str {
-        "Lookup"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Lookup", inputs: 1, outputs: 1 }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let n = self.table.nrows();
         let ids: Vec<usize> = x.iter().map(|&v| v as usize).collect();
         if x.ncols() != 1 || ids.iter().any(|&i| i >= n) {
@@ -75,19 +68,13 @@ impl IrNode for Lookup {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
-        let (ids, read) = self.ids.take(&state)?;
-        if g.dim() != (ids.len(), self.table.ncols()) {
-            return Err(MpError::Shape {
-                kind: "Lookup",
-                detail: format!("gradient {:?}", g.dim()),
-            });
-        }
+        let (ids, read) =
+            self.ids.take_for(&state, &g, |(ids, _)| (ids.len(), self.table.ncols()))?;
         let sum = &mut self.learner.sums_mut()[0];
         for (r, &i) in ids.iter().enumerate() {
             let mut row = sum.row_mut(i);

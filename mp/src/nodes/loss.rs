@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// Softmax cross-entropy. Input 0: logits (`B × C`); input 1: labels (`B × 1`, class indices as
@@ -58,14 +58,8 @@ pub fn softmax_xent(logits: &Payload, labels: &Payload) -> Result<(f32, f32, Pay
 }
 
 impl IrNode for SoftmaxLoss {
-    fn kind(&self) -> &'static str {
-        "SoftmaxLoss"
-    }
-    fn inputs(&self) -> usize {
-        2
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "SoftmaxLoss", inputs: 2, outputs: 1 }
     }
     fn forward(
         &mut self,
@@ -74,7 +68,7 @@ impl IrNode for SoftmaxLoss {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        let Some(parts) = self.cache.arrive("SoftmaxLoss", "input", (port, 2), &state, x)? else {
+        let Some(parts) = self.cache.add("SoftmaxLoss", state.clone(), port, 2, x)? else {
             return Ok(());
         };
         let (loss, correct, grad) = softmax_xent(&parts[0], &parts[1])?;

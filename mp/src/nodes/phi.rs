@@ -4,7 +4,7 @@ use crate::mutation::{self, Mutant};
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -30,14 +30,8 @@ impl Phi {
 }
 
 impl IrNode for Phi {
-    fn kind(&self) -> &'static str {
-        "Phi"
-    }
-    fn inputs(&self) -> usize {
-        self.inputs
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Phi", inputs: self.inputs, outputs: 1 }
     }
     fn forward(
         &mut self,
@@ -46,7 +40,6 @@ impl IrNode for Phi {
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, self.inputs)?;
         if e.train {
             self.origin.insert(state.clone(), port);
         }
@@ -56,12 +49,11 @@ impl IrNode for Phi {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
         let origin = self.origin.take(&state)?;
         let to = if mutation::active(Mutant::AmpPhiForgetsOrigin) { self.latest } else { origin };
         e.backward(to, state, g);

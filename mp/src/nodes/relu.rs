@@ -2,7 +2,7 @@
 
 use crate::error::MpError;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::recorded::Recorded;
 use crate::state::State;
 
@@ -27,23 +27,16 @@ impl Default for Relu {
 }
 
 impl IrNode for Relu {
-    fn kind(&self) -> &'static str {
-        "Relu"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Relu", inputs: 1, outputs: 1 }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let y = x.mapv(|v| v.max(0.0));
         if e.train {
             self.acts.insert(state.clone(), x);
@@ -53,19 +46,12 @@ impl IrNode for Relu {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         mut g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
-        let x = self.acts.take(&state)?;
-        if x.dim() != g.dim() {
-            return Err(MpError::Shape {
-                kind: self.kind(),
-                detail: format!("gradient {:?} for input {:?}", g.dim(), x.dim()),
-            });
-        }
+        let x = self.acts.take_for(&state, &g, |x| x.dim())?;
         g.zip_mut_with(&x, |g, &x| {
             if x <= 0.0 {
                 *g = 0.0;

@@ -3,7 +3,7 @@
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::nodes::bcast::sum;
 use crate::state::State;
 
@@ -28,23 +28,16 @@ impl Replicate {
 }
 
 impl IrNode for Replicate {
-    fn kind(&self) -> &'static str {
-        "Replicate"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Replicate", inputs: 1, outputs: 1 }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         for i in 0..self.copies {
             e.forward(0, state.clone().push(i as u32), x.clone());
         }
@@ -52,12 +45,11 @@ impl IrNode for Replicate {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
         let i = state
             .counter()
             .ok_or_else(|| MpError::BadState { kind: "Replicate", state: state.clone() })?

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use crate::error::MpError;
 use crate::gather::Gather;
 use crate::message::Payload;
-use crate::node::{Emit, IrNode, check_port};
+use crate::node::{Emit, IrNode, Signature};
 use crate::state::State;
 
 /// Forward: splits the payload's rows into `state.len` equal chunks and emits chunk `t` with
@@ -33,23 +33,16 @@ pub(crate) fn stack(kind: &'static str, parts: &[Payload]) -> Result<Payload, Mp
 }
 
 impl IrNode for Ungroup {
-    fn kind(&self) -> &'static str {
-        "Ungroup"
-    }
-    fn inputs(&self) -> usize {
-        1
-    }
-    fn outputs(&self) -> usize {
-        1
+    fn signature(&self) -> Signature {
+        Signature { kind: "Ungroup", inputs: 1, outputs: 1 }
     }
     fn forward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         x: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "input", port, 1)?;
         let n = state.len as usize;
         if n == 0 || !x.nrows().is_multiple_of(n) {
             return Err(MpError::Shape {
@@ -72,12 +65,11 @@ impl IrNode for Ungroup {
     }
     fn backward(
         &mut self,
-        port: usize,
+        _port: usize,
         state: State,
         g: Payload,
         e: &mut Emit,
     ) -> Result<(), MpError> {
-        check_port(self.kind(), "output", port, 1)?;
         let t = state
             .counter()
             .ok_or_else(|| MpError::BadState { kind: "Ungroup", state: state.clone() })?
