@@ -7,6 +7,11 @@
 //! ```text
 //! cargo run --release -p ordo-train --bin kge_stream_bench -- [--dataset umls] [--epochs 10] [--reps 5]
 //! ```
+//!
+//! `--owned` runs only the owned session instead (`Engine::start`: its own device thread, fed
+//! over a channel, as the Python binding uses it), `reps × epochs` epochs, and prints its
+//! batches: the process's CPU time (`/usr/bin/time -f "%U %S %e"`) over them is its CPU per
+//! batch.
 
 /// mimalloc instead of glibc's malloc: `matrixmultiply` allocates and frees its GEMM packing
 /// buffers on every call (the KGE step's products until issue 34, the evaluation's still), and
@@ -40,6 +45,26 @@ struct Args {
     /// Embedding dimension.
     #[arg(long, default_value_t = 100)]
     dim: usize,
+    /// Run only the owned session (`Engine::start`), `reps × epochs` epochs.
+    #[arg(long)]
+    owned: bool,
+}
+
+/// Batches run through an owned session ([`Engine::start`]) over `cfg.epochs` epochs.
+fn run_owned(d: &Dataset, cfg: &TrainConfig) -> Result<usize, Box<dyn std::error::Error>> {
+    let (model, store) = cfg.init(d)?;
+    let sampling = cfg.sampling(d);
+    let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(cfg.threads, cfg.threads))?;
+    let mut session = engine.start(CpuDevice::new(), model, std::sync::Arc::new(store))?;
+    let mut batches = 0;
+    for epoch in 0..cfg.epochs {
+        let epoch_batches = sampling.epoch_batches(&d.train, epoch);
+        batches += epoch_batches.len();
+        session.submit_all(epoch_batches)?;
+        session.finish()?;
+    }
+    session.close().report?;
+    Ok(batches)
 }
 
 /// Batches per second of engine time over `epochs` epochs, via the whole-epoch API or the
@@ -88,6 +113,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         threads: args.threads,
         ..TrainConfig::default()
     };
+    if args.owned {
+        let cfg = TrainConfig { epochs: args.reps * args.epochs, ..cfg };
+        let start = Instant::now();
+        let batches = run_owned(&d, &cfg)?;
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "owned session: {batches} batches in {secs:.2} s ({:.0} batches/s)",
+            batches as f64 / secs
+        );
+        return Ok(());
+    }
     println!(
         "{} · oac · dim {} · {} epochs · {} reader(s) + {} writer(s) · {} logical CPUs (shared)",
         d.name,
