@@ -122,3 +122,37 @@ fn a_caller_holding_the_lock_its_step_takes_always_reads_the_outbox() {
         );
     }
 }
+
+/// `submit_timeout` on a pipeline that stays full (every step waits for the lock the caller
+/// holds) waits its timeout in the channel and hands the batch back; once the steps may run,
+/// the same batch goes in and every batch is stamped and written once.
+#[test]
+fn submit_timeout_hands_the_batch_back_when_the_pipeline_stays_full() {
+    let gil = Arc::new(Mutex::new(()));
+    let store = Arc::new(RowStore::zeros(ROWS as usize, 1));
+    let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(1, 1).depths(1, 1)).unwrap();
+    let mut session =
+        engine.start(CpuDevice::new(), Locked { gil: gil.clone() }, store.clone()).unwrap();
+    let held = gil.lock().unwrap();
+    let timeout = Duration::from_millis(20);
+    let mut id = 0;
+    let back = loop {
+        let batch = Batch { id, rows: vec![id % ROWS], data: 1.0 };
+        let asked = Instant::now();
+        match session.submit_timeout(batch, timeout) {
+            Ok(()) => id += 1,
+            Err(TrySubmitError::Full(back)) => {
+                assert!(asked.elapsed() >= timeout, "handed back after {:?}", asked.elapsed());
+                break back;
+            }
+            Err(TrySubmitError::Failed(e)) => panic!("{e}"),
+        }
+        assert!(id < 100, "a pipeline of depth one took {id} batches while its step waits");
+    };
+    assert_eq!(back.id, id, "the batch offered comes back");
+    drop(held);
+    session.submit_timeout(back, Duration::from_secs(60)).unwrap();
+    let order = session.finish().unwrap().batch_ids();
+    assert_eq!(order, (0..=id).collect::<Vec<_>>());
+    assert_eq!(store.snapshot().iter().sum::<f32>(), (id + 1) as f32);
+}

@@ -21,13 +21,13 @@ use std::time::{Duration, Instant};
 
 /// How often a waiting call takes the interpreter lock back to check for signals.
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
-/// How long a waiting call first sleeps between two looks at the pipeline, and the longest:
-/// see [`Backoff`].
+/// How long `finish` first sleeps between two looks at the written batches, and the longest:
+/// see [`Backoff`] (`submit` sleeps in the session's channel instead).
 const BACKOFF: Duration = Duration::from_micros(20);
 const BACKOFF_MAX: Duration = Duration::from_millis(1);
 
-/// The sleeps of a caller waiting on a full pipeline: the first is [`BACKOFF`], and each next
-/// one doubles, up to [`BACKOFF_MAX`]. A caller waiting on millisecond steps then wakes about a
+/// The sleeps of `finish` waiting for the epoch's last writes: the first is [`BACKOFF`], and
+/// each next one doubles, up to [`BACKOFF_MAX`]. A caller waiting on millisecond steps then wakes about a
 /// thousand times a second instead of fifty thousand; each wake takes a core from the step,
 /// which on a 2-core machine made the same PyTorch step 1.5x slower on the device thread. One
 /// waiting on tiny steps still looks again after 20 µs.
@@ -300,22 +300,18 @@ impl Session {
         loop {
             let s = self.open()?;
             let (waited, written) = py.detach(|| {
-                let until = Instant::now() + SIGNAL_POLL;
-                let mut written = 0;
-                let mut backoff = Backoff::new();
-                loop {
-                    written += s.completions().len() as u64;
-                    let tried =
-                        if inline { s.try_submit_inline(batch) } else { s.try_submit(batch) };
-                    match tried {
-                        Ok(()) => return (Ok(Wait::Done), written),
-                        Err(TrySubmitError::Full(back)) if Instant::now() < until => {
-                            batch = back;
-                            backoff.sleep();
-                        }
-                        Err(TrySubmitError::Full(back)) => return (Ok(Wait::Again(back)), written),
-                        Err(TrySubmitError::Failed(e)) => return (Err(e), written),
-                    }
+                // Sleeps in the session's channel until there is room, for at most one signal
+                // poll: no wake-ups while the pipeline is full.
+                let tried = if inline {
+                    s.submit_inline_timeout(batch, SIGNAL_POLL)
+                } else {
+                    s.submit_timeout(batch, SIGNAL_POLL)
+                };
+                let written = s.completions().len() as u64;
+                match tried {
+                    Ok(()) => (Ok(Wait::Done), written),
+                    Err(TrySubmitError::Full(back)) => (Ok(Wait::Again(back)), written),
+                    Err(TrySubmitError::Failed(e)) => (Err(e), written),
                 }
             });
             self.written += written;

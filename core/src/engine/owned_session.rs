@@ -1,17 +1,17 @@
 //! A session the caller owns across calls ([`Engine::start`]): the pipeline of
 //! [`Engine::session`] run on a device thread of its own, fed over a bounded channel.
 
-use super::stop::POLL;
 use super::{
     Batch, Completion, DeviceQueue, Engine, EngineError, Model, RunReport, Session, Stamp,
     TrySubmitError, validate_batch,
 };
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError, bounded};
+use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError, bounded};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What the caller asks of the device thread.
 enum Command<D, E> {
@@ -226,31 +226,26 @@ fn serve<M: Model, S: RowStorage + ?Sized>(
     shared: &Shared,
 ) -> Result<RunReport, EngineError<M::Error>> {
     loop {
-        // While batches are in the pipeline, wake up every `POLL` to move them along (the
-        // scoped session advances only inside its calls); otherwise sleep until a command.
-        let command = if s.pending() > 0 {
-            match inbox.recv_timeout(POLL) {
-                Ok(c) => Some(c),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
-            }
-        } else {
-            match inbox.recv() {
-                Ok(c) => Some(c),
-                Err(_) => break,
-            }
+        // Sleep until a command comes or the pipeline has work for this thread (the scoped
+        // session advances only inside its calls): no timer wakes it.
+        s.wait_with(inbox);
+        let command = match inbox.try_recv() {
+            Ok(c) => Some(c),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => break,
         };
         match command {
-            // A batch was checked on the caller's thread: it fails only once the pipeline
-            // stopped, and the next `finish` says why.
+            // A batch was checked on the caller's thread (`OwnedSession::accept`), so it is not
+            // checked again: it fails only once the pipeline stopped, and the next `finish`
+            // says why.
             Some(Command::Submit(batch)) => {
-                let _ = s.submit(batch).inspect_err(|_| shared.halt());
+                let _ = s.submit_checked(batch).inspect_err(|_| shared.halt());
             }
             Some(Command::SubmitInline(batch)) => {
                 let submitted = if mutation::active(Mutant::OwnedInlinePipelined) {
-                    s.submit(batch)
+                    s.submit_checked(batch)
                 } else {
-                    s.submit_inline(batch)
+                    s.submit_inline_checked(batch)
                 };
                 let _ = submitted.inspect_err(|_| shared.halt());
             }
@@ -314,7 +309,60 @@ impl<M: Model> OwnedSession<M> {
     /// changes; after a failure inside the pipeline every call returns
     /// [`EngineError::Halted`] and [`finish`](OwnedSession::finish) returns the failure.
     pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
-        self.send(batch, false)
+        waited(self.offer(batch, false, None))
+    }
+
+    /// [`submit`](OwnedSession::submit), waiting at most `timeout` for room; the batch comes
+    /// back ([`TrySubmitError::Full`]) if there is none by then. A caller that must look up
+    /// between waits (a binding checking for signals) sleeps in the channel instead of polling
+    /// [`try_submit`](OwnedSession::try_submit).
+    ///
+    /// ```
+    /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError};
+    /// use ordo::store::RowStore;
+    /// use std::{sync::Arc, time::Duration};
+    /// # use ordo::engine::{BatchRows, Model, StepError};
+    /// # struct Nudge;
+    /// # impl Model for Nudge {
+    /// #     type Data = f32;
+    /// #     type Error = StepError;
+    /// #     fn row_width(&self) -> usize { 1 }
+    /// #     fn step(&mut self, d: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    /// #         rows.values_mut().iter_mut().for_each(|v| *v = 0.5 * *v + d);
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// let engine = Engine::new(EngineConfig::new(Mode::Oac))?;
+    /// let mut session = engine.start(CpuDevice::new(), Nudge, Arc::new(RowStore::zeros(8, 1)))?;
+    /// for id in 0..20u64 {
+    ///     let mut batch = Batch { id, rows: vec![id % 8], data: 1.0 };
+    ///     loop {
+    ///         match session.submit_timeout(batch, Duration::from_millis(50)) {
+    ///             Ok(()) => break,
+    ///             Err(TrySubmitError::Full(back)) => batch = back, // look up, then wait again
+    ///             Err(TrySubmitError::Failed(e)) => return Err(e),
+    ///         }
+    ///     }
+    /// }
+    /// assert_eq!(session.finish()?.order.len(), 20);
+    /// # Ok::<(), ordo::engine::EngineError>(())
+    /// ```
+    pub fn submit_timeout(
+        &mut self,
+        batch: Batch<M::Data>,
+        timeout: Duration,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
+        self.offer(batch, false, Some(timeout))
+    }
+
+    /// [`submit_inline`](OwnedSession::submit_inline), waiting at most `timeout` for room, as
+    /// [`submit_timeout`](OwnedSession::submit_timeout) does.
+    pub fn submit_inline_timeout(
+        &mut self,
+        batch: Batch<M::Data>,
+        timeout: Duration,
+    ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
+        self.offer(batch, true, Some(timeout))
     }
 
     /// Feed one batch whose stages (read, step, write) the device thread runs itself, once
@@ -353,7 +401,7 @@ impl<M: Model> OwnedSession<M> {
     /// # Ok::<(), ordo::engine::EngineError>(())
     /// ```
     pub fn submit_inline(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
-        self.send(batch, true)
+        waited(self.offer(batch, true, None))
     }
 
     /// Feed one batch if there is room now; otherwise hand it back
@@ -362,7 +410,7 @@ impl<M: Model> OwnedSession<M> {
         &mut self,
         batch: Batch<M::Data>,
     ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
-        self.try_send(batch, false)
+        self.offer(batch, false, Some(Duration::ZERO))
     }
 
     /// [`submit_inline`](OwnedSession::submit_inline) if there is room now; otherwise hand
@@ -371,24 +419,16 @@ impl<M: Model> OwnedSession<M> {
         &mut self,
         batch: Batch<M::Data>,
     ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
-        self.try_send(batch, true)
+        self.offer(batch, true, Some(Duration::ZERO))
     }
 
-    /// Check `batch` and send it to the device thread (to run `inline` or not), blocking
-    /// while the channel is full.
-    fn send(&mut self, batch: Batch<M::Data>, inline: bool) -> Result<(), EngineError<M::Error>> {
-        self.accept(&batch)?;
-        let commands = self.commands.as_ref().ok_or(EngineError::Halted)?;
-        commands.send(Command::submit(batch, inline)).map_err(|_| EngineError::Halted)?;
-        self.submitted += 1;
-        Ok(())
-    }
-
-    /// [`send`](Self::send) if the channel has room now; otherwise the batch comes back.
-    fn try_send(
+    /// Check `batch` and send it to the device thread (to run `inline` or not), waiting for
+    /// room in the channel up to `wait` (`None`: as long as it takes; zero: not at all).
+    fn offer(
         &mut self,
         batch: Batch<M::Data>,
         inline: bool,
+        wait: Option<Duration>,
     ) -> Result<(), TrySubmitError<M::Data, M::Error>> {
         if let Err(e) = self.accept(&batch) {
             return Err(TrySubmitError::Failed(e));
@@ -396,13 +436,22 @@ impl<M: Model> OwnedSession<M> {
         let Some(commands) = self.commands.as_ref() else {
             return Err(TrySubmitError::Failed(EngineError::Halted));
         };
-        match commands.try_send(Command::submit(batch, inline)) {
+        let command = Command::submit(batch, inline);
+        let sent = match wait {
+            None => commands.send(command).map_err(|e| SendTimeoutError::Disconnected(e.0)),
+            Some(d) if d.is_zero() => commands.try_send(command).map_err(|e| match e {
+                TrySendError::Full(c) => SendTimeoutError::Timeout(c),
+                TrySendError::Disconnected(c) => SendTimeoutError::Disconnected(c),
+            }),
+            Some(d) => commands.send_timeout(command, d),
+        };
+        match sent {
             Ok(()) => {
                 self.submitted += 1;
                 Ok(())
             }
-            Err(TrySendError::Full(Command::Submit(batch) | Command::SubmitInline(batch))) => {
-                Err(TrySubmitError::Full(batch))
+            Err(SendTimeoutError::Timeout(Command::Submit(b) | Command::SubmitInline(b))) => {
+                Err(TrySubmitError::Full(b))
             }
             Err(_) => Err(TrySubmitError::Failed(EngineError::Halted)),
         }
@@ -469,6 +518,15 @@ impl<M: Model> OwnedSession<M> {
         self.commands = None;
         self.device.take().expect("joined once").join()
     }
+}
+
+/// The result of an [`OwnedSession::offer`] that waits as long as it takes, which never hands
+/// the batch back.
+fn waited<D, E>(offered: Result<(), TrySubmitError<D, E>>) -> Result<(), EngineError<E>> {
+    offered.map_err(|e| match e {
+        TrySubmitError::Failed(e) => e,
+        TrySubmitError::Full(_) => EngineError::Halted,
+    })
 }
 
 /// Dropping the session closes it ([`OwnedSession::close`]) and drops the report: every

@@ -35,7 +35,7 @@ use super::{
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crate::store::RowStore;
-use crossbeam_channel::{Receiver, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Select, Sender, TrySendError};
 use std::time::Instant;
 
 /// Why [`Session::try_submit`] did not take a batch.
@@ -159,6 +159,16 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// [`finish`](Session::finish) returns the failure.
     pub fn submit(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.accept(&batch)?;
+        self.submit_checked(batch)
+    }
+
+    /// [`submit`](Session::submit) a batch its caller has checked (`validate_batch` at this
+    /// session's next position): the owned session checks on the caller's thread.
+    pub(crate) fn submit_checked(
+        &mut self,
+        batch: Batch<M::Data>,
+    ) -> Result<(), EngineError<M::Error>> {
+        self.running()?;
         let position = self.submitted;
         if self.lanes.is_none() {
             self.submitted += 1;
@@ -224,6 +234,16 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// ```
     pub fn submit_inline(&mut self, batch: Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.accept(&batch)?;
+        self.submit_inline_checked(batch)
+    }
+
+    /// [`submit_inline`](Session::submit_inline) a batch its caller has checked, as
+    /// [`submit_checked`](Session::submit_checked).
+    pub(crate) fn submit_inline_checked(
+        &mut self,
+        batch: Batch<M::Data>,
+    ) -> Result<(), EngineError<M::Error>> {
+        self.running()?;
         if !mutation::active(Mutant::InlineWithoutDrain) {
             self.quiesce();
         }
@@ -377,6 +397,23 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
             self.acknowledge(done);
         }
+    }
+
+    /// Block until `inbox` holds a message or the pipeline has work for this thread: a read
+    /// batch for the device, or a written one to take. With nothing submitted and unwritten (or
+    /// in `Sync` mode) only `inbox` wakes it. Receives nothing.
+    pub(crate) fn wait_with<T>(&self, inbox: &Receiver<T>) {
+        let mut select = Select::new();
+        select.recv(inbox);
+        if let Some(lanes) = self.lanes.as_ref().filter(|_| self.pending() > 0) {
+            // Stopped, the device takes no batch, and the readers leave: their channel
+            // disconnects, which would wake this at once, forever.
+            if !self.stop.is_stopped() {
+                select.recv(&lanes.staged);
+            }
+            select.recv(&lanes.done);
+        }
+        select.ready();
     }
 
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
