@@ -20,17 +20,15 @@
 //! flag included; the schedulers own only the queues between the stages.
 
 use super::context::{Progress, RunCtx, at};
-use super::device_queue::DeviceQueue;
-use super::error::{Stage, panic_message};
+use super::error::{Stage, guarded};
 use super::reader::{ReadTask, Staged};
-use super::sequencer::{Collected, Sequencer, Stamped};
+use super::sequencer::{Sequencer, Stamped};
 use super::stop::StopState;
 use super::writer::WriteTask;
-use super::{Batch, HookPoint, Model, StageError, StageHook, StopCause};
+use super::{Batch, HookPoint, StageHook, StopCause};
 use crate::storage::RowStorage;
 use crossbeam_utils::Backoff;
 use std::future::{Future, ready};
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -132,49 +130,6 @@ pub(crate) async fn admit<W: Waiter, S: RowStorage + ?Sized, E>(
     true
 }
 
-/// Stamp one admitted batch and submit it to the device ([`Sequencer::submit`]); why not, if
-/// it was not stamped (a panic in the device stage included).
-pub(crate) fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Sized>(
-    seq: &mut Sequencer,
-    cx: &RunCtx<'_, S>,
-    queue: &mut Q,
-    model: &mut M,
-    job: Staged<M::Data>,
-    hook: Option<&StageHook>,
-    alone: bool,
-) -> Result<(), StopCause<M::Error>> {
-    let id = job.id;
-    guarded(Stage::Device, id, || seq.submit(cx, queue, model, job, hook, alone))
-}
-
-/// Stamped batches `(ts, id)` a failed collect left unwritten.
-pub(crate) type Lost = Vec<(u64, u64)>;
-
-/// Collect the oldest batch in flight ([`Sequencer::collect`]): the stamped batch for the
-/// writers, and a failed cache insert to report once it is written. If the device fails (or
-/// panics), that batch and every later one in flight are stamped and will never be written:
-/// the run stops, and their `(ts, id)` are returned so the caller can account for them.
-pub(crate) fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, S: RowStorage + ?Sized>(
-    seq: &mut Sequencer,
-    cx: &RunCtx<'_, S>,
-    queue: &mut Q,
-    stop: &StopState<M::Error>,
-) -> Result<Collected<M::Error>, Lost> {
-    let oldest = seq.oldest().expect("a batch in flight");
-    guarded(Stage::Device, oldest.1, || seq.collect(cx, queue)).map_err(|cause| {
-        let mut lost = seq.abandon();
-        if !lost.contains(&oldest) {
-            lost.insert(0, oldest);
-        }
-        for &(ts, id) in &lost {
-            cx.hold_back(ts);
-            stop.unwritten(ts, id);
-        }
-        stop.fail(cause);
-        lost
-    })
-}
-
 /// Write one stamped batch to completion; on failure roll back its landed rows, record it as
 /// unwritten and stop the run; held back after an earlier batch's failure, record it as
 /// unwritten (see [`WriteTask`] for the prefix this keeps). Returns whether it was fully
@@ -218,19 +173,4 @@ pub(crate) async fn write_batch<W: Waiter, S: RowStorage + ?Sized, E>(
             false
         }
     }
-}
-
-/// Run `f`, turning a panic into a stage failure.
-pub(crate) fn guarded<T, E>(
-    stage: Stage,
-    batch_id: u64,
-    f: impl FnOnce() -> Result<T, StopCause<E>>,
-) -> Result<T, StopCause<E>> {
-    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        Err(StopCause::StageFailed {
-            stage,
-            batch_id,
-            source: StageError::Panicked(panic_message(&*p)),
-        })
-    })
 }

@@ -4,6 +4,7 @@
 use super::StepError;
 use crate::mft::MftError;
 use crate::store::StoreError;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use thiserror::Error;
 
 /// An error from a [`DeviceQueue`](super::DeviceQueue) (e.g. a CUDA failure): any error type,
@@ -253,6 +254,21 @@ impl<E> EngineError<E> {
                 .collect(),
         )
     }
+}
+
+/// Run `f`, turning a panic into a stage failure.
+pub(crate) fn guarded<T, E>(
+    stage: Stage,
+    batch_id: u64,
+    f: impl FnOnce() -> Result<T, StopCause<E>>,
+) -> Result<T, StopCause<E>> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        Err(StopCause::StageFailed {
+            stage,
+            batch_id,
+            source: StageError::Panicked(panic_message(&*p)),
+        })
+    })
 }
 
 /// The text of a panic payload.

@@ -5,8 +5,9 @@
 
 use super::context::{RunCtx, at};
 use super::device_queue::{DeviceQueue, Submission, SubmitError};
-use super::error::Stage;
+use super::error::{Stage, guarded};
 use super::reader::Staged;
+use super::stop::StopState;
 use super::{
     BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
     Stamp, StopCause,
@@ -19,6 +20,9 @@ use std::sync::Arc;
 
 /// A collected batch for the writers, with a failed cache insert to report once it is written.
 pub(crate) type Collected<E> = (Stamped, Option<StopCause<E>>);
+
+/// Stamped batches `(ts, id)` a failed collect left unwritten.
+pub(crate) type Lost = Vec<(u64, u64)>;
 
 /// A stepped, stamped batch on its way to the writers.
 pub(crate) struct Stamped {
@@ -95,7 +99,9 @@ impl Sequencer {
         !self.in_flight.is_empty() && (self.in_flight.len() >= depth || !self.admits(cx))
     }
 
-    /// Stamp one admitted batch and submit it to the device. On `Err` the batch is not stamped.
+    /// Stamp one admitted batch and submit it to the device. On `Err` the batch is not stamped
+    /// (a panic in the device stage included: it is a [`StopCause::StageFailed`] of
+    /// [`Stage::Device`]).
     ///
     /// `alone`: the batch was read with no other batch anywhere in the pipeline, and is written
     /// before any later batch is read (`Session::submit_inline`). Then it read every row's
@@ -103,6 +109,20 @@ impl Sequencer {
     /// before its write lands, so its rows need no cache entry: both are skipped, and the batch
     /// costs what a `Sync` batch does.
     pub fn submit<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
+        &mut self,
+        cx: &RunCtx<'_, St>,
+        queue: &mut Q,
+        model: &mut M,
+        job: Staged<M::Data>,
+        hook: Option<&StageHook>,
+        alone: bool,
+    ) -> Result<(), StopCause<M::Error>> {
+        let id = job.id;
+        guarded(Stage::Device, id, || self.stamp_and_submit(cx, queue, model, job, hook, alone))
+    }
+
+    /// [`submit`](Sequencer::submit) without the panic guard.
+    fn stamp_and_submit<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
@@ -151,11 +171,36 @@ impl Sequencer {
         Ok(())
     }
 
-    /// Collect the oldest batch in flight: the stamped batch for the writers, with a failed
-    /// cache insert to report once it is written. On `Err` that batch is stamped and will not
-    /// be written ([`abandon`](Sequencer::abandon) the rest in flight). Call only with a batch
-    /// in flight.
+    /// Collect the oldest batch in flight: the stamped batch for the writers, and a failed
+    /// cache insert to report once it is written. If the device fails (or panics), that batch
+    /// and every later one in flight are stamped and will never be written: they are
+    /// [abandoned](Sequencer::abandon), held back from the MFT and recorded as unwritten in
+    /// `stop`, the run stops, and their `(ts, id)` are returned so the caller can account for
+    /// them. Call only with a batch in flight.
     pub fn collect<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
+        &mut self,
+        cx: &RunCtx<'_, St>,
+        queue: &mut Q,
+        stop: &StopState<M::Error>,
+    ) -> Result<Collected<M::Error>, Lost> {
+        let oldest = self.oldest().expect("a batch in flight");
+        guarded(Stage::Device, oldest.1, || self.take_oldest(cx, queue)).map_err(|cause| {
+            let mut lost = self.abandon();
+            if !lost.contains(&oldest) {
+                lost.insert(0, oldest);
+            }
+            for &(ts, id) in &lost {
+                cx.hold_back(ts);
+                stop.unwritten(ts, id);
+            }
+            stop.fail(cause);
+            lost
+        })
+    }
+
+    /// [`collect`](Sequencer::collect) without the panic guard and the failure accounting: on
+    /// `Err` the oldest batch is stamped and will not be written.
+    fn take_oldest<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
         &mut self,
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
@@ -186,7 +231,7 @@ impl Sequencer {
 
     /// Give up on every batch still in flight (after a failed collect): they are stamped and
     /// will not be written. Returns their `(ts, id)`.
-    pub fn abandon(&mut self) -> Vec<(u64, u64)> {
+    fn abandon(&mut self) -> Lost {
         let gone: Vec<InFlight> = self.in_flight.drain(..).collect();
         gone.into_iter()
             .map(|f| {

@@ -23,7 +23,7 @@
 
 use super::context::RunCtx;
 use super::device_queue::DeviceQueue;
-use super::driver::{OsThreads, admit, block_on, collect, read_batch, submit, write_batch};
+use super::driver::{OsThreads, admit, block_on, read_batch, write_batch};
 use super::error::Stage;
 use super::reader::Staged;
 use super::sequencer::{Sequencer, Stamped};
@@ -488,7 +488,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         }
         self.processed += 1;
         let (cx, hook) = (self.cx, self.hook);
-        match submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, job, hook, false) {
+        match self.seq.submit(cx, &mut *self.device, &mut *self.model, job, hook, false) {
             Ok(()) if self.seq.must_collect(cx, self.device.depth()) => self.collect_one(),
             Ok(()) => {}
             Err(cause) => self.stop.fail(cause),
@@ -499,7 +499,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// Collect the oldest batch in flight and hand it to the writers. Batches lost to a device
     /// failure are acknowledged as unwritten (no writer will see them).
     fn collect_one(&mut self) {
-        let stamped = match collect(&mut self.seq, self.cx, &mut *self.device, self.stop) {
+        let stamped = match self.seq.collect(self.cx, &mut *self.device, self.stop) {
             Ok((stamped, failed)) => {
                 self.observe_stamp();
                 // A failed cache insert: the batch is stamped, so it is written, then we stop.
@@ -551,11 +551,11 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         };
         self.processed += 1;
         if let Err(cause) =
-            submit(&mut self.seq, cx, &mut *self.device, &mut *self.model, staged, hook, true)
+            self.seq.submit(cx, &mut *self.device, &mut *self.model, staged, hook, true)
         {
             return stop.fail(cause);
         }
-        let (stamped, failed) = match collect(&mut self.seq, cx, &mut *self.device, stop) {
+        let (stamped, failed) = match self.seq.collect(cx, &mut *self.device, stop) {
             Ok(s) => s,
             Err(lost) => return self.acknowledge_lost(lost),
         };

@@ -1,14 +1,12 @@
 //! The pipeline on a model checker's threads (built only under `--cfg ordo_loom` or
 //! `--cfg ordo_shuttle`; the threads, mutexes and atomics are the checker's, chosen in
 //! `crate::sync`): the real reader, device and writer tasks over the real primitives, driven by
-//! the same [`driver`](super::driver) as the threaded engine, with mutex queues instead of
+//! the same [`driver`](crate::engine::driver) and [`Sequencer`] as the threaded engine, with mutex queues instead of
 //! crossbeam channels (the checkers cannot see inside those) and no `thread::scope` (loom has
 //! none). Used by `core/tests/loom_engine.rs` and `core/tests/shuttle_engine.rs`.
 
 use crate::engine::context::RunCtx;
-use crate::engine::driver::{
-    ModelThreads, admit, block_on, collect, read_batch, submit, write_batch,
-};
+use crate::engine::driver::{ModelThreads, admit, block_on, read_batch, write_batch};
 use crate::engine::reader::Staged;
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::StopState;
@@ -116,7 +114,7 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
     device.reset().expect("device reset");
     let depth = device.depth();
     let collect_one = |seq: &mut Sequencer, device: &mut Q| {
-        let (stamped, failed) = collect(seq, &cx, device, &stop).expect("device collect");
+        let (stamped, failed) = seq.collect(&cx, device, &stop).expect("device collect");
         assert!(failed.is_none(), "the CPU cache insert cannot fail");
         output.push(stamped);
     };
@@ -126,7 +124,7 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
             collect_one(&mut seq, &mut device);
         }
         assert!(block_on(admit(&seq, &cx, &stop, &ModelThreads)), "stopped");
-        submit(&mut seq, &cx, &mut device, &mut model, job, None, false).expect("device");
+        seq.submit(&cx, &mut device, &mut model, job, None, false).expect("device");
     }
     while seq.in_flight() > 0 {
         collect_one(&mut seq, &mut device);

@@ -17,7 +17,7 @@
 use super::deferred_device::DeferredCpuDevice;
 use crate::engine::context::RunCtx;
 use crate::engine::device_queue::{DeviceQueue, start};
-use crate::engine::driver::{Waiter, admit, collect, read_batch, submit, write_batch};
+use crate::engine::driver::{Waiter, admit, read_batch, write_batch};
 use crate::engine::reader::Staged;
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::StopState;
@@ -274,7 +274,8 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 }
                 let job = self.input.pop_front().expect("checked");
                 let ids = job.ids.clone();
-                submit(&mut self.seq, &sh.cx, &mut *self.device, &mut self.model, job, None, false)
+                self.seq
+                    .submit(&sh.cx, &mut *self.device, &mut self.model, job, None, false)
                     .map_err(|c| self.stopped(c))?;
                 self.stamped_rows.push(ids);
                 Ok(true)
@@ -283,7 +284,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 if self.seq.in_flight() == 0 || self.output.len() >= self.config.output_depth {
                     return Ok(false);
                 }
-                match collect(&mut self.seq, &sh.cx, &mut *self.device, &sh.stop) {
+                match self.seq.collect(&sh.cx, &mut *self.device, &sh.stop) {
                     Ok((_, Some(cause))) => Err(self.stopped(cause)),
                     Ok((stamped, None)) => {
                         self.output.push_back(stamped);
