@@ -84,6 +84,7 @@ mod record;
 mod row_buffers;
 mod sequencer;
 mod session;
+mod stage_loops;
 mod stop;
 pub mod validation_cache;
 mod writer;

@@ -1,20 +1,20 @@
 //! The threaded engine: parallel readers, the device on the caller's thread, parallel writers,
 //! bounded queues, all inside one `thread::scope` so no thread outlives [`Engine::session`].
 
-use super::context::RunCtx;
-use super::device_queue::start;
-use super::driver::{OsThreads, block_on, read_batch, write_batch};
-use super::reader::Staged;
-use super::sequencer::Stamped;
-use super::session::{Lanes, Session};
-use super::stop::{POLL, StopState};
-use super::{
-    Batch, Completion, CpuDevice, DeviceQueue, EngineConfig, EngineError, Mode, Model, RunReport,
-    prepare,
-};
+use crate::engine::config::EngineConfig;
+use crate::engine::context::RunCtx;
+use crate::engine::cpu_device::CpuDevice;
+use crate::engine::device_queue::{DeviceQueue, start};
+use crate::engine::error::EngineError;
+use crate::engine::mode::Mode;
+use crate::engine::model::{Batch, Model};
+use crate::engine::prepare;
+use crate::engine::record::RunReport;
+use crate::engine::session::Session;
+use crate::engine::stage_loops::spawn_stages;
+use crate::engine::stop::StopState;
 use crate::storage::RowStorage;
 use crate::sync::host::thread;
-use crossbeam_channel::{SendTimeoutError, bounded, unbounded};
 
 /// The OAC pipeline engine. Build once; [`run`](Engine::run) one epoch from a batch iterator,
 /// or stream epochs through a [`session`](Engine::session).
@@ -74,7 +74,7 @@ impl Engine {
     ///
     /// Every batch is checked before anything runs (an error leaves the store untouched). On
     /// success the report holds the computation order; in `Oac`, `Sync` and `Bounded(1)` the
-    /// store and `model.dense()` then equal [`replay`](super::replay) of that order.
+    /// store and `model.dense()` then equal [`replay`](crate::engine::replay) of that order.
     pub fn run<M: Model, S: RowStorage + ?Sized>(
         &self,
         model: &mut M,
@@ -174,68 +174,4 @@ impl Engine {
             })
         }
     }
-}
-
-/// Start the reader and writer threads of a session; the device runs on the session's thread.
-/// The threads are named (`ordo-reader`, `ordo-writer`), so a profiler or `top -H` tells the
-/// stages apart; a thread the system refuses panics, as `Scope::spawn` does.
-fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized, E: Send + 'env>(
-    scope: &'scope thread::Scope<'scope, 'env>,
-    config: &'env EngineConfig,
-    cx: &'env RunCtx<'env, S>,
-    stop: &'env StopState<E>,
-) -> Lanes<D> {
-    let hook = config.hook.as_ref();
-    let observer = config.observer.as_ref().map(|o| &*o.0);
-    let (feed_tx, feed_rx) = bounded::<(usize, Batch<D>)>(config.input_depth);
-    let (in_tx, in_rx) = bounded::<Staged<D>>(config.input_depth);
-    let (out_tx, out_rx) = bounded::<Stamped>(config.output_depth);
-    let (done_tx, done_rx) = unbounded::<Completion>();
-    for _ in 0..config.readers {
-        let (feed_rx, in_tx) = (feed_rx.clone(), in_tx.clone());
-        // A reader waits for the next submitted batch, and ends when the session closes.
-        let reader = thread::Builder::new().name("ordo-reader".into());
-        let reader = reader.spawn_scoped(scope, move || {
-            while let Ok((position, batch)) = feed_rx.recv() {
-                if stop.is_stopped() {
-                    return;
-                }
-                let waiter = OsThreads::default();
-                let mut item = match block_on(read_batch(cx, position, batch, hook, stop, &waiter))
-                {
-                    Ok(Some(s)) => s,
-                    Ok(None) => return,
-                    Err(cause) => return stop.fail(cause),
-                };
-                loop {
-                    match in_tx.send_timeout(item, POLL) {
-                        Ok(()) => break,
-                        Err(SendTimeoutError::Timeout(back)) if !stop.is_stopped() => item = back,
-                        Err(_) => return,
-                    }
-                }
-            }
-        });
-        reader.expect("failed to spawn a reader thread");
-    }
-    for _ in 0..config.writers {
-        let (out_rx, done_tx) = (out_rx.clone(), done_tx.clone());
-        // Writers drain every stamped batch, even after a stop, so each is written or reported
-        // unwritten; they end when the session drops the sender.
-        let writer = thread::Builder::new().name("ordo-writer".into());
-        let writer = writer.spawn_scoped(scope, move || {
-            for stamped in out_rx.iter() {
-                let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
-                let written = block_on(write_batch(cx, stamped, hook, stop, &OsThreads::default()));
-                let done = Completion { batch_id, version, written };
-                if let Some(o) = observer {
-                    o.written(&done);
-                }
-                // The session may be gone (closing): nobody waits for the completion then.
-                let _ = done_tx.send(done);
-            }
-        });
-        writer.expect("failed to spawn a writer thread");
-    }
-    Lanes { feed: feed_tx, staged: in_rx, stamped: out_tx, done: done_rx }
 }

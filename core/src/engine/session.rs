@@ -1,5 +1,5 @@
 //! The session: the pipeline started once, fed batch by batch from any source with
-//! back-pressure, drained epoch by epoch. [`Engine::run`](super::Engine::run) is one epoch of it.
+//! back-pressure, drained epoch by epoch. [`Engine::run`](crate::engine::Engine::run) is one epoch of it.
 //!
 //! Queues are bounded (`input_depth` between the submitter and the readers and between the
 //! readers and the device, `output_depth` between the device and the writers), so a blocked
@@ -21,41 +21,33 @@
 //! `finish` is written, and reports that epoch with epoch-local stamps (its `ts_base` is the
 //! store version of its first batch), exactly as a separate run would.
 
-use super::context::RunCtx;
-use super::device_queue::DeviceQueue;
-use super::driver::{OsThreads, admit, block_on, read_batch, write_batch};
-use super::error::Stage;
-use super::reader::Staged;
-use super::sequencer::{Sequencer, Stamped};
-use super::stop::{POLL, StopState};
-use super::{
-    Batch, Completion, EngineError, Model, Observer, RunReport, StageError, StageHook, Stamp,
-    StopCause, validate_batch,
-};
+use crate::engine::completion::Completion;
+use crate::engine::context::RunCtx;
+use crate::engine::device_queue::DeviceQueue;
+use crate::engine::error::EngineError;
+use crate::engine::hook::StageHook;
+use crate::engine::model::{Batch, Model, StepError};
+use crate::engine::observer::Observer;
+use crate::engine::record::{RunReport, Stamp};
+use crate::engine::stage_loops::{DeviceLoop, Lanes, epoch_local};
+use crate::engine::stop::{POLL, StopState};
+use crate::engine::validate_batch;
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crate::store::RowStore;
-use crossbeam_channel::{Receiver, Select, Sender, TrySendError};
+use crossbeam_channel::{Receiver, Select, TrySendError};
 use std::time::Instant;
 
 /// Why [`Session::try_submit`] did not take a batch.
 #[derive(Debug)]
-pub enum TrySubmitError<D, E = super::StepError> {
+pub enum TrySubmitError<D, E = StepError> {
     /// The pipeline is full; here is the batch back (try again later).
     Full(Batch<D>),
     /// The batch was rejected, or the session stopped ([`EngineError::Halted`]).
     Failed(EngineError<E>),
 }
 
-/// The channels between the session (the device) and the reader and writer threads.
-pub(crate) struct Lanes<D> {
-    pub feed: Sender<(usize, Batch<D>)>,
-    pub staged: Receiver<Staged<D>>,
-    pub stamped: Sender<Stamped>,
-    pub done: Receiver<Completion>,
-}
-
-/// A running pipeline; see [`Engine::session`](super::Engine::session).
+/// A running pipeline; see [`Engine::session`](crate::engine::Engine::session).
 ///
 /// The device stage (validation and the model step) runs on the thread that owns the session,
 /// inside [`submit`](Session::submit), [`try_submit`](Session::try_submit),
@@ -103,24 +95,10 @@ pub(crate) struct Lanes<D> {
 /// # Ok::<(), ordo::engine::EngineError>(())
 /// ```
 pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
-    cx: &'a RunCtx<'a, S>,
-    stop: &'a StopState<M::Error>,
-    hook: Option<&'a StageHook>,
-    observer: Option<&'a dyn Observer>,
-    device: &'a mut dyn DeviceQueue<M>,
-    model: &'a mut M,
-    seq: Sequencer,
-    /// `None` in `Sync` mode: every stage runs inline in `submit`.
-    lanes: Option<Lanes<M::Data>>,
-    /// The ts of this epoch's first batch.
-    epoch_ts: u64,
+    /// The device stage: the stage loop this session's calls run.
+    dev: DeviceLoop<'a, M, S>,
     /// Batches submitted this epoch (the next one's position).
     submitted: usize,
-    /// Batches of this epoch the device took (stamped, or failed).
-    processed: usize,
-    /// Completions of this epoch received.
-    acknowledged: u64,
-    completions: Vec<Completion>,
     epoch_start: Instant,
 }
 
@@ -135,19 +113,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         lanes: Option<Lanes<M::Data>>,
     ) -> Self {
         Session {
-            cx,
-            stop,
-            hook,
-            observer,
-            device,
-            model,
-            seq: Sequencer::default(),
-            lanes,
-            epoch_ts: 0,
+            dev: DeviceLoop::new(cx, stop, hook, observer, device, model, lanes),
             submitted: 0,
-            processed: 0,
-            acknowledged: 0,
-            completions: Vec::new(),
             epoch_start: Instant::now(),
         }
     }
@@ -170,25 +137,25 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     ) -> Result<(), EngineError<M::Error>> {
         self.running()?;
         let position = self.submitted;
-        if self.lanes.is_none() {
+        if self.dev.lanes.is_none() {
             self.submitted += 1;
-            self.run_inline(position, batch);
+            self.dev.run_inline(position, batch);
             return self.running();
         }
         let mut item = (position, batch);
         loop {
-            match self.lanes().feed.try_send(item) {
+            match self.dev.lanes().feed.try_send(item) {
                 Ok(()) => break,
                 Err(TrySendError::Full(back)) => {
                     item = back;
-                    self.device_step(true);
+                    self.dev.device_step(true);
                     self.running()?;
                 }
                 Err(TrySendError::Disconnected(_)) => return Err(EngineError::Halted),
             }
         }
         self.submitted += 1;
-        self.pump();
+        self.dev.pump();
         self.running()
     }
 
@@ -250,7 +217,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         self.running()?;
         let position = self.submitted;
         self.submitted += 1;
-        self.run_inline(position, batch);
+        self.dev.run_inline(position, batch);
         self.running()
     }
 
@@ -263,14 +230,14 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         if let Err(e) = self.accept(&batch) {
             return Err(TrySubmitError::Failed(e));
         }
-        if self.lanes.is_none() {
+        if self.dev.lanes.is_none() {
             return self.submit(batch).map_err(TrySubmitError::Failed);
         }
-        self.pump();
-        match self.lanes().feed.try_send((self.submitted, batch)) {
+        self.dev.pump();
+        match self.dev.lanes().feed.try_send((self.submitted, batch)) {
             Ok(()) => {
                 self.submitted += 1;
-                self.pump();
+                self.dev.pump();
                 Ok(())
             }
             Err(TrySendError::Full((_, batch))) => Err(TrySubmitError::Full(batch)),
@@ -291,20 +258,20 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// the device work that is ready first). Completions not taken before
     /// [`finish`](Session::finish) are dropped; the report lists every batch.
     pub fn completions(&mut self) -> Vec<Completion> {
-        self.pump();
-        std::mem::take(&mut self.completions)
+        self.dev.pump();
+        std::mem::take(&mut self.dev.completions)
     }
 
     /// The model, as the device left it: between epochs (after [`finish`](Session::finish)) its
     /// dense parameters are those of every batch stamped so far. The device runs only inside
     /// this session's calls, so nothing changes it while the caller reads it.
     pub fn model(&self) -> &M {
-        self.model
+        self.dev.model
     }
 
     /// Batches submitted this epoch and not yet written.
     pub fn pending(&self) -> usize {
-        self.submitted - self.acknowledged as usize
+        self.submitted - self.dev.acknowledged as usize
     }
 
     /// The computation order stamped since the last call (or the epoch's start), in stamp
@@ -314,9 +281,9 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// written (or named unwritten by the error that stops the session), so a trainer that
     /// saves these ids as it goes can replay its store at any point.
     pub fn drain_order(&mut self) -> impl Iterator<Item = Stamp> + '_ {
-        self.pump();
-        let base = self.epoch_ts;
-        self.seq.order.drain(..).map(move |stamp| epoch_local(stamp, base))
+        self.dev.pump();
+        let base = self.dev.epoch_ts;
+        self.dev.seq.order.drain(..).map(move |stamp| epoch_local(stamp, base))
     }
 
     /// Records the session keeps for the caller: stamps not yet drained
@@ -325,7 +292,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// the session that grows with the batches; it stays below the pipeline's depths plus what
     /// was stamped since the last drain.
     pub fn retained(&self) -> usize {
-        self.seq.order.len() + self.completions.len() + self.seq.in_flight()
+        self.dev.seq.order.len() + self.dev.completions.len() + self.dev.seq.in_flight()
     }
 
     /// End the epoch: run every submitted batch through, wait until all are written, and
@@ -344,7 +311,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// stamps not drained), or the failure that stopped the session earlier. A session that
     /// ends without `close` or `finish` (its closure returns) does the same and drops the report.
     pub fn close(&mut self) -> Result<RunReport, EngineError<M::Error>> {
-        self.stop.close();
+        self.dev.stop.close();
         self.settle(true)
     }
 
@@ -353,33 +320,35 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     fn settle(&mut self, closing: bool) -> Result<RunReport, EngineError<M::Error>> {
         // After `close` the stop is raised, so batches not yet on the device stay unapplied.
         self.quiesce();
-        let stamped = self.seq.next_ts - self.epoch_ts;
+        let stamped = self.dev.seq.next_ts - self.dev.epoch_ts;
         let elapsed = self.epoch_start.elapsed();
-        let base = self.epoch_ts;
-        let order: Vec<Stamp> =
-            std::mem::take(&mut self.seq.order).into_iter().map(|s| epoch_local(s, base)).collect();
-        if let Some((cause, unwritten)) = self.stop.take() {
+        let base = self.dev.epoch_ts;
+        let order: Vec<Stamp> = std::mem::take(&mut self.dev.seq.order)
+            .into_iter()
+            .map(|s| epoch_local(s, base))
+            .collect();
+        if let Some((cause, unwritten)) = self.dev.stop.take() {
             let unwritten: Vec<(u64, u64)> =
                 unwritten.into_iter().map(|(ts, id)| (ts - base, id)).collect();
             let order = order.iter().map(|s| s.batch_id).collect();
-            let prefix = self.cx.prefix(stamped, &unwritten);
+            let prefix = self.dev.cx.prefix(stamped, &unwritten);
             return Err(EngineError::Stopped { cause, stamped, order, unwritten, prefix });
         }
         if !closing {
             self.running()?;
         }
         let report = RunReport {
-            mode: self.cx.mode,
+            mode: self.dev.cx.mode,
             order,
-            ts_base: self.cx.base + base,
-            cache_peak: std::mem::take(&mut self.seq.cache_peak),
-            rows_validated: std::mem::take(&mut self.seq.rows_validated),
-            rows_replaced: std::mem::take(&mut self.seq.rows_replaced),
+            ts_base: self.dev.cx.base + base,
+            cache_peak: std::mem::take(&mut self.dev.seq.cache_peak),
+            rows_validated: std::mem::take(&mut self.dev.seq.rows_validated),
+            rows_replaced: std::mem::take(&mut self.dev.seq.rows_replaced),
             elapsed,
         };
-        self.epoch_ts = self.seq.next_ts;
-        (self.submitted, self.processed, self.acknowledged) = (0, 0, 0);
-        self.completions.clear();
+        self.dev.epoch_ts = self.dev.seq.next_ts;
+        (self.submitted, self.dev.processed, self.dev.acknowledged) = (0, 0, 0);
+        self.dev.completions.clear();
         self.epoch_start = Instant::now();
         Ok(report)
     }
@@ -388,14 +357,17 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// stopped), every stamped one collected and written. Afterwards no other thread touches the
     /// store or the sequencer until the next `submit`.
     fn quiesce(&mut self) {
-        while self.lanes.is_some() && self.processed < self.submitted && !self.stop.is_stopped() {
-            self.device_step(true);
+        while self.dev.lanes.is_some()
+            && self.dev.processed < self.submitted
+            && !self.dev.stop.is_stopped()
+        {
+            self.dev.device_step(true);
         }
-        self.drain_device();
-        let stamped = self.seq.next_ts - self.epoch_ts;
-        while self.lanes.is_some() && self.acknowledged < stamped {
-            let Ok(done) = self.lanes().done.recv_timeout(POLL) else { continue };
-            self.acknowledge(done);
+        self.dev.drain_device();
+        let stamped = self.dev.seq.next_ts - self.dev.epoch_ts;
+        while self.dev.lanes.is_some() && self.dev.acknowledged < stamped {
+            let Ok(done) = self.dev.lanes().done.recv_timeout(POLL) else { continue };
+            self.dev.acknowledge(done);
         }
     }
 
@@ -405,10 +377,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     pub(crate) fn wait_with<T>(&self, inbox: &Receiver<T>) {
         let mut select = Select::new();
         select.recv(inbox);
-        if let Some(lanes) = self.lanes.as_ref().filter(|_| self.pending() > 0) {
+        if let Some(lanes) = self.dev.lanes.as_ref().filter(|_| self.pending() > 0) {
             // Stopped, the device takes no batch, and the readers leave: their channel
             // disconnects, which would wake this at once, forever.
-            if !self.stop.is_stopped() {
+            if !self.dev.stop.is_stopped() {
                 select.recv(&lanes.staged);
             }
             select.recv(&lanes.done);
@@ -418,167 +390,18 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
 
     /// Stop the threads (the session's scope joins them); stamped batches are still written.
     pub(crate) fn shut_down(mut self) {
-        self.stop.close();
-        self.drain_device();
-        self.lanes = None;
-    }
-
-    fn lanes(&self) -> &Lanes<M::Data> {
-        self.lanes.as_ref().expect("threaded session")
+        self.dev.stop.close();
+        self.dev.drain_device();
+        self.dev.lanes = None;
     }
 
     fn running(&self) -> Result<(), EngineError<M::Error>> {
-        if self.stop.is_stopped() { Err(EngineError::Halted) } else { Ok(()) }
+        if self.dev.stop.is_stopped() { Err(EngineError::Halted) } else { Ok(()) }
     }
 
     /// Check a batch before it enters the pipeline.
     fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.running()?;
-        validate_batch(self.submitted, batch, self.cx.store.rows())
+        validate_batch(self.submitted, batch, self.dev.cx.store.rows())
     }
-
-    /// Tell the observer of the batch just collected.
-    fn observe_stamp(&self) {
-        if let (Some(o), Some(stamp)) = (self.observer, self.seq.order.last()) {
-            o.stamped(&epoch_local(*stamp, self.epoch_ts));
-        }
-    }
-
-    fn acknowledge(&mut self, done: Completion) {
-        self.acknowledged += 1;
-        self.completions.push(done);
-    }
-
-    /// Do the device work that is ready now, and take the completions that arrived.
-    fn pump(&mut self) {
-        // `Sync` runs every stage inside `submit`: nothing is ever left to do here.
-        if self.lanes.is_none() {
-            return;
-        }
-        while self.device_step(false) {}
-        while let Some(done) = self.lanes.as_ref().and_then(|l| l.done.try_recv().ok()) {
-            self.acknowledge(done);
-        }
-    }
-
-    /// Do one piece of device work: collect the oldest batch in flight if the device must
-    /// before it takes another, else submit the next read batch (waiting up to `POLL` for one if
-    /// `wait`), else collect if the readers have nothing ready. Returns whether it did any.
-    fn device_step(&mut self, wait: bool) -> bool {
-        if self.stop.is_stopped() {
-            return false;
-        }
-        if self.seq.must_collect(self.cx, self.device.depth()) {
-            self.collect_one();
-            return true;
-        }
-        let lanes = self.lanes.as_ref().expect("threaded session");
-        let job = match lanes.staged.try_recv() {
-            Ok(job) => Some(job),
-            Err(_) if self.seq.in_flight() > 0 => {
-                self.collect_one();
-                return true;
-            }
-            Err(_) if wait => lanes.staged.recv_timeout(POLL).ok(),
-            Err(_) => None,
-        };
-        let Some(job) = job else { return false };
-        if !block_on(admit(&self.seq, self.cx, self.stop, &OsThreads::default())) {
-            return false;
-        }
-        self.processed += 1;
-        let (cx, hook) = (self.cx, self.hook);
-        match self.seq.submit(cx, &mut *self.device, &mut *self.model, job, hook, false) {
-            Ok(()) if self.seq.must_collect(cx, self.device.depth()) => self.collect_one(),
-            Ok(()) => {}
-            Err(cause) => self.stop.fail(cause),
-        }
-        true
-    }
-
-    /// Collect the oldest batch in flight and hand it to the writers. Batches lost to a device
-    /// failure are acknowledged as unwritten (no writer will see them).
-    fn collect_one(&mut self) {
-        let stamped = match self.seq.collect(self.cx, &mut *self.device, self.stop) {
-            Ok((stamped, failed)) => {
-                self.observe_stamp();
-                // A failed cache insert: the batch is stamped, so it is written, then we stop.
-                if let Some(cause) = failed {
-                    self.stop.fail(cause);
-                }
-                stamped
-            }
-            Err(lost) => return self.acknowledge_lost(lost),
-        };
-        let id = stamped.id;
-        if self.lanes().stamped.send(stamped).is_err() {
-            // Writers leave only when the sender drops: unreachable short of a writer thread
-            // dying.
-            self.stop.fail(StopCause::StageFailed {
-                stage: Stage::Device,
-                batch_id: id,
-                source: StageError::NoWriter,
-            });
-        }
-    }
-
-    /// Batches `(ts, id)` a device failure lost: no writer will see them, so they are
-    /// acknowledged here as unwritten.
-    fn acknowledge_lost(&mut self, lost: Vec<(u64, u64)>) {
-        for (ts, batch_id) in lost {
-            self.acknowledge(Completion { batch_id, version: self.cx.base + ts, written: false });
-        }
-    }
-
-    /// Collect every batch still in flight, stop or not: stamped batches are written.
-    fn drain_device(&mut self) {
-        while self.lanes.is_some() && self.seq.in_flight() > 0 {
-            self.collect_one();
-        }
-    }
-
-    /// Read, step and write one batch on this thread, through the same stage code: every batch
-    /// of `Sync`, and a [`submit_inline`](Session::submit_inline) batch once the pipeline is
-    /// empty. Either way no other batch is anywhere in the pipeline, so the batch is stamped
-    /// `alone` ([`Sequencer::submit`]).
-    fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
-        let (cx, stop, hook) = (self.cx, self.stop, self.hook);
-        let waiter = OsThreads::default();
-        let staged = match block_on(read_batch(cx, position, batch, hook, stop, &waiter)) {
-            Ok(Some(s)) => s,
-            Ok(None) => return,
-            Err(cause) => return stop.fail(cause),
-        };
-        self.processed += 1;
-        if let Err(cause) =
-            self.seq.submit(cx, &mut *self.device, &mut *self.model, staged, hook, true)
-        {
-            return stop.fail(cause);
-        }
-        let (stamped, failed) = match self.seq.collect(cx, &mut *self.device, stop) {
-            Ok(s) => s,
-            Err(lost) => return self.acknowledge_lost(lost),
-        };
-        self.observe_stamp();
-        let (batch_id, version) = (stamped.id, cx.base + stamped.ts);
-        let written = block_on(write_batch(cx, stamped, hook, stop, &waiter));
-        if let Some(cause) = failed {
-            stop.fail(cause);
-        }
-        let done = Completion { batch_id, version, written };
-        if let Some(o) = self.observer {
-            o.written(&done);
-        }
-        self.acknowledge(done);
-    }
-}
-
-/// `stamp` with its stamps made local to the epoch whose first batch was stamped `base`. Every
-/// batch of earlier epochs was finished before this epoch's first read, so its read prefix and
-/// STE are at least `base`.
-fn epoch_local(mut stamp: Stamp, base: u64) -> Stamp {
-    stamp.ts -= base;
-    stamp.read_prefix = stamp.read_prefix.saturating_sub(base);
-    stamp.ste = stamp.ste.saturating_sub(base);
-    stamp
 }
