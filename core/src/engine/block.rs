@@ -1,7 +1,7 @@
 //! The rows of one batch after its model step: what the device hands to the writers and inserts
 //! into the validation cache (shared, never copied).
 
-use super::row_buffers::RowBuffers;
+use crate::engine::row_buffers::RowBuffers;
 use std::sync::Arc;
 
 /// A stepped batch's rows: `ids.len()` rows of `width` floats, row-major, in the order of the

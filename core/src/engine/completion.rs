@@ -8,6 +8,7 @@ pub struct Completion {
     /// The store version its rows were written with (`ts_base + ts`).
     pub version: u64,
     /// Whether every row write landed (`false`: the pipeline stopped while writing it; the
-    /// error returned by [`Session::finish`](super::Session::finish) lists it as unwritten).
+    /// error returned by [`Session::finish`](crate::engine::Session::finish) lists it as
+    /// unwritten).
     pub written: bool,
 }

@@ -1,9 +1,9 @@
-//! How an [`Engine`](super::Engine) runs: the mode, thread counts, queue depths, a progress
+//! How an [`Engine`](crate::engine::Engine) runs: the mode, thread counts, queue depths, a progress
 //! observer, and (with the `testing` feature) a hook that injects delays and faults at every stage.
 
-use super::EngineError;
-use super::hook::StageHook;
-use super::mode::Mode;
+use crate::engine::error::EngineError;
+use crate::engine::hook::StageHook;
+use crate::engine::mode::Mode;
 use std::sync::Arc as StdArc;
 
 /// The engine's configuration.
@@ -25,7 +25,7 @@ pub struct EngineConfig {
     /// Test-only hook for delays and faults (`testing` feature).
     pub(crate) hook: Option<StageHook>,
     /// Progress observer.
-    pub(crate) observer: Option<super::observer::ObserverHandle>,
+    pub(crate) observer: Option<crate::engine::observer::ObserverHandle>,
 }
 
 impl EngineConfig {
@@ -57,9 +57,9 @@ impl EngineConfig {
         self
     }
 
-    /// Install an observer of the pipeline's progress (see [`Progress`](super::Progress)).
-    pub fn observe(mut self, observer: StdArc<dyn super::Observer>) -> Self {
-        self.observer = Some(super::observer::ObserverHandle(observer));
+    /// Install an observer of the pipeline's progress (see [`Progress`](crate::engine::Progress)).
+    pub fn observe(mut self, observer: StdArc<dyn crate::engine::observer::Observer>) -> Self {
+        self.observer = Some(crate::engine::observer::ObserverHandle(observer));
         self
     }
 

@@ -1,7 +1,9 @@
 //! The shared state of one run: the store, the MFT, the outstanding set, and the ts base.
 
-use super::row_buffers::RowBuffers;
-use super::{EngineError, HookAction, HookPoint, Mode, StageHook, StopCause};
+use crate::engine::error::{EngineError, StopCause};
+use crate::engine::hook::{HookAction, HookPoint, StageHook};
+use crate::engine::mode::Mode;
+use crate::engine::row_buffers::RowBuffers;
 use crate::mft::Mft;
 use crate::outstanding::Outstanding;
 use crate::storage::RowStorage;
@@ -21,7 +23,7 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     /// Batch row buffers, reused across the session's batches.
     pub buffers: Arc<RowBuffers>,
     /// The smallest ts whose writes did not all land (`u64::MAX` while none); see
-    /// [`WriteTask`](super::writer::WriteTask) for the hold-back it drives.
+    /// [`WriteTask`](crate::engine::writer::WriteTask) for the hold-back it drives.
     unwritten_from: AtomicU64,
     /// Whether a roll-back failed or had no copies to write, so the store holds no prefix of
     /// the order.

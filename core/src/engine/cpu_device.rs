@@ -1,9 +1,12 @@
 //! The CPU device: the engine's default [`DeviceQueue`], one batch at a time on the calling
 //! thread.
 
-use super::device_queue::{DeviceQueue, Submission, SubmitError, host_step};
-use super::validation_cache::ValidationCache;
-use super::{BatchRows, DeviceError, Model, RowBlock, Staleness};
+use crate::engine::block::RowBlock;
+use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError, host_step};
+use crate::engine::error::DeviceError;
+use crate::engine::model::{BatchRows, Model};
+use crate::engine::record::Staleness;
+use crate::engine::validation_cache::ValidationCache;
 use std::sync::Arc;
 
 /// The CPU device: a [`ValidationCache`] in host memory, the model step on the thread that

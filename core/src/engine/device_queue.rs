@@ -3,7 +3,7 @@
 //! overlaps the transfers of one batch with the compute of another.
 //!
 //! [`DeviceQueue`] is the engine's one device interface. A synchronous device (the
-//! [`CpuDevice`](super::CpuDevice), or `ordo-gpu`'s `CudaDevice`) is a queue of depth 1: it
+//! [`CpuDevice`](crate::engine::CpuDevice), or `ordo-gpu`'s `CudaDevice`) is a queue of depth 1: it
 //! steps a batch when it is submitted and hands it back at the next collect. The engine's
 //! driver is the same at every depth: it stamps a batch when it
 //! submits it, collects the oldest batch in flight before it submits another once
@@ -18,8 +18,10 @@
 //! registration is dropped only once it is written), so that STE never passes a batch in flight,
 //! and evicting with it later on the device is safe (an STE only grows).
 
-use super::error::panic_message;
-use super::{BatchRows, DeviceError, EngineError, Model, RowBlock, Staleness, StepError};
+use crate::engine::block::RowBlock;
+use crate::engine::error::{DeviceError, EngineError, panic_message};
+use crate::engine::model::{BatchRows, Model, StepError};
+use crate::engine::record::Staleness;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
@@ -76,16 +78,16 @@ pub enum SubmitError<E = StepError> {
 ///
 /// **Errors.** A failed `submit` stops the pipeline before the batch is stamped. A failed
 /// `collect` stops it with that batch and every later one in flight stamped but not written
-/// (the error's [`unwritten`](super::EngineError::Stopped) list names them); the batches before
-/// it are written. A failed `collected` stops it after the batch is written. A failed `reset`
-/// ends the session before anything runs ([`EngineError::DeviceReset`]). Device failures are
-/// kept whole ([`StageError::Device`](super::StageError::Device)).
+/// (the error's [`unwritten`](crate::engine::EngineError::Stopped) list names them); the batches
+/// before it are written. A failed `collected` stops it after the batch is written. A failed
+/// `reset` ends the session before anything runs ([`EngineError::DeviceReset`]). Device failures
+/// are kept whole ([`StageError::Device`](crate::engine::StageError::Device)).
 ///
 /// **Checks on a device's own cache.** A queue that keeps its own validation cache should carry
 /// the mutation hooks [`Mutant::EvictStePlusOne`](crate::mutation::Mutant::EvictStePlusOne) (in
 /// its eviction test) and [`Mutant::ValidateGe`](crate::mutation::Mutant::ValidateGe) (in its
-/// comparison) as [`ValidationCache`](super::validation_cache::ValidationCache) does, so the
-/// engine's checks can be shown to catch those bugs on it too. Run-local stamps are used
+/// comparison) as [`ValidationCache`](crate::engine::validation_cache::ValidationCache) does, so
+/// the engine's checks can be shown to catch those bugs on it too. Run-local stamps are used
 /// throughout (see [`crate::engine`]).
 pub trait DeviceQueue<M: Model> {
     /// Forget the cache and anything in flight (called when a session starts).
@@ -133,7 +135,7 @@ pub(crate) fn start<M: Model, Q: DeviceQueue<M> + ?Sized>(
 
 /// Run `model`'s step on the host rows of a submission: its error, or its panic (caught, with
 /// its message), as a [`SubmitError`]. For a queue whose step runs on the host (the
-/// [`CpuDevice`](super::CpuDevice), or a device that keeps only its cache elsewhere).
+/// [`CpuDevice`](crate::engine::CpuDevice), or a device that keeps only its cache elsewhere).
 pub fn host_step<M: Model>(
     model: &mut M,
     data: &M::Data,

@@ -6,8 +6,8 @@
 //! [`write_batch`]) are `async`: after every action they await the [`Waiter`], and that await is
 //! the only thing that differs between schedulers:
 //!
-//! - [`OsThreads`]: the threaded pipeline and session ([`super::Engine`]) on OS threads: after
-//!   a blocked action spin, yield, then sleep briefly (a blocked stage must not starve the
+//! - [`OsThreads`]: the threaded pipeline and session ([`crate::engine::Engine`]) on OS threads:
+//!   after a blocked action spin, yield, then sleep briefly (a blocked stage must not starve the
 //!   others on 2 cores); the futures never suspend and [`block_on`] runs them to the end;
 //! - `ModelThreads` (under `--cfg ordo_loom` or `--cfg ordo_shuttle`): the checker's threads
 //!   (`engine::model_harness`): a blocked action yields to the checker's scheduler, so it
@@ -19,13 +19,14 @@
 //! So one batch goes through the same code under every scheduler, hooks, panics and the stop
 //! flag included; the schedulers own only the queues between the stages.
 
-use super::context::{Progress, RunCtx, at};
-use super::error::{Stage, guarded};
-use super::reader::{ReadTask, Staged};
-use super::sequencer::{Sequencer, Stamped};
-use super::stop::StopState;
-use super::writer::WriteTask;
-use super::{Batch, HookPoint, StageHook, StopCause};
+use crate::engine::context::{Progress, RunCtx, at};
+use crate::engine::error::{Stage, StopCause, guarded};
+use crate::engine::hook::{HookPoint, StageHook};
+use crate::engine::model::Batch;
+use crate::engine::reader::{ReadTask, Staged};
+use crate::engine::sequencer::{Sequencer, Stamped};
+use crate::engine::stop::StopState;
+use crate::engine::writer::WriteTask;
 use crate::storage::RowStorage;
 use crossbeam_utils::Backoff;
 use std::future::{Future, ready};

@@ -1,14 +1,14 @@
 //! The engine's errors: bad input is rejected before anything runs; a failure inside the
 //! pipeline stops it and says which stamped batches are not fully written.
 
-use super::StepError;
+use crate::engine::model::StepError;
 use crate::mft::MftError;
 use crate::store::StoreError;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use thiserror::Error;
 
-/// An error from a [`DeviceQueue`](super::DeviceQueue) (e.g. a CUDA failure): any error type,
-/// kept whole so [`std::error::Error::source`] chains reach its cause.
+/// An error from a [`DeviceQueue`](crate::engine::DeviceQueue) (e.g. a CUDA failure): any error
+/// type, kept whole so [`std::error::Error::source`] chains reach its cause.
 pub type DeviceError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// A stage of the pipeline.
@@ -71,7 +71,8 @@ pub enum BatchError {
     },
 }
 
-/// Why a running pipeline stopped. `E` is the model's step error ([`Model::Error`](super::Model::Error)).
+/// Why a running pipeline stopped. `E` is the model's step error
+/// ([`Model::Error`](crate::engine::Model::Error)).
 ///
 /// Each cause's `Display` names what failed and on which batch; the error underneath (the
 /// model's, the store's, the device's) is its [`source`](std::error::Error::source), never
@@ -108,7 +109,7 @@ pub enum StopCause<E = StepError> {
     #[error("fault injected at {point:?} of batch {batch_id}")]
     Injected {
         /// Where.
-        point: super::HookPoint,
+        point: crate::engine::hook::HookPoint,
         /// The batch.
         batch_id: u64,
     },
@@ -116,10 +117,10 @@ pub enum StopCause<E = StepError> {
 
 /// An engine error. The store is untouched when one of the input errors is returned.
 ///
-/// `E` is the model's step error ([`Model::Error`](super::Model::Error)): a failed step comes
-/// back as `Stopped { cause: StopCause::StepFailed { source, .. }, .. }` with `source: E`, so
+/// `E` is the model's step error ([`Model::Error`](crate::engine::Model::Error)): a failed step
+/// comes back as `Stopped { cause: StopCause::StepFailed { source, .. }, .. }` with `source: E`, so
 /// the caller matches its own error type. Calls that run no model (e.g.
-/// [`Engine::new`](super::Engine::new)) return the default `EngineError<StepError>`; see
+/// [`Engine::new`](crate::engine::Engine::new)) return the default `EngineError<StepError>`; see
 /// [`EngineError::map_step`] to join them.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -154,8 +155,9 @@ pub enum EngineError<E = StepError> {
         /// The id.
         batch_id: u64,
     },
-    /// The session stopped on an earlier failure ([`Session::finish`](super::Session::finish)
-    /// returns that failure), or was closed ([`Session::close`](super::Session::close)).
+    /// The session stopped on an earlier failure
+    /// ([`Session::finish`](crate::engine::Session::finish) returns that failure), or was closed
+    /// ([`Session::close`](crate::engine::Session::close)).
     #[error("the session stopped on an earlier failure; finish() returns it")]
     Halted,
     /// The store's versions are too close to the TID word's limit to stamp this run.
@@ -167,7 +169,7 @@ pub enum EngineError<E = StepError> {
     /// The pipeline stopped.
     ///
     /// **What the store holds:** in `Oac`, `Sync` and `Bounded(1)`, exactly the first
-    /// `prefix` batches of `order`: the store equals [`replay`](super::replay) of
+    /// `prefix` batches of `order`: the store equals [`replay`](crate::engine::replay) of
     /// `order[..prefix]` from the epoch's initial state, whatever failed (a write, a step, the
     /// device), because writers hold back every batch after one whose writes did not all land
     /// and roll back the rows a failed batch wrote (the invariant on the engine's writer).
@@ -188,8 +190,9 @@ pub enum EngineError<E = StepError> {
         /// How many batches were stamped (`ts = 0..stamped`, epoch-local).
         stamped: u64,
         /// Ids of the stamped batches, in computation order: `order[ts]`, or, if the session
-        /// handed part of the epoch's order out ([`Session::drain_order`](super::Session::drain_order)),
-        /// the batches stamped `stamped - order.len()..stamped`.
+        /// handed part of the epoch's order out
+        /// ([`Session::drain_order`](crate::engine::Session::drain_order)), the batches stamped
+        /// `stamped - order.len()..stamped`.
         order: Vec<u64>,
         /// `(ts, batch id)` of stamped batches whose writes did not all land.
         unwritten: Vec<(u64, u64)>,

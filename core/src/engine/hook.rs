@@ -6,8 +6,8 @@ use std::sync::Arc as StdArc;
 use std::time::Duration;
 
 /// A point in a batch's trip through the pipeline: where a fault-injection hook (`StageHook`,
-/// feature `testing`) is called, and where [`StopCause::Injected`](super::StopCause::Injected)
-/// says an injected fault stopped it.
+/// feature `testing`) is called, and where
+/// [`StopCause::Injected`](crate::engine::StopCause::Injected) says an injected fault stopped it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookPoint {
     /// A reader took the batch, before it registers.
@@ -31,13 +31,14 @@ pub enum HookAction {
     Continue,
     /// Sleep, then go on.
     Delay(Duration),
-    /// Fail here (fault injection): the pipeline stops with [`StopCause::Injected`](super::StopCause::Injected).
+    /// Fail here (fault injection): the pipeline stops with
+    /// [`StopCause::Injected`](crate::engine::StopCause::Injected).
     Fail,
 }
 
 /// A fault-injection hook for tests: called with the point and the batch id at every
 /// [`HookPoint`] of the pipeline, to inject delays and faults. It can be built only with the
-/// `testing` feature; for progress, use an [`Observer`](super::Observer).
+/// `testing` feature; for progress, use an [`Observer`](crate::engine::Observer).
 #[derive(Clone)]
 pub struct StageHook(pub(crate) StdArc<dyn Fn(HookPoint, u64) -> HookAction + Send + Sync>);
 

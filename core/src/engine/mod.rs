@@ -110,11 +110,9 @@ pub use device_queue::{DeviceQueue, Submission, SubmitError, host_step};
 pub use error::{BatchError, DeviceError, EngineError, Stage, StageError, StopCause};
 pub use hook::HookPoint;
 /// Fault injection (delays and failures at each [`HookPoint`]) is for tests only: its types are
-/// public with the `testing` feature and crate-private otherwise.
+/// public with the `testing` feature (crate-private in `hook` otherwise).
 #[cfg(feature = "testing")]
 pub use hook::{HookAction, StageHook};
-#[cfg(not(feature = "testing"))]
-pub(crate) use hook::{HookAction, StageHook};
 pub use mode::{AsyncWrite, Mode};
 pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};

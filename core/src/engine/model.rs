@@ -223,10 +223,10 @@ pub trait Model: Send {
     type Data: Send + Sync + 'static;
 
     /// What a failed step returns; the engine hands it back to the caller as this type
-    /// ([`StopCause::StepFailed`](super::StopCause::StepFailed) inside
-    /// [`EngineError`](super::EngineError)`<Self::Error>`), so the caller matches it without a
-    /// downcast. A step that cannot fail names [`std::convert::Infallible`]; one that returns
-    /// errors of several types names [`StepError`].
+    /// ([`StopCause::StepFailed`](crate::engine::StopCause::StepFailed) inside
+    /// [`EngineError`](crate::engine::EngineError)`<Self::Error>`), so the caller matches it
+    /// without a downcast. A step that cannot fail names [`std::convert::Infallible`]; one that
+    /// returns errors of several types names [`StepError`].
     type Error: Error + Send + Sync + 'static;
 
     /// Floats per row (embedding followed by per-row optimizer state); must equal the store's

@@ -2,7 +2,8 @@
 //! every stamped and every written batch. Separate from the fault-injection hook of the
 //! `testing` feature: an observer cannot change what the pipeline does.
 
-use super::{Completion, Stamp};
+use crate::engine::completion::Completion;
+use crate::engine::record::Stamp;
 use std::fmt;
 use std::sync::Arc;
 // Telemetry counters are never part of the protocol, so they are std atomics under every cfg
@@ -51,7 +52,7 @@ pub trait Observer: Send + Sync {
 }
 
 /// Buckets of [`Progress`]'s staleness histogram: a batch's largest version gap repaired by
-/// validation ([`Staleness::max_gap`](super::Staleness::max_gap)) of 0, 1, 2–3, 4–7, … ,
+/// validation ([`Staleness::max_gap`](crate::engine::Staleness::max_gap)) of 0, 1, 2–3, 4–7, … ,
 /// ≥ 2^(BUCKETS−2).
 pub const STALENESS_BUCKETS: usize = 8;
 
@@ -109,7 +110,7 @@ impl Observer for Progress {
     }
 }
 
-/// The configured observer (a `Debug` wrapper for [`EngineConfig`](super::EngineConfig)).
+/// The configured observer (a `Debug` wrapper for [`EngineConfig`](crate::engine::EngineConfig)).
 #[derive(Clone)]
 pub(crate) struct ObserverHandle(pub Arc<dyn Observer>);
 

@@ -1,10 +1,14 @@
 //! A session the caller owns across calls ([`Engine::start`]): the pipeline of
 //! [`Engine::session`] run on a device thread of its own, fed over a bounded channel.
 
-use super::{
-    Batch, Completion, DeviceQueue, Engine, EngineError, Model, RunReport, Session, Stamp,
-    TrySubmitError, validate_batch,
-};
+use crate::engine::completion::Completion;
+use crate::engine::device_queue::DeviceQueue;
+use crate::engine::error::EngineError;
+use crate::engine::model::{Batch, Model};
+use crate::engine::pipeline::Engine;
+use crate::engine::record::{RunReport, Stamp};
+use crate::engine::session::{Session, TrySubmitError};
+use crate::engine::validate_batch;
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crossbeam_channel::{Receiver, SendTimeoutError, Sender, TryRecvError, TrySendError, bounded};

@@ -1,10 +1,12 @@
 //! The reader stage: announce the batch in the outstanding set (MFT/STE), then read its rows and
 //! their versions from the store.
 
-use super::context::{Progress, RunCtx, at};
-use super::error::Stage;
-use super::row_buffers::RowBuffers;
-use super::{AsyncWrite, Batch, HookPoint, Mode, StageHook, StopCause};
+use crate::engine::context::{Progress, RunCtx, at};
+use crate::engine::error::{Stage, StopCause};
+use crate::engine::hook::{HookPoint, StageHook};
+use crate::engine::mode::{AsyncWrite, Mode};
+use crate::engine::model::Batch;
+use crate::engine::row_buffers::RowBuffers;
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
 use crate::storage::RowStorage;

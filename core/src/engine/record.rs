@@ -1,7 +1,9 @@
 //! What a run records (the computation order, per-batch staleness, telemetry) and the
 //! sequential replay that is the oracle of every equivalence check.
 
-use super::{Batch, BatchRows, EngineError, Mode, Model, StopCause};
+use crate::engine::error::{EngineError, StopCause};
+use crate::engine::mode::Mode;
+use crate::engine::model::{Batch, BatchRows, Model};
 use crate::storage::RowStorage;
 use crate::store::RowStore;
 use std::borrow::Borrow;
@@ -85,7 +87,7 @@ pub struct RunReport {
     pub mode: Mode,
     /// The computation order: the batches stamped in the epoch, in stamp order. From `ts = 0`
     /// (`order[ts]` is the batch stamped `ts`), unless the session handed part of the epoch's
-    /// order out earlier ([`Session::drain_order`](super::Session::drain_order)): then it
+    /// order out earlier ([`Session::drain_order`](crate::engine::Session::drain_order)): then it
     /// holds the stamps after the last one handed out (each names its own [`Stamp::ts`]).
     pub order: Vec<Stamp>,
     /// The store version of run-local `ts = 0` (store versions continue across runs).
@@ -255,7 +257,7 @@ fn replay_each<M: Model, S: RowStorage + ?Sized, B: Borrow<Batch<M::Data>>>(
     for p in 0..n {
         let batch = batch(p)?;
         let batch = batch.borrow();
-        super::validate_batch(p, batch, storage.rows())?;
+        crate::engine::validate_batch(p, batch, storage.rows())?;
         values.clear();
         values.resize(batch.rows.len() * width, 0.0);
         for (&r, out) in batch.rows.iter().zip(values.chunks_mut(width.max(1))) {

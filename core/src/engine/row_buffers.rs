@@ -2,9 +2,9 @@
 //! reused by later batches, instead of allocated, zeroed and page-faulted per batch.
 //!
 //! A buffer's way round: the reader takes one ([`RowBuffers::take`]) and fills it from the
-//! store; the device steps it in place and wraps it in the shared [`RowBlock`](super::RowBlock);
-//! when the writers and the validation cache have both dropped that block, its buffer comes back
-//! here ([`RowBuffers::put`]).
+//! store; the device steps it in place and wraps it in the shared
+//! [`RowBlock`](crate::engine::RowBlock); when the writers and the validation cache have both
+//! dropped that block, its buffer comes back here ([`RowBuffers::put`]).
 
 use crate::sync::host::Mutex;
 

@@ -3,15 +3,16 @@
 //! first, and records each as a [`Stamp`]: admission → evict below STE → validate → step →
 //! stamp ts → cache insert (on the device, or in [`DeviceQueue::collected`]) → writers.
 
-use super::context::{RunCtx, at};
-use super::device_queue::{DeviceQueue, Submission, SubmitError};
-use super::error::{Stage, guarded};
-use super::reader::Staged;
-use super::stop::StopState;
-use super::{
-    BatchRows, DeviceError, HookPoint, Mode, Model, RowBlock, StageError, StageHook, Staleness,
-    Stamp, StopCause,
-};
+use crate::engine::block::RowBlock;
+use crate::engine::context::{RunCtx, at};
+use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError};
+use crate::engine::error::{DeviceError, Stage, StageError, StopCause, guarded};
+use crate::engine::hook::{HookPoint, StageHook};
+use crate::engine::mode::Mode;
+use crate::engine::model::{BatchRows, Model};
+use crate::engine::reader::Staged;
+use crate::engine::record::{Staleness, Stamp};
+use crate::engine::stop::StopState;
 use crate::mutation::{self, Mutant};
 use crate::outstanding::Registration;
 use crate::storage::RowStorage;

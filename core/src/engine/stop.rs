@@ -1,7 +1,7 @@
 //! The scheduler's shared stop state: the first failure of a run, which stamped batches did
 //! not land, and how often a blocked stage looks at it.
 
-use super::StopCause;
+use crate::engine::error::StopCause;
 use crate::sync::Ordering;
 use crate::sync::host::{AtomicBool, Mutex};
 use std::time::Duration;

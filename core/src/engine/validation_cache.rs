@@ -6,8 +6,10 @@
 //! read from the store carries the run-local ts of the write it saw, or `None` for a value older
 //! than the run (see [`crate::engine`]).
 
-pub use super::cache_index::{CacheIndex, CachedRows};
-use super::{BatchRows, RowBlock, Staleness};
+use crate::engine::block::RowBlock;
+pub use crate::engine::cache_index::{CacheIndex, CachedRows};
+use crate::engine::model::BatchRows;
+use crate::engine::record::Staleness;
 use crate::mutation::{self, Mutant};
 use std::sync::Arc;
 

@@ -1,11 +1,12 @@
 //! The writer stage: write every row of a stamped batch if it is newer than the store's copy,
 //! then report the ts finished in the MFT, then leave the outstanding set.
 
-use super::context::{Progress, RunCtx, at};
-use super::error::Stage;
-use super::row_buffers::RowBuffers;
-use super::sequencer::Stamped;
-use super::{AsyncWrite, HookPoint, Mode, StageError, StageHook, StopCause};
+use crate::engine::context::{Progress, RunCtx, at};
+use crate::engine::error::{Stage, StageError, StopCause};
+use crate::engine::hook::{HookPoint, StageHook};
+use crate::engine::mode::{AsyncWrite, Mode};
+use crate::engine::row_buffers::RowBuffers;
+use crate::engine::sequencer::Stamped;
 use crate::mutation::{self, Mutant};
 use crate::storage::RowStorage;
 use crate::storage::prefetch_ahead;

@@ -14,7 +14,7 @@
 //! act before every batch is written, the run fails with a deadlock. After every action the
 //! MFT's promise is checked too ([`Simulation::check_invariants`]).
 
-use super::deferred_device::DeferredCpuDevice;
+use crate::engine::check::deferred_device::DeferredCpuDevice;
 use crate::engine::context::RunCtx;
 use crate::engine::device_queue::{DeviceQueue, start};
 use crate::engine::driver::{Waiter, admit, read_batch, write_batch};
@@ -528,7 +528,7 @@ impl FuzzCase {
         let batches = self.batches();
         let store = RowStore::from_fn(rows, width, |r, c| (r * 3 + c) as f32 * 0.25);
         let initial = store.snapshot();
-        let model = super::testing::MixModel::new(width);
+        let model = crate::engine::check::testing::MixModel::new(width);
         let device = self.device();
         let sim =
             Simulation::with_device(self.config(), device, model.clone(), &store, batches.clone())
