@@ -406,6 +406,39 @@ fn cycles(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<Vec<String>> {
     t.out
 }
 
+/// The longest import chain of an acyclic `graph`: modules each importing the next, as many as
+/// any chain holds (the first found in module order among the longest).
+fn longest_chain(graph: &BTreeMap<ModPath, BTreeSet<ModPath>>) -> Vec<ModPath> {
+    fn from<'a>(
+        m: &'a ModPath,
+        graph: &'a BTreeMap<ModPath, BTreeSet<ModPath>>,
+        memo: &mut BTreeMap<&'a ModPath, Vec<ModPath>>,
+    ) -> Vec<ModPath> {
+        if let Some(c) = memo.get(m) {
+            return c.clone();
+        }
+        let mut best = Vec::new();
+        for next in graph.get(m).into_iter().flatten() {
+            let tail = from(next, graph, memo);
+            if tail.len() > best.len() {
+                best = tail;
+            }
+        }
+        best.insert(0, m.clone());
+        memo.insert(m, best.clone());
+        best
+    }
+    let mut memo = BTreeMap::new();
+    let mut best = Vec::new();
+    for m in graph.keys() {
+        let c = from(m, graph, &mut memo);
+        if c.len() > best.len() {
+            best = c;
+        }
+    }
+    best
+}
+
 fn cycles_of(krate: &str) -> Vec<Vec<String>> {
     let src = workspace_root().join(krate).join("src");
     assert!(src.is_dir(), "{} is not a crate's src folder", src.display());
@@ -423,6 +456,21 @@ fn check(crates: &[&str]) {
 #[test]
 fn listed_crates_have_no_module_cycle() {
     check(ACYCLIC);
+}
+
+/// Prints each listed crate's longest import chain, the depth of its module stack (run with
+/// `-- --nocapture` to read it), and checks that the chain is one: each module imports the next.
+#[test]
+fn longest_import_chain_of_each_crate() {
+    for krate in ACYCLIC {
+        let graph = import_graph(&workspace_root().join(krate).join("src"));
+        let chain = longest_chain(&graph);
+        for pair in chain.windows(2) {
+            assert!(graph[&pair[0]].contains(&pair[1]), "{krate}: {pair:?} is no import");
+        }
+        let names: Vec<String> = chain.iter().map(|m| m.join("::")).collect();
+        println!("{krate}: {} modules deep: {}", chain.len(), names.join(" → "));
+    }
 }
 
 #[test]
@@ -457,6 +505,10 @@ fn the_checker_sees_cycles_and_not_facades() {
         "a → b → c → a and a → leaf → c → a (c names a through lib's re-export)"
     );
     write("c.rs", "pub struct C;\n");
+    write("nodes/leaf.rs", "use super::super::{b::B, c::C};\npub struct Leaf;\n");
+    let g = import_graph(&src);
+    let chain: Vec<String> = longest_chain(&g).iter().map(|m| m.join("::")).collect();
+    assert_eq!(chain, ["a", "nodes::leaf", "b", "c"], "a → leaf → b → c, longer than a → b → c");
     write("nodes/leaf.rs", "use super::super::{c::C, a};\npub struct Leaf;\n");
     assert_eq!(cycles(&import_graph(&src)), [["a", "nodes::leaf"]], "a → leaf → a");
     fs::remove_dir_all(&dir).unwrap();
