@@ -32,6 +32,15 @@ pub const KGE_KERNELS: [&str; 5] =
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const BENCH_KERNELS: [&str; 2] = ["copy_f32", "add_f32"];
 
+/// Every kernel module: its name (NVRTC's program name), its source and the kernels the Rust
+/// side launches from it. The checks that need no GPU (the names below, the NVRTC compile in
+/// `tests/nvrtc_compile.rs`) run over this one list.
+pub const MODULES: [(&str, &str, &[&str]); 3] = [
+    ("validation_cache", VALIDATION_CACHE_SRC, &VALIDATION_CACHE_KERNELS),
+    ("kge", KGE_SRC, &KGE_KERNELS),
+    ("bench", BENCH_SRC, &BENCH_KERNELS),
+];
+
 /// Compile `src` with NVRTC into PTX, with the options every kernel set is built with.
 ///
 /// Options: IEEE-exact division and square root, no flush-to-zero, no fast math, so the
@@ -78,12 +87,7 @@ mod tests {
     /// runs without NVRTC (a misspelt name would otherwise only fail on a GPU machine).
     #[test]
     fn every_launched_kernel_is_defined_in_its_source() {
-        let modules: [(&str, &[&str]); 3] = [
-            (VALIDATION_CACHE_SRC, &VALIDATION_CACHE_KERNELS),
-            (KGE_SRC, &KGE_KERNELS),
-            (BENCH_SRC, &BENCH_KERNELS),
-        ];
-        for (src, names) in modules {
+        for (_, src, names) in MODULES {
             for name in names {
                 let decl = format!("extern \"C\" __global__ void {name}(");
                 assert!(src.contains(&decl), "{name} is not defined as a kernel");

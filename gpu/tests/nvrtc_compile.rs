@@ -7,10 +7,7 @@
 #![cfg(not(ordo_loom))]
 
 use ordo_gpu::GpuError;
-use ordo_gpu::kernels::{
-    BENCH_KERNELS, BENCH_SRC, KGE_KERNELS, KGE_SRC, VALIDATION_CACHE_KERNELS, VALIDATION_CACHE_SRC,
-    compile,
-};
+use ordo_gpu::kernels::{MODULES, compile};
 
 const NEEDS: &str = "needs the NVRTC library (libnvrtc.so.12 on LD_LIBRARY_PATH, from the \
                      nvidia-cuda-nvrtc-cu12 wheel); .ci/run installs it and runs this";
@@ -25,12 +22,7 @@ fn nvrtc_present() {
 #[ignore = "needs the NVRTC library (libnvrtc.so.12 on LD_LIBRARY_PATH); .ci/run runs it"]
 fn every_kernel_source_compiles_with_nvrtc_and_defines_its_kernels() {
     nvrtc_present();
-    let modules: [(&'static str, &str, &[&str]); 3] = [
-        ("validation_cache", VALIDATION_CACHE_SRC, &VALIDATION_CACHE_KERNELS),
-        ("kge", KGE_SRC, &KGE_KERNELS),
-        ("bench", BENCH_SRC, &BENCH_KERNELS),
-    ];
-    for (module, src, names) in modules {
+    for (module, src, names) in MODULES {
         let ptx = match compile(module, src) {
             Ok(ptx) => ptx.to_src(),
             Err(e) => panic!("{module} does not compile with NVRTC: {e}"),
