@@ -309,6 +309,11 @@ crate::mutation_catalog! {
     /// A write-back writes the partition's file as it was loaded, not the buffer's copy: a
     /// stale copy, which breaks the same invariant as an eviction without write-back.
     PartitionWriteBackStale = "partition-write-back-stale", killed_by: [Proptest, Model];
+    /// `Walk` counts a buffer state finished once its batches are submitted, not written: a
+    /// partition leaves the buffer while a batch of an earlier state that touches it is still in
+    /// flight, which breaks *a partition leaves the buffer only when no unwritten batch touches
+    /// it*.
+    PartitionEvictUnfinished = "partition-evict-unfinished", killed_by: [Proptest, Model];
     /// An owned session's device thread takes the stamps into the caller's outbox while it
     /// holds the outbox lock, running the device work that is ready (model steps) under it: a
     /// step that waits for a lock its caller holds while reading the outbox (a binding's

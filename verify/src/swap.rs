@@ -3,7 +3,19 @@
 //!
 //! Actors and their atomic steps:
 //! - **the trainer** (one thread) walks the buffer states of ordo's own BETA plan
-//!   (`ordo::partition::ordering::beta(P, c)`). Entering a state: *evict* each outgoing
+//!   (`ordo::partition::ordering::beta(P, c)`) under one of two rules.
+//!
+//!   *Pipelined* (ordo's trainer, `ordo::partition::Walk`; [`Swap::ci`]): entering a state
+//!   *admits* its partitions (queue the load unless resident or on its way, within `c + 1`
+//!   partitions resident or loading, then *take* it once it arrived) while earlier states'
+//!   batches may still be in flight; it *submits* the state's batches and moves on once they
+//!   are all submitted. At any point it may *retire* a resident partition that neither the
+//!   current state nor an earlier state with an unwritten batch holds (evict it, queueing its
+//!   write-back if changed), and *prefetch* a partition of the next state within `c + 1`. The
+//!   last state drains, then the checkpoint.
+//!
+//!   *Draining* ([`Swap::draining`]: `PartitionedStorage::enter` after the session's `finish`,
+//!   the replays' rule). Entering a state: *evict* each outgoing
 //!   partition (queueing its write-back if a write landed since its load), *admit* each of the
 //!   state's partitions (queue its load unless it is resident or on its way, then *take* it once
 //!   the load arrived), *prefetch* the next state's incoming partition. Then it *submits* the
@@ -25,18 +37,22 @@
 //!   after its load completed, and its copy holds every write that landed in it;
 //! - [`EVICT_DRAINED`]: a partition leaves the buffer only when no unwritten batch touches it
 //!   (so no batch still in flight can read, validate against or write its rows);
+//! - [`BUFFER_BOUND`] (every state): at most `c + 1` partitions are resident or loading;
 //! - [`FILES_CURRENT`] (every state): a partition outside the buffer whose write-back is not
 //!   still queued has every landed write in its file — write-back never writes a stale copy;
 //! - final: the trainer finished, the queue is empty and every file holds every landed write.
 //!
-//! The three partition mutants of [`ordo::mutation::Mutant`] each change one step.
-//! [`Swap::without_drain`] lets the trainer move on without draining, to show that the drain is
-//! needed.
+//! The four partition mutants of [`ordo::mutation::Mutant`] each change one step
+//! (`partition-evict-unfinished`: retire counts a state finished once its batches are
+//! submitted). [`Swap::without_drain`] lets the draining rule's trainer move on without
+//! draining, to show that the drain is needed there.
 //!
 //! What it cannot see: row values (a partition is a count of landed writes), the engine within
 //! a state (OAC's model checks that a state's batches equal their sequential run), memory
-//! orderings (the Relaxed dirty flag is ordered by the session's drain, which joins the
-//! writers; loom does not run on the storage), the bytes and checksums of the files, crashes,
+//! orderings (the Relaxed dirty flag is ordered by the slot's lock: eviction takes its write
+//! guard after every writer released its read guard; loom does not run on the storage), the
+//! engine's completion messages (the model reads the batches' states directly; the trainer
+//! learns them from the session's completions, sent after each batch's last write), the bytes and checksums of the files, crashes,
 //! generations and manifests (`prop_partition` and the trainer's resume tests), I/O errors, and
 //! plans larger than its bound (two epochs of `beta(4, 3)` in CI).
 
@@ -51,6 +67,8 @@ pub const READ_LOADED: &str =
 /// Property: eviction only after every batch that touched the partition is written.
 pub const EVICT_DRAINED: &str =
     "a partition leaves the buffer only when no unwritten batch touches it";
+/// Property: the buffer's memory bound.
+pub const BUFFER_BOUND: &str = "at most c + 1 partitions are resident or loading";
 /// Property: files outside the buffer are current.
 pub const FILES_CURRENT: &str = "a partition outside the buffer has every landed write in its file";
 
@@ -62,10 +80,11 @@ pub const CI_EPOCHS: u8 = 2;
 pub const CI_DEPTH: u8 = 3;
 
 /// The mutants this model is a checker of.
-pub const SWAP_MUTANTS: [Mutant; 3] = [
+pub const SWAP_MUTANTS: [Mutant; 4] = [
     Mutant::PartitionEvictWithoutWriteBack,
     Mutant::PartitionReadBeforeLoad,
     Mutant::PartitionWriteBackStale,
+    Mutant::PartitionEvictUnfinished,
 ];
 
 /// A copy of a partition: rows before their bytes arrived, or after `n` landed writes.
@@ -163,6 +182,10 @@ pub enum Action {
     Write(u8),
     /// The I/O thread serves its oldest request.
     Serve,
+    /// Pipelined: the trainer evicts partition `.0`, which no unfinished state needs.
+    Retire(u8),
+    /// Pipelined: the trainer prefetches partition `.0` of the next state.
+    Prefetch(u8),
 }
 
 /// One step of entering a state.
@@ -183,8 +206,13 @@ pub struct Swap {
     pub epochs: u8,
     /// Batches unwritten at most (the pipeline's depth).
     pub depth: u8,
-    /// Whether the trainer drains before each swap (it does, in ordo).
+    /// Whether the trainer drains before each swap (the draining rule: `PartitionedStorage::enter`).
     pub drain: bool,
+    /// The rule of ordo's trainer (`ordo::partition::Walk`): no drain at a swap; the trainer
+    /// admits the next state's partitions (at most `c + 1` partitions resident or loading) while
+    /// earlier states' batches are in flight, and a partition leaves once no unwritten batch of
+    /// an earlier state and not the current state holds it (*retire*). The epoch's end drains.
+    pub pipelined: bool,
     /// The mutant on, if any.
     pub mutant: Option<Mutant>,
 }
@@ -198,7 +226,7 @@ impl Swap {
         mutant: Option<Mutant>,
     ) -> Swap {
         let plan = beta(partitions, buffer).expect("a valid geometry");
-        Swap { plan, epochs, depth, drain: true, mutant }
+        Swap { plan, epochs, depth, drain: true, pipelined: true, mutant }
     }
 
     /// The CI bound: two epochs of `beta(4, 3)`, 3 batches in flight (about 6 000 states, well
@@ -225,9 +253,18 @@ impl Swap {
         &self.plan.states[g % self.plan.states.len()]
     }
 
-    /// The same protocol with no drain: the trainer enters the next state while batches of the
-    /// last one are still in flight.
+    /// The draining rule (`PartitionedStorage::enter` after the session's `finish`): entering a
+    /// state evicts the outgoing partitions, and the trainer leaves a state only once its
+    /// batches are written.
+    pub fn draining(mut self) -> Swap {
+        self.pipelined = false;
+        self
+    }
+
+    /// The draining rule without its drain: the trainer enters the next state (evicting the
+    /// outgoing partitions) while batches of the last one are still in flight.
     pub fn without_drain(mut self) -> Swap {
+        self.pipelined = false;
         self.drain = false;
         self
     }
@@ -241,6 +278,14 @@ impl Swap {
     fn entering(&self, k: usize) -> Vec<EnterStep> {
         let st = self.st(k);
         let mut steps = Vec::new();
+        if self.pipelined {
+            // Evictions and prefetches are the trainer's `Retire` and `Prefetch` actions.
+            for &p in &st.resident {
+                steps.push(EnterStep::AdmitSend(p as u8));
+                steps.push(EnterStep::AdmitTake(p as u8));
+            }
+            return steps;
+        }
         if let Some(prev) = k.checked_sub(1).map(|j| self.st(j)) {
             for &p in prev.resident.iter().filter(|p| !st.resident.contains(p)) {
                 steps.push(EnterStep::Evict(p as u8));
@@ -290,6 +335,49 @@ impl Swap {
         }
     }
 
+    /// Partitions in memory: resident, or with a load sent or arrived; `but` not counted.
+    fn in_memory(s: &SwapState, but: Option<usize>) -> usize {
+        (0..s.slot.len())
+            .filter(|&p| Some(p) != but && (s.slot[p].is_some() || s.load[p] != Load::Idle))
+            .count()
+    }
+
+    /// Under the pipelined rule, the partitions the trainer must keep: the current state's and
+    /// those of every earlier state with a batch not yet written (with the mutant, the current
+    /// state's only).
+    fn needed(&self, s: &SwapState) -> Vec<usize> {
+        let k = s.state as usize;
+        let mut needed: Vec<usize> = self.st(k).resident.clone();
+        if !self.on(Mutant::PartitionEvictUnfinished) {
+            for j in 0..k {
+                if self.batches_of(j).any(|b| s.batches[b] != Batch::Written) {
+                    needed.extend(self.st(j).resident.iter().copied());
+                }
+            }
+        }
+        needed
+    }
+
+    /// A partition leaves the buffer, its write-back queued if a write landed since its load;
+    /// an error if an unwritten batch touches it.
+    fn evict(&self, s: &mut SwapState, p: usize) -> Result<(), String> {
+        let in_flight = (0..s.batches.len()).find(|&b| {
+            matches!(s.batches[b], Batch::Submitted | Batch::Read) && self.touches(b).contains(&p)
+        });
+        if let Some(b) = in_flight {
+            return Err(format!(
+                "{EVICT_DRAINED}: partition {p} leaves while batch {b} is {:?}",
+                s.batches[b]
+            ));
+        }
+        let copy = s.slot[p].take().ok_or(format!("partition {p} not resident"))?;
+        if s.dirty[p] && !self.on(Mutant::PartitionEvictWithoutWriteBack) {
+            s.queue.push(Request::WriteBack(p as u8, copy));
+        }
+        s.dirty[p] = false;
+        Ok(())
+    }
+
     fn current(s: &SwapState, p: usize) -> Content {
         Content::Writes(s.landed[p])
     }
@@ -322,6 +410,13 @@ impl TransitionSystem for Swap {
         match s.pc {
             Pc::Enter(i) => {
                 let ready = match self.entering(k)[i as usize] {
+                    // Pipelined: a load only within c + 1 partitions in memory.
+                    EnterStep::AdmitSend(p) if self.pipelined => {
+                        let p = p as usize;
+                        s.slot[p].is_some()
+                            || s.load[p] != Load::Idle
+                            || Self::in_memory(s, Some(p)) < self.plan.buffer + 1
+                    }
                     EnterStep::AdmitTake(p) => {
                         let p = p as usize;
                         s.slot[p].is_some()
@@ -344,13 +439,42 @@ impl TransitionSystem for Swap {
                 match mine.clone().find(|&b| s.batches[b] == Batch::Waiting) {
                     Some(b) if unwritten < self.depth as usize => out.push(Action::Submit(b as u8)),
                     Some(_) => {}
-                    None if !self.drain || mine.clone().all(|b| s.batches[b] == Batch::Written) => {
+                    None if !self.pipelined
+                        && (!self.drain
+                            || mine.clone().all(|b| s.batches[b] == Batch::Written)) =>
+                    {
+                        out.push(Action::Drained)
+                    }
+                    // Pipelined: the trainer moves on once the state's batches are submitted;
+                    // only the last state drains.
+                    None if self.pipelined
+                        && (k + 1 < self.states()
+                            || s.batches.iter().all(|b| *b == Batch::Written)) =>
+                    {
                         out.push(Action::Drained)
                     }
                     None => {}
                 }
             }
             Pc::Checkpoint | Pc::Done => {}
+        }
+        if self.pipelined && matches!(s.pc, Pc::Enter(_) | Pc::Train) {
+            let needed = self.needed(s);
+            for p in 0..self.plan.partitions {
+                if s.slot[p].is_some() && !needed.contains(&p) {
+                    out.push(Action::Retire(p as u8));
+                }
+            }
+            if s.pc == Pc::Train && k + 1 < self.states() {
+                for &p in &self.st(k + 1).resident {
+                    if s.slot[p].is_none()
+                        && s.load[p] == Load::Idle
+                        && Self::in_memory(s, None) < self.plan.buffer + 1
+                    {
+                        out.push(Action::Prefetch(p as u8));
+                    }
+                }
+            }
         }
         for (b, batch) in s.batches.iter().enumerate() {
             match batch {
@@ -372,24 +496,7 @@ impl TransitionSystem for Swap {
                 let Pc::Enter(i) = s.pc else { return Err("not entering".into()) };
                 let steps = self.entering(k);
                 match steps[i as usize] {
-                    EnterStep::Evict(p) => {
-                        let p = p as usize;
-                        let in_flight = (0..s.batches.len()).find(|&b| {
-                            matches!(s.batches[b], Batch::Submitted | Batch::Read)
-                                && self.touches(b).contains(&p)
-                        });
-                        if let Some(b) = in_flight {
-                            return Err(format!(
-                                "{EVICT_DRAINED}: partition {p} leaves while batch {b} is {:?}",
-                                s.batches[b]
-                            ));
-                        }
-                        let copy = s.slot[p].take().ok_or(format!("partition {p} not resident"))?;
-                        if s.dirty[p] && !self.on(Mutant::PartitionEvictWithoutWriteBack) {
-                            s.queue.push(Request::WriteBack(p as u8, copy));
-                        }
-                        s.dirty[p] = false;
-                    }
+                    EnterStep::Evict(p) => self.evict(&mut s, p as usize)?,
                     EnterStep::AdmitSend(p) => Self::send_load(&mut s, p as usize),
                     EnterStep::AdmitTake(p) => {
                         let p = p as usize;
@@ -408,6 +515,8 @@ impl TransitionSystem for Swap {
                 s.pc = if i as usize + 1 < steps.len() { Pc::Enter(i + 1) } else { Pc::Train };
             }
             Action::Submit(b) => s.batches[b as usize] = Batch::Submitted,
+            Action::Retire(p) => self.evict(&mut s, p as usize)?,
+            Action::Prefetch(p) => Self::send_load(&mut s, p as usize),
             Action::Read(b) => {
                 for p in self.touches(b as usize) {
                     match s.slot[p] {
@@ -474,6 +583,10 @@ impl TransitionSystem for Swap {
     }
 
     fn invariant(&self, s: &SwapState) -> Result<(), String> {
+        let held = Self::in_memory(s, None);
+        if held > self.plan.buffer + 1 {
+            return Err(format!("{BUFFER_BOUND}: {held} with c = {}", self.plan.buffer));
+        }
         for p in 0..self.plan.partitions {
             let queued =
                 s.queue.iter().any(|r| matches!(r, Request::WriteBack(q, _) if *q as usize == p));
@@ -521,6 +634,8 @@ impl TransitionSystem for Swap {
                 format!("batch {b} writes partitions {:?}", self.touches(b as usize))
             }
             Action::Serve => format!("I/O thread serves {:?}", s.queue.first()),
+            Action::Retire(p) => format!("trainer, state {k}: evict partition {p} (retired)"),
+            Action::Prefetch(p) => format!("trainer, state {k}: prefetch partition {p}"),
         }
     }
 }

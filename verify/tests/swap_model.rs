@@ -1,6 +1,6 @@
 //! The partition buffer's swap model: its properties hold at the CI bound, each seeded
-//! partition mutant breaks the property it names, and so does a trainer that swaps without
-//! draining.
+//! partition mutant breaks the property it names (among them a premature eviction under the
+//! pipelined rule), and so does a trainer that swaps without draining under the draining rule.
 
 use ordo::mutation::Mutant;
 use ordo_verify::model::{Outcome, Search, check};
@@ -18,7 +18,10 @@ fn the_swap_protocol_holds_at_the_ci_bound() {
     let report = check(&Swap::ci(None), Search::default()).unwrap();
     assert_eq!(report.outcome, Outcome::Proved);
     assert!(report.stats.states > 1_000, "explored only {} states", report.stats.states);
-    eprintln!("swap model: {}", report.stats);
+    eprintln!("swap model (pipelined): {}", report.stats);
+    let report = check(&Swap::ci(None).draining(), Search::default()).unwrap();
+    assert_eq!(report.outcome, Outcome::Proved);
+    eprintln!("swap model (draining): {}", report.stats);
 }
 
 #[test]
@@ -27,6 +30,7 @@ fn each_partition_mutant_breaks_the_property_it_names() {
         (Mutant::PartitionEvictWithoutWriteBack, FILES_CURRENT),
         (Mutant::PartitionReadBeforeLoad, READ_LOADED),
         (Mutant::PartitionWriteBackStale, FILES_CURRENT),
+        (Mutant::PartitionEvictUnfinished, EVICT_DRAINED),
     ];
     assert_eq!(want.len(), SWAP_MUTANTS.len());
     for (m, property) in want {

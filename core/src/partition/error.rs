@@ -93,7 +93,10 @@ pub enum PartitionError {
         partition: usize,
     },
     /// Admitting a partition into a full buffer.
-    #[error("the buffer already holds {buffer} partitions: evict one before admitting {partition}")]
+    #[error(
+        "the buffer of {buffer} already holds or loads {} partitions (c + 1): evict one before admitting {partition}",
+        buffer + 1
+    )]
     BufferFull {
         /// The partition.
         partition: usize,

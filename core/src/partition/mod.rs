@@ -10,28 +10,29 @@
 //!   ([`DiskFiles`]) or over memory ([`MemoryFiles`]: the *in-memory twin*, the same
 //!   partitions, ordering and code without a disk), with a background I/O thread.
 //!
-//! # The protocol at a swap: drain at state boundaries
+//! # The protocol at a swap: evict on the finished batches, no drain
 //!
-//! The storage does not see batches. The trainer trains a buffer state's buckets, then drains
-//! the engine session ([`Session::finish`](crate::engine::Session::finish): every submitted
-//! batch is stamped and written), and only then moves the buffer
-//! ([`PartitionedStorage::enter`]: evict, admit, prefetch the next state's incoming partition).
-//! So a partition leaves the buffer only after every batch that touched it is written, and a
-//! batch runs only in a state whose partitions were all admitted (`admit` waits for the load)
-//! before its first batch was submitted. While the state trains, the I/O thread prefetches the
-//! next state's incoming partition into a spare slot (the buffer's memory is `c + 1`
-//! partitions) and writes evicted ones back.
+//! The storage does not see batches. The trainer walks the plan with a [`Walk`]: it enters a
+//! state ([`Walk::try_enter`]: admit its partitions, waiting for their loads) as soon as they
+//! fit beside the partitions that batches still in flight touch (`c + 1` partitions resident or
+//! loading), submits the state's batches, and tells the walk each batch the engine finished
+//! (the session's [`completions`](crate::engine::Session::completions)). A partition leaves the
+//! buffer once no state with an unfinished batch, and not the current state, holds it; the next
+//! state's incoming partition is then prefetched into the room it left. So a partition leaves
+//! only after every batch that can read, validate or write its rows is written, a batch runs
+//! only in a state whose partitions were all admitted before its first batch was submitted, and
+//! the pipeline stays full across swaps. The epoch's end drains the session (checkpoint,
+//! evaluation). [`PartitionedStorage::enter`] is the draining rule's move (evict, admit,
+//! prefetch), for callers that drain at every swap.
 //!
-//! **Why the equivalence holds.** Between two drains the storage behaves as one in-memory
-//! table of the resident rows (each partition is a [`RowStore`](crate::store::RowStore) with
-//! its TID words), so the engine's claim holds state by state; a drain is a barrier that every
-//! batch of the state precedes and every batch of the next state follows, in the recorded order
-//! as in time; a swap moves a row's version and values to disk and back together. The `Oac`
-//! run over the whole epoch is then the synchronous replay of the recorded order — checked in
-//! `core/tests/prop_partition.rs` against the twin and against one plain table. Draining costs
-//! the pipeline's depth once per state (a few batches per state of thousands); tracking the
-//! engine's finished prefix per partition instead would save that but needs a storage hook in
-//! the engine.
+//! **Why the equivalence holds.** For every row a batch in flight touches, the storage behaves
+//! as one in-memory table: the row's partition is resident, in one copy (each partition is a
+//! [`RowStore`](crate::store::RowStore) with its TID words), from before the batch's read until
+//! after its write; a swap moves a row's version and values to disk and back together, and a
+//! reload follows the write-back. So the engine's claim holds over the whole epoch: the `Oac`
+//! run is the synchronous replay of its recorded order, checked in
+//! `core/tests/prop_partition.rs` (pipelined and draining) against one plain table, and the
+//! rule (with a premature eviction as a mutant) by `ordo-verify`'s swap model.
 //!
 //! # Crash safety without copying gigabytes
 //!
@@ -51,9 +52,11 @@ mod io_thread;
 mod manifest;
 pub mod ordering;
 mod storage;
+mod walk;
 
 pub use error::PartitionError;
 pub use files::{DiskFiles, FileName, MemoryFiles, PartitionFiles};
 pub use geometry::Geometry;
 pub use manifest::{Cursor, FileEntry, Manifest};
 pub use storage::{IoStats, PartitionedStorage};
+pub use walk::Walk;

@@ -34,22 +34,24 @@ pub struct IoStats {
 
 /// Rows in `P` partition files, `c` partitions of them in memory.
 ///
-/// **The protocol at a swap** (module docs of [`super`]): the caller swaps only while no batch
-/// is in flight (between the session's [`finish`](crate::engine::Session::finish)es), and a
-/// batch touches only resident partitions. Then a row's reads and writes all go to the one
-/// in-memory copy of its partition while it is resident, eviction writes that copy back before
-/// the partition can be loaded again (the I/O thread's order), and the storage keeps
-/// [`RowStorage`]'s contract across swaps: a row's version and values leave and come back
+/// **The protocol at a swap** (module docs of [`super`]): the caller evicts a partition only
+/// once no batch in flight touches it ([`Walk`](super::Walk) does this from the engine's
+/// completions), and a batch touches only resident partitions. Then a row's reads and writes
+/// all go to the one in-memory copy of its partition while it is resident, eviction writes that
+/// copy back before the partition can be loaded again (the I/O thread's order), and the storage
+/// keeps [`RowStorage`]'s contract across swaps: a row's version and values leave and come back
 /// together. A row of a partition that is not resident is
 /// [`PartitionError::NotResident`] (as [`StoreError::Other`]), never a stale value.
 ///
 /// **Slot reclamation.** A slot is an `RwLock<Option<Arc<Resident>>>`: a read or write holds
 /// its read guard while it copies, and eviction takes the write guard, so a slot is never freed
-/// under a reader; since swaps happen only when no batch is in flight, the write guard never
-/// waits. No epoch-based reclamation (crossbeam-epoch) is needed: the drain is the grace period.
+/// under a reader whatever the caller does; under the walk's rule no batch in flight touches an
+/// evicted partition, so the write guard never waits for a batch. [`Walk`](super::Walk)'s docs
+/// say why this needs no epoch-based reclamation (crossbeam-epoch).
 ///
-/// **Memory:** `c` resident partitions, one prefetched partition (the spare slot), and a chunk
-/// of I/O buffer: `c + 1` partitions.
+/// **Memory:** at most `c + 1` partitions resident or loading (`c` of a state and one crossing a
+/// swap: prefetched, or leaving once its last batch is written), the copies being written back,
+/// and a chunk of I/O buffer.
 ///
 /// ```
 /// use ordo::partition::{Geometry, MemoryFiles, PartitionedStorage};
@@ -252,6 +254,19 @@ impl PartitionedStorage {
             .collect()
     }
 
+    /// Partitions whose load was sent and not yet admitted, ascending.
+    pub fn loading_partitions(&self) -> Vec<usize> {
+        let mut loading: Vec<usize> =
+            self.pending.lock().map(|p| p.keys().copied().collect()).unwrap_or_default();
+        loading.sort_unstable();
+        loading
+    }
+
+    /// How many partitions are loading (sent, not yet admitted).
+    pub fn loading(&self) -> usize {
+        self.pending.lock().map(|p| p.len()).unwrap_or(0)
+    }
+
     /// What I/O cost so far.
     pub fn io_stats(&self) -> IoStats {
         IoStats {
@@ -301,14 +316,17 @@ impl PartitionedStorage {
     }
 
     /// Make `partition` resident: take its prefetched copy, or load it now, waiting for the
-    /// load (the wait counts as I/O wait). An error if the buffer is full.
+    /// load (the wait counts as I/O wait). An error if the buffer is full: `c + 1` partitions
+    /// resident or loading, counting this one (`c` of a state and one crossing a swap, see
+    /// [`Walk`](super::Walk)).
     pub fn admit(&self, partition: usize) -> Result<(), PartitionError> {
         self.check_partition(partition)?;
         self.take_failure()?;
         if self.slots[partition].read().map_err(poisoned)?.is_some() {
             return Ok(());
         }
-        if self.resident().len() >= self.buffer {
+        let loading_others = self.loading_partitions().iter().filter(|&&q| q != partition).count();
+        if self.resident().len() + loading_others > self.buffer {
             return Err(PartitionError::BufferFull { partition, buffer: self.buffer });
         }
         self.prefetch(partition)?;
@@ -332,14 +350,14 @@ impl PartitionedStorage {
 
     /// Take `partition` out of the buffer; its copy is written back in the background (as the
     /// partition's next file generation) if a row of it was written since it was loaded.
-    /// Call only while no batch is in flight.
+    /// Call only while no batch in flight touches the partition.
     pub fn evict(&self, partition: usize) -> Result<(), PartitionError> {
         self.check_partition(partition)?;
         let Some(resident) = self.slots[partition].write().map_err(poisoned)?.take() else {
             return Ok(());
         };
-        // Relaxed: the writers' stores of the flag happened before the drain that lets the
-        // caller swap (the session's finish joins them).
+        // Relaxed: every writer's store of the flag happened under the slot's read guard, which
+        // it released before the write guard taken above was granted (the lock orders them).
         if resident.dirty.load(Ordering::Relaxed) && !active(Mutant::PartitionEvictWithoutWriteBack)
         {
             self.send(Request::WriteBack { partition, resident })?;
@@ -418,7 +436,7 @@ impl PartitionedStorage {
     pub fn checkpoint(&self, cursor: Cursor) -> Result<(), PartitionError> {
         for (p, slot) in self.slots.iter().enumerate() {
             if let Some(resident) = &*slot.read().map_err(poisoned)? {
-                // Relaxed: as in `evict`.
+                // Relaxed: a checkpoint follows a drain, which joins the writers that set it.
                 if resident.dirty.swap(false, Ordering::Relaxed) {
                     self.send(Request::WriteBack { partition: p, resident: Arc::clone(resident) })?;
                 }
@@ -548,7 +566,7 @@ impl RowStorage for PartitionedStorage {
         self.with_resident(row, |r, local| {
             let landed = r.rows.write_if_newer(local, ts, values)?;
             if landed {
-                // Relaxed: read only after a drain (see `evict`).
+                // Relaxed: read under the slot's write guard (see `evict`) or after a drain.
                 r.dirty.store(true, Ordering::Relaxed);
                 // AcqRel: a counter read at session start and checkpoints, after a drain.
                 self.next_version.fetch_max(ts + 1, Ordering::AcqRel);

@@ -8,9 +8,11 @@
 //! buckets `(i, j)` (the training triples with head in partition `i` and tail in `j`), each
 //! bucket's triples shuffled by `(seed, epoch, bucket)` and cut into batches, every batch's
 //! negatives drawn from the rows of its bucket's two partitions (both in the buffer, as in
-//! Marius and PyTorch-BigGraph). The session is drained at every state's end before the buffer
-//! moves (the protocol of [`ordo::partition`]), so `--mode oac` ends equal to the synchronous
-//! replay of its recorded order.
+//! Marius and PyTorch-BigGraph). The buffer moves with an [`ordo::partition::Walk`] fed the
+//! session's completions, without a drain at the swaps: a state enters once its partitions fit
+//! beside those the previous state's batches in flight touch, and a partition leaves once none
+//! does (the protocol of [`ordo::partition`]), so the pipeline stays full and `--mode oac` ends
+//! equal to the synchronous replay of its recorded order. The epoch's end drains.
 //!
 //! **Replay invariant:** batch `id` is a pure function of `(seed, epoch, state, bucket, index)`;
 //! ids are `epoch << 32 | position in the epoch`.
@@ -37,7 +39,7 @@ use ordo::engine::{
 };
 use ordo::partition::ordering::{Plan, SwapCost, beta};
 use ordo::partition::{
-    Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionedStorage,
+    Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionedStorage, Walk,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -457,19 +459,49 @@ pub fn train(
     let mut train_time = Duration::ZERO;
     let orders = engine.session(&mut CpuDevice::new(), &mut model, &storage, |s| {
         let mut orders = Vec::new();
+        let mut walk = Walk::new(&storage, &plan);
         for epoch in start_epoch..cfg.epochs {
             let (t, wait0) = (Instant::now(), storage.io_stats().wait);
             let mut order = Vec::new();
+            // Per state, the position of its first batch in the epoch: batch ids name their
+            // position, so a completion names its state.
+            let mut firsts: Vec<usize> = Vec::with_capacity(n);
+            let state_of = |firsts: &[usize], id: u64| {
+                firsts.partition_point(|&f| f as u64 <= (id & 0xFFFF_FFFF)) - 1
+            };
+            let mut at = 0;
             for k in 0..n {
-                storage.enter(&plan.states[k], plan.states.get(k + 1).or(plan.states.first()))?;
-                let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, order.len());
-                // A submit refused after a failure (halted) leaves it to `finish` to say what
-                // failed.
-                let submitted = s.submit_all(batches);
-                // The drain: every batch of this state is written before the buffer moves.
-                order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
-                submitted?;
+                let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, at);
+                // Enter the state as soon as its partitions fit beside those the batches in
+                // flight still touch: the pipeline stays full across the swap. A state that
+                // cannot enter yet (the earlier state's batches have not finished: only when a
+                // state has fewer batches than the pipeline holds) drains the session.
+                while !walk.try_enter(k, batches.len())? {
+                    let done = s.completions();
+                    if done.is_empty() {
+                        order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
+                        walk.drained()?;
+                    }
+                    for c in done {
+                        walk.finished(state_of(&firsts, c.batch_id))?;
+                    }
+                }
+                firsts.push(at);
+                at += batches.len();
+                for batch in batches {
+                    if let Err(e) = s.submit(batch) {
+                        // A submit refused after a failure (halted): `finish` says what failed.
+                        s.finish().map_err(|e| stopped(e, epoch + 1))?;
+                        return Err(e.into());
+                    }
+                    for c in s.completions() {
+                        walk.finished(state_of(&firsts, c.batch_id))?;
+                    }
+                }
             }
+            // The epoch's end: every batch is written before the checkpoint and evaluation.
+            order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
+            walk.drained()?;
             if let (StorageKind::Disk, Some(dir)) = (opts.storage, &opts.dir) {
                 let done = epoch as u64 + 1;
                 write_dense(dir, done, &engine::Model::dense(s.model()))?;
@@ -541,29 +573,30 @@ mod tests {
         }
     }
 
-    /// The synchronous run of `orders` (epochs `0..`) on the in-memory twin: each state's part
-    /// of the order replayed batch by batch with the twin's buffer moved as the plan moves it.
+    /// The synchronous run of `orders` (epochs `0..`) on the in-memory twin with every
+    /// partition resident (batches of neighbouring states interleave in a pipelined order, so
+    /// the replay needs the partitions of both): each epoch's order replayed batch by batch.
     fn twin_replay(d: &Dataset, cfg: &TrainConfig, orders: &[Vec<u64>]) -> (Vec<f32>, Vec<f32>) {
-        let o = opts(StorageKind::Memory, None);
+        let o = PartitionOpts { buffer: 4, ..opts(StorageKind::Memory, None) };
         let (twin, _, _) = open_storage(d, cfg, &o).unwrap();
-        let plan = beta(o.partitions, o.buffer).unwrap();
+        (0..4).for_each(|p| twin.admit(p).unwrap());
+        let plan = beta(4, 2).unwrap();
         let buckets = Buckets::new(d, twin.geometry());
         let sampling = cfg.sampling(d);
         let mut model = cfg.init_model(d).unwrap();
         for (epoch, order) in orders.iter().enumerate() {
-            let mut at = 0;
+            let mut batches = HashMap::new();
             for k in 0..plan.states.len() {
-                twin.enter(&plan.states[k], None).unwrap();
-                let batches: HashMap<u64, _> = buckets
-                    .state_batches(d, &sampling, &plan, k, epoch, at)
-                    .into_iter()
-                    .map(|b| (b.id, b))
-                    .collect();
-                let part = &order[at..at + batches.len()];
-                replay_into(&mut model, &twin, part, |id| batches.get(&id)).unwrap();
-                at += part.len();
+                let at = batches.len();
+                batches.extend(
+                    buckets
+                        .state_batches(d, &sampling, &plan, k, epoch, at)
+                        .into_iter()
+                        .map(|b| (b.id, b)),
+                );
             }
-            assert_eq!(at, order.len());
+            assert_eq!(batches.len(), order.len());
+            replay_into(&mut model, &twin, order, |id| batches.get(&id)).unwrap();
         }
         (twin.snapshot().unwrap(), model.dense())
     }
