@@ -212,6 +212,9 @@ impl<M: Model> DeviceQueue<M> for FailingInsert {
     fn depth(&self) -> usize {
         DeviceQueue::<M>::depth(&self.inner)
     }
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        DeviceQueue::<M>::evict(&mut self.inner, ste)
+    }
     fn submit(
         &mut self,
         model: &mut M,
@@ -316,6 +319,9 @@ impl<M: Model> DeviceQueue<M> for FailingCollect {
     }
     fn depth(&self) -> usize {
         DeviceQueue::<M>::depth(&self.inner)
+    }
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        DeviceQueue::<M>::evict(&mut self.inner, ste)
     }
     fn submit(
         &mut self,

@@ -72,7 +72,8 @@ pub trait CacheBackend {
 }
 
 /// The engine's device over a cache `C`: a [`DeviceQueue`] of depth 1 whose
-/// [`submit`](DeviceQueue::submit) evicts, validates and runs the host step, and whose
+/// [`evict`](DeviceQueue::evict) evicts (every batch, as the sequencer calls it),
+/// [`submit`](DeviceQueue::submit) validates and runs the host step, and whose
 /// [`collected`](DeviceQueue::collected) inserts the stepped rows (before the next submit, as
 /// one batch is in flight at most). A failure of the cache is returned from the method that
 /// met it, and the engine stops with it as [`ordo::engine::StageError::Device`].
@@ -106,6 +107,10 @@ impl<M: Model, C: CacheBackend> DeviceQueue<M> for CacheDevice<C> {
         1
     }
 
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        Ok(self.cache.evict(ste)?)
+    }
+
     fn submit(
         &mut self,
         model: &mut M,
@@ -115,7 +120,6 @@ impl<M: Model, C: CacheBackend> DeviceQueue<M> for CacheDevice<C> {
         let device = |e: GpuError| SubmitError::Device(e.into());
         let mut staleness = Staleness::default();
         if job.validate {
-            self.cache.evict(job.ste).map_err(device)?;
             staleness = self.cache.validate(job.read, rows).map_err(device)?;
         }
         host_step(model, job.data, rows)?;

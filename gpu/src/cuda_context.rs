@@ -45,7 +45,8 @@ fn gate() -> Result<(), GpuError> {
     }
 }
 
-/// A CUDA context on one device, opened only after [`cuda_available`]'s checks pass.
+/// A CUDA context on one device, opened only after [`cuda_available`]'s checks pass, with
+/// blocking synchronization (`CU_CTX_SCHED_BLOCKING_SYNC`).
 ///
 /// ```
 /// match ordo_gpu::Gpu::open(0) {
@@ -67,7 +68,11 @@ impl Gpu {
         if ordinal >= usize::try_from(count).unwrap_or(0) {
             return Err(GpuError::NoDevice { reason: "no device with that ordinal" });
         }
-        Ok(Gpu { ctx: CudaContext::new(ordinal)? })
+        let ctx = CudaContext::new(ordinal)?;
+        // The host blocks while it waits for the device instead of spinning: a wait costs no
+        // core (and `kge_roofline`'s host core-µs count work, not waiting).
+        ctx.set_blocking_synchronize()?;
+        Ok(Gpu { ctx })
     }
 
     /// The cudarc context.

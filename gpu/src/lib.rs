@@ -14,9 +14,11 @@
 //!   entity rows and relation parameters: an f64 reference ([`kge::reference_step`]) and the
 //!   CUDA kernels ([`kge::KgeKernels`]).
 //! * [`pipeline`]: pinned staging buffers, separate H2D / compute / D2H streams ordered by
-//!   events, so several batches are in flight; [`pipeline::CudaDevice`] is the device stage.
-//! * [`queue`]: the driver that runs a device stage with batches in flight against a host table
-//!   ([`queue::run_over`]), and its host twin ([`queue::SimQueue`]).
+//!   events, so several batches are in flight: [`pipeline::Pipeline`], the engine's
+//!   `DeviceQueue` for a [`pipeline::DeviceModel`]; [`pipeline::CudaDevice`] is the depth-1
+//!   device with the step on the host.
+//! * [`queue`]: the pipeline's host twin ([`queue::SimQueue`]) and [`queue::run_over`], one
+//!   epoch of the engine's driver over either.
 //! * [`cache_device`]: the engine's device over a validation cache that is not the host's
 //!   ([`cache_device::CacheDevice`]), written once for both tables below.
 //! * [`sim_device`]: that device over the host port of the cache, for the engine on

@@ -2,14 +2,13 @@
 //! compute and device→host copies, and events that order them, so the copies of one batch
 //! overlap the compute of another.
 //!
-//! Two ways in:
-//! * [`CudaDevice`] is an engine device ([`ordo::engine::DeviceQueue`] of depth 1: validation
-//!   cache in device memory, model step on the host): a drop-in for `ordo::engine::CpuDevice`
-//!   in `Engine::session` or `Engine::start`.
-//! * [`Pipeline`] keeps up to `depth` batches in flight for a step that runs on the device
-//!   ([`DeviceStep`], e.g. [`KgeDeviceStep`]): `submit` returns at once, `collect` returns the
-//!   oldest finished batch. `depth = 1` without a cache is the `Sync` baseline, `depth > 1`
-//!   without a cache is `Async`, with a cache it is `Oac`.
+//! Two ways in, both the engine's one device interface ([`ordo::engine::DeviceQueue`]):
+//! * [`Pipeline`] keeps up to `depth` batches in flight for a model whose step runs on the
+//!   device ([`DeviceModel`], e.g. [`KgeDeviceModel`]): `submit` returns at once, `collect`
+//!   waits for the oldest batch. The session's stamps are the pipeline's; the sequencer asks
+//!   for the eviction before each batch ([`DeviceQueue::evict`]).
+//! * [`CudaDevice`] is the depth-1 case with the validation cache in device memory and the
+//!   model step on the host: a drop-in for `ordo::engine::CpuDevice`.
 //!
 //! **Ordering (per batch, one staging slot):**
 //! ```text
@@ -33,13 +32,15 @@
 
 use crate::buffers::{count_u32, zeros};
 use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
+use crate::cache_device::repaired;
 use crate::cache_device::{CacheBackend, CacheDevice, apply_validation, version_words};
 use crate::cuda_context::Gpu;
 use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
-use crate::queue::{BatchQueue, Collected};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
-use ordo::engine::{BatchRows, RowBlock, Staleness};
+use ordo::engine::{
+    BatchRows, DeviceError, DeviceQueue, Model, RowBlock, Staleness, Submission, SubmitError,
+};
 use std::sync::Arc;
 
 /// The three streams of the device stage.
@@ -79,6 +80,8 @@ struct Slot {
     /// Timing events around the batch's compute (only with `PipelineConfig::timing`).
     timing: Option<(CudaEvent, CudaEvent)>,
     max_rows: usize,
+    /// `downloaded` was recorded and the host has not waited on it since.
+    pending: bool,
 }
 
 /// `len` elements of pinned host memory with `flags`, checked against cudarc's size assert.
@@ -118,7 +121,7 @@ impl Slot {
             values_out: pinned(gpu, cells, 0)?,
             replaced_out: pinned(gpu, max_rows, 0)?,
             batch: DeviceBatch::from_parts(
-                Vec::new(),
+                Vec::with_capacity(max_rows),
                 width,
                 zeros(s, max_rows)?,
                 zeros(s, max_rows)?,
@@ -127,7 +130,9 @@ impl Slot {
             ),
             uploaded: ctx.new_event(None)?,
             computed: ctx.new_event(None)?,
-            downloaded: ctx.new_event(None)?,
+            // The one event the host waits on: blocking-sync, so the host thread sleeps.
+            downloaded: ctx
+                .new_event(Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC))?,
             timing: if timing {
                 let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
                 Some((ctx.new_event(flags)?, ctx.new_event(flags)?))
@@ -135,6 +140,7 @@ impl Slot {
                 None
             },
             max_rows,
+            pending: false,
         })
     }
 
@@ -154,14 +160,17 @@ impl Slot {
             });
         }
         crate::cache::check_len("values", n * w, values.len())?;
-        self.downloaded.synchronize()?;
+        if self.pending {
+            self.downloaded.synchronize()?;
+            self.pending = false;
+        }
         self.read_host.clear();
         self.read_host.extend(read_versions.take(n));
         crate::cache::check_len("read versions", n, self.read_host.len())?;
         self.ids.as_mut_slice()?[..n].copy_from_slice(ids);
         self.read.as_mut_slice()?[..n].copy_from_slice(&self.read_host);
         self.values_in.as_mut_slice()?[..n * w].copy_from_slice(values);
-        self.batch.set_rows(ids.to_vec());
+        self.batch.set_rows(ids);
         Ok(())
     }
 
@@ -206,12 +215,19 @@ impl Slot {
             )?;
         }
         self.downloaded.record(&streams.d2h)?;
+        self.pending = true;
         Ok(())
     }
 
-    /// Wait for the copies back; the stepped values and the replacing versions.
-    fn results(&self) -> Result<(&[f32], &[u64]), GpuError> {
+    /// Wait for the copies back.
+    fn wait(&mut self) -> Result<(), GpuError> {
         self.downloaded.synchronize()?;
+        self.pending = false;
+        Ok(())
+    }
+
+    /// The stepped values and the replacing versions (after [`wait`](Slot::wait)).
+    fn results(&self) -> Result<(&[f32], &[u64]), GpuError> {
         let n = self.batch.rows().len();
         let w = self.batch.width();
         Ok((&self.values_out.as_slice()?[..n * w], &self.replaced_out.as_slice()?[..n]))
@@ -269,6 +285,7 @@ impl CacheBackend for StagedCudaCache {
         self.slot.upload(&self.streams)?;
         self.cache.validate(&mut self.slot.batch)?;
         self.slot.download(&self.streams)?;
+        self.slot.wait()?;
         let (values, replaced) = self.slot.results()?;
         Ok(apply_validation(read, values, replaced, rows))
     }
@@ -282,6 +299,7 @@ impl CacheBackend for StagedCudaCache {
         // and kernel, and nothing else.
         self.slot.computed.record(&self.streams.compute)?;
         self.slot.downloaded.record(&self.streams.compute)?;
+        self.slot.pending = true;
         Ok(())
     }
 
@@ -290,14 +308,15 @@ impl CacheBackend for StagedCudaCache {
     }
 }
 
-/// A model step that runs on the device, on the batch's rows in device memory.
-pub trait DeviceStep {
-    /// The per-batch payload (e.g. the scored triples).
-    type Data;
+/// A model whose step also runs on the device, on the batch's rows in device memory: what a
+/// [`Pipeline`] runs. Its host step ([`Model::step`]) is the same update on host rows (used
+/// where no pipeline is, e.g. a replay), so the engine is handed the model itself: there is no
+/// stand-in model whose host step is an error.
+pub trait DeviceModel: Model {
     /// Update `batch`'s values in place: upload the payload on `streams.h2d` (cudarc's buffer
-    /// events order it before the kernels) and launch on `streams.compute`, where the cache
-    /// kernels of the same batch run before and after.
-    fn step(
+    /// events order it before the kernels) and launch on `streams.compute` (the stream the
+    /// pipeline was built with), where the cache kernels of the same batch run before and after.
+    fn step_on_device(
         &mut self,
         streams: &Streams,
         data: &Self::Data,
@@ -305,9 +324,10 @@ pub trait DeviceStep {
     ) -> Result<(), GpuError>;
 }
 
-/// The KGE step as a [`DeviceStep`]: the batch's rows are its entity rows.
+/// The KGE step as a [`DeviceModel`]: the batch's rows are its entity rows, the relations live
+/// in the kernels on the device.
 #[derive(Debug)]
-pub struct KgeDeviceStep {
+pub struct KgeDeviceModel {
     /// The kernels (and the relation parameters they own).
     pub kernels: KgeKernels,
     /// Learning rate and epsilon.
@@ -317,16 +337,40 @@ pub struct KgeDeviceStep {
     recent: std::collections::VecDeque<DeviceKgeBatch>,
 }
 
-impl KgeDeviceStep {
+impl KgeDeviceModel {
     /// The step with these kernels and hyper-parameters.
     pub fn new(kernels: KgeKernels, hyper: KgeHyper) -> Self {
-        KgeDeviceStep { kernels, hyper, recent: std::collections::VecDeque::new() }
+        KgeDeviceModel { kernels, hyper, recent: std::collections::VecDeque::new() }
     }
 }
 
-impl DeviceStep for KgeDeviceStep {
+impl Model for KgeDeviceModel {
     type Data = KgeBatch;
-    fn step(
+    type Error = GpuError;
+
+    fn row_width(&self) -> usize {
+        2 * self.kernels.shape().dim
+    }
+
+    /// The same kernels on host rows: upload, step, copy back (blocking).
+    fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), GpuError> {
+        let stream = self.kernels.stream().clone();
+        let b = DeviceKgeBatch::upload(&stream, self.kernels.shape(), data)?;
+        let mut values = stream.clone_htod(rows.values())?;
+        self.kernels.step(&b, &mut values, &self.hyper)?;
+        stream.memcpy_dtoh(&values, rows.values_mut())?;
+        stream.synchronize()?;
+        Ok(())
+    }
+
+    /// The relation rows (parameters and Adagrad sums); empty if the copy fails.
+    fn dense(&self) -> Vec<f32> {
+        self.kernels.relations().unwrap_or_default()
+    }
+}
+
+impl DeviceModel for KgeDeviceModel {
+    fn step_on_device(
         &mut self,
         streams: &Streams,
         data: &KgeBatch,
@@ -352,36 +396,51 @@ pub struct PipelineConfig {
     pub max_rows: usize,
     /// Floats per row.
     pub width: usize,
-    /// The validation cache (`Oac`), or none (`Sync` with depth 1, `Async` otherwise).
+    /// The validation cache (needed for `Oac`; without it a batch asking for validation is
+    /// refused).
     pub cache: Option<CacheConfig>,
     /// Record timing events around each batch's compute ([`Pipeline::compute_busy_ms`]).
     pub timing: bool,
 }
 
-/// Up to `depth` batches in flight through H2D → (evict, validate) → step → (insert) → D2H.
+/// The engine's [`DeviceQueue`] on CUDA for a [`DeviceModel`]: up to `depth` batches in flight
+/// through H2D → (validate) → step → (insert) → D2H, with the eviction the sequencer asks for
+/// queued on the compute stream ahead of the next batch's validation.
+///
+/// **Stamps are the session's.** The pipeline keeps no counter of its own: it caches a batch
+/// at the `ts` of its [`Submission`] and picks its staging slot as `ts mod depth` (a session
+/// stamps `0, 1, 2, …` and collects in stamp order, so the slot of `ts` was collected before
+/// `ts + depth` is submitted).
+///
+/// **Steady state.** Every buffer (pinned staging, device batch, cache table) is allocated by
+/// [`new`](Pipeline::new); a batch allocates nothing of its own (its step may: the KGE step
+/// uploads its triples). The host blocks once per batch, in `collect`, on the slot's
+/// `downloaded` event ([`waits`](Pipeline::waits) counts them); the events are blocking-sync,
+/// so the host thread sleeps instead of spinning.
 #[derive(Debug)]
-pub struct Pipeline<S> {
+pub struct Pipeline {
     streams: Streams,
     slots: Vec<Slot>,
     cache: Option<CudaValidationCache>,
-    step: S,
-    next_ts: u64,
-    oldest: u64,
+    /// `(ts, slot)` of the batches submitted and not collected, oldest first.
+    in_flight: std::collections::VecDeque<(u64, usize)>,
     busy_ms: f64,
+    waits: u64,
 }
 
-impl<S: DeviceStep> Pipeline<S> {
-    /// Build the pipeline; `make_step` receives the compute stream (the step must launch there).
+impl Pipeline {
+    /// Build the pipeline, launching its kernels on `compute` (the model's stream: the
+    /// model's kernels and the cache's run in one order there).
     pub fn new(
         gpu: &Gpu,
         config: PipelineConfig,
-        make_step: impl FnOnce(&Arc<CudaStream>) -> Result<S, GpuError>,
+        compute: Arc<CudaStream>,
     ) -> Result<Self, GpuError> {
         if config.depth == 0 {
             return Err(GpuError::Pipeline("depth must be at least 1"));
         }
         count_u32("batch rows", config.max_rows)?;
-        let streams = Streams::new(gpu)?;
+        let streams = Streams { h2d: gpu.new_stream()?, compute, d2h: gpu.new_stream()? };
         let cache = match config.cache {
             Some(c) if c.width != config.width => {
                 return Err(CacheError::LengthMismatch {
@@ -397,19 +456,19 @@ impl<S: DeviceStep> Pipeline<S> {
         let slots = (0..config.depth)
             .map(|_| Slot::new(gpu, &streams, config.max_rows, config.width, config.timing))
             .collect::<Result<_, _>>()?;
-        let step = make_step(&streams.compute)?;
-        Ok(Pipeline { streams, slots, cache, step, next_ts: 0, oldest: 0, busy_ms: 0.0 })
+        let in_flight = std::collections::VecDeque::with_capacity(config.depth);
+        Ok(Pipeline { streams, slots, cache, in_flight, busy_ms: 0.0, waits: 0 })
     }
 
-    /// Milliseconds the compute stream spent on the collected batches (evict to insert), when
-    /// built with `timing`; the bench divides it by the wall time for "GPU busy".
+    /// Milliseconds the compute stream spent on the collected batches (validate to insert),
+    /// when built with `timing`; the bench divides it by the wall time for "GPU busy".
     pub fn compute_busy_ms(&self) -> f64 {
         self.busy_ms
     }
 
-    /// The step (e.g. to read relation parameters after a run).
-    pub fn step_ref(&self) -> &S {
-        &self.step
+    /// Times the host blocked on the device (one per collected batch).
+    pub fn waits(&self) -> u64 {
+        self.waits
     }
 
     /// The streams.
@@ -417,124 +476,108 @@ impl<S: DeviceStep> Pipeline<S> {
         &self.streams
     }
 
-    /// Batches submitted and not yet collected.
-    pub fn in_flight(&self) -> usize {
-        (self.next_ts - self.oldest) as usize
+    /// Rows per batch at most.
+    pub fn max_rows(&self) -> usize {
+        self.slots[0].max_rows
     }
 
-    /// Queue a batch: `rows` (strictly increasing ids), the versions read from the store, the
-    /// values (`rows × width`), and the STE (prefix units) to evict with before it validates.
-    /// Returns its timestamp. Fails with [`GpuError::Pipeline`] when `depth` batches are in
-    /// flight (collect first). Argument and cache errors (including an overflow) are found
-    /// before the batch's upload, validation or step is queued (only its eviction may be, which
-    /// is safe at any time); after a driver error the pipeline should be dropped.
-    pub fn submit(
+    /// Floats per row.
+    pub fn width(&self) -> usize {
+        self.slots[0].batch.width()
+    }
+
+    /// Queue batch `job` (checked whole first: a refused batch queues nothing).
+    fn queue<M: DeviceModel>(
         &mut self,
-        rows: &[u64],
-        read_versions: &[u64],
-        values: &[f32],
-        ste: u64,
-        data: &S::Data,
-    ) -> Result<u64, GpuError> {
-        if self.in_flight() == self.slots.len() {
+        model: &mut M,
+        job: &Submission<'_, M::Data>,
+        rows: &BatchRows<'_>,
+    ) -> Result<(), GpuError> {
+        if self.in_flight.len() == self.slots.len() {
             return Err(GpuError::Pipeline("all staging slots are in flight: collect first"));
         }
-        crate::cache::check_len("read versions", rows.len(), read_versions.len())?;
-        crate::cache::check_rows(rows)?;
-        let ts = self.next_ts;
-        if let Some(cache) = self.cache.as_mut() {
-            cache.evict(ste)?;
-            cache.check_insert(rows, ts)?;
+        crate::cache::check_len("read timestamps", rows.len(), job.read.len())?;
+        crate::cache::check_rows(rows.ids())?;
+        if (job.validate || job.insert) && self.cache.is_none() {
+            return Err(GpuError::Pipeline("Oac needs a pipeline with a validation cache"));
         }
-        let depth = self.slots.len();
-        let slot = &mut self.slots[(ts % depth as u64) as usize];
-        slot.load(rows, read_versions.iter().copied(), values)?;
+        if let (Some(cache), true) = (self.cache.as_ref(), job.insert) {
+            cache.check_insert(rows.ids(), job.ts)?;
+        }
+        let index = (job.ts % self.slots.len() as u64) as usize;
+        if self.in_flight.iter().any(|&(_, s)| s == index) {
+            return Err(GpuError::Pipeline("the session's stamps are not consecutive"));
+        }
+        let slot = &mut self.slots[index];
+        slot.load(rows.ids(), version_words(job.read), rows.values())?;
         slot.upload(&self.streams)?;
         if let Some((start, _)) = &slot.timing {
             start.record(&self.streams.compute)?;
         }
-        if let Some(cache) = self.cache.as_mut() {
+        if let (Some(cache), true) = (self.cache.as_mut(), job.validate) {
             cache.validate(&mut slot.batch)?;
         }
-        self.step.step(&self.streams, data, &mut slot.batch)?;
-        if let Some(cache) = self.cache.as_mut() {
-            cache.insert(&slot.batch, ts)?;
+        model.step_on_device(&self.streams, job.data, &mut slot.batch)?;
+        if let (Some(cache), true) = (self.cache.as_mut(), job.insert) {
+            cache.insert(&slot.batch, job.ts)?;
         }
         if let Some((_, end)) = &slot.timing {
             end.record(&self.streams.compute)?;
         }
         slot.download(&self.streams)?;
-        self.next_ts += 1;
-        Ok(ts)
-    }
-
-    /// Wait for the oldest batch in flight and copy its stepped values into `values` (at least
-    /// `rows × width` long). `None` when nothing is in flight.
-    pub fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError> {
-        if self.in_flight() == 0 {
-            return Ok(None);
-        }
-        let ts = self.oldest;
-        let depth = self.slots.len();
-        let slot = &self.slots[(ts % depth as u64) as usize];
-        let (out, replaced) = slot.results()?;
-        if let Some((start, end)) = &slot.timing {
-            self.busy_ms += f64::from(start.elapsed_ms(end)?);
-        }
-        if values.len() < out.len() {
-            return Err(CacheError::LengthMismatch {
-                what: "collect buffer",
-                expected: out.len(),
-                got: values.len(),
-            }
-            .into());
-        }
-        values[..out.len()].copy_from_slice(out);
-        let c = Collected::new(ts, slot.batch.rows().len(), &slot.read_host, replaced);
-        self.oldest += 1;
-        Ok(Some(c))
+        self.in_flight.push_back((job.ts, index));
+        Ok(())
     }
 }
 
-impl<S: DeviceStep> BatchQueue for Pipeline<S> {
-    type Data = S::Data;
+impl<M: DeviceModel> DeviceQueue<M> for Pipeline {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        if !self.in_flight.is_empty() {
+            return Err(GpuError::Pipeline("a session needs an idle pipeline").into());
+        }
+        if let Some(cache) = self.cache.as_mut() {
+            cache.clear()?;
+        }
+        Ok(())
+    }
 
     fn depth(&self) -> usize {
         self.slots.len()
     }
 
-    fn max_rows(&self) -> usize {
-        self.slots[0].max_rows
-    }
-
-    fn width(&self) -> usize {
-        self.slots[0].batch.width()
-    }
-
-    fn in_flight(&self) -> usize {
-        Pipeline::in_flight(self)
-    }
-
-    fn next_ts(&self) -> u64 {
-        self.next_ts
-    }
-
-    fn validates(&self) -> bool {
-        self.cache.is_some()
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        if let Some(cache) = self.cache.as_mut() {
+            cache.evict(ste)?;
+        }
+        Ok(())
     }
 
     fn submit(
         &mut self,
-        rows: &[u64],
-        read_versions: &[u64],
-        values: &[f32],
-        ste: u64,
-        data: &S::Data,
-    ) -> Result<u64, GpuError> {
-        Pipeline::submit(self, rows, read_versions, values, ste, data)
+        model: &mut M,
+        job: Submission<'_, M::Data>,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), SubmitError<M::Error>> {
+        self.queue(model, &job, rows).map_err(|e| SubmitError::Device(e.into()))
     }
 
-    fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError> {
-        Pipeline::collect(self, values)
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        let (_, index) = *self.in_flight.front().ok_or(GpuError::Pipeline("nothing in flight"))?;
+        self.waits += 1;
+        self.slots[index].wait()?;
+        let slot = &self.slots[index];
+        let (out, replaced) = slot.results()?;
+        if let Some((start, end)) = &slot.timing {
+            self.busy_ms += f64::from(start.elapsed_ms(end)?);
+        }
+        crate::cache::check_len("collect rows", out.len(), rows.values().len())?;
+        rows.values_mut().copy_from_slice(out);
+        let staleness = repaired(slot.read_host.iter().copied(), replaced);
+        self.in_flight.pop_front();
+        Ok(staleness)
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, CudaValidationCache::len)
     }
 }

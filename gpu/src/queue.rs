@@ -1,166 +1,33 @@
-//! Batches in flight on a device queue: the interface a queue offers ([`BatchQueue`],
-//! implemented by the CUDA [`Pipeline`](crate::pipeline::Pipeline)), its adapter to the engine's
-//! [`DeviceQueue`] ([`QueueDevice`]), [`run_over`], which runs batches through a queue with the
-//! engine's own reader → device → writer driver, and [`SimQueue`], the same queue on the host
-//! (host step, host port of the cache) so the driver and the "Oac at any depth equals Sync"
-//! claim are tested without a GPU.
+//! Batches in flight on a device queue without a GPU: [`SimQueue`], the host twin of the CUDA
+//! [`Pipeline`](crate::pipeline::Pipeline) (the model's host step, the host port of the cache,
+//! the same slots and the same order), and [`run_over`], which runs batches through either
+//! with the engine's own reader → device → writer driver. Both are the engine's
+//! [`DeviceQueue`] directly: the session stamps, and the queue keeps no stamp of its own.
 
-use crate::cache::{CacheConfig, CacheError, HostBatch, SimValidationCache, check_len, check_rows};
+use crate::cache::{CacheConfig, HostBatch, SimValidationCache, check_len, check_rows};
 use crate::cache_device::{repaired, version_words};
 use crate::error::GpuError;
 use ordo::engine::{
     Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, Staleness,
-    StepError, Submission, SubmitError, validate_batch,
+    Submission, SubmitError, host_step, validate_batch,
 };
 use ordo::storage::RowStorage;
 use std::collections::VecDeque;
-use std::marker::PhantomData;
 
-/// A finished batch handed back by [`BatchQueue::collect`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Collected {
-    /// The batch's timestamp (submission order from 0).
-    pub ts: u64,
-    /// Its number of rows (the values are in the caller's buffer).
-    pub rows: usize,
-    /// What validation repaired: the rows replaced from the cache, and the largest version gap
-    /// among them, as the engine counts them.
-    pub staleness: Staleness,
-}
-
-impl Collected {
-    /// Batch `ts` of `rows` rows, with the staleness its validation repaired: per row the
-    /// version read and the version that replaced it (`0`: kept).
-    pub(crate) fn new(ts: u64, rows: usize, read_versions: &[u64], replaced: &[u64]) -> Self {
-        Collected { ts, rows, staleness: repaired(read_versions.iter().copied(), replaced) }
-    }
-}
-
-/// A device stage that takes batches in order and hands them back in order, with up to
-/// `depth` in flight. Compute happens in submission order (that is the computation order);
-/// `ts` counts submissions from 0.
-pub trait BatchQueue {
-    /// The per-batch payload of the step.
-    type Data;
-    /// Batches in flight at most.
-    fn depth(&self) -> usize;
+/// The sizes a queue's staging was built for.
+pub trait Staging {
     /// Rows per batch at most.
     fn max_rows(&self) -> usize;
     /// Floats per row.
     fn width(&self) -> usize;
-    /// Batches submitted and not yet collected.
-    fn in_flight(&self) -> usize;
-    /// The ts the next submission gets.
-    fn next_ts(&self) -> u64;
-    /// Whether it has a validation cache (evicts, validates and inserts: `Oac`).
-    fn validates(&self) -> bool;
-    /// Queue a batch (rows strictly increasing, the versions it read, its values, the STE to
-    /// evict with before it validates); returns its ts. Fails when `depth` are in flight.
-    fn submit(
-        &mut self,
-        rows: &[u64],
-        read_versions: &[u64],
-        values: &[f32],
-        ste: u64,
-        data: &Self::Data,
-    ) -> Result<u64, GpuError>;
-    /// The oldest batch in flight, its stepped values copied into `values`; `None` if idle.
-    fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError>;
 }
 
-/// A [`BatchQueue`] as the engine's [`DeviceQueue`]: the engine stamps, reads, admits and
-/// writes; the queue evicts, validates, steps and inserts on the device, in submission order.
-///
-/// The queue's stamps must be the engine's: a fresh queue per session (both count from 0), or
-/// one whose [`next_ts`](BatchQueue::next_ts) is the session's. A mismatch is refused before
-/// the batch is queued, and so is a mode that disagrees with the queue's cache (`Oac` needs
-/// one; the other modes must not validate).
-#[derive(Debug)]
-pub struct QueueDevice<'q, Q> {
-    queue: &'q mut Q,
-}
-
-impl<'q, Q: BatchQueue> QueueDevice<'q, Q> {
-    /// The engine's view of `queue`.
-    pub fn new(queue: &'q mut Q) -> Self {
-        QueueDevice { queue }
+impl Staging for crate::pipeline::Pipeline {
+    fn max_rows(&self) -> usize {
+        crate::pipeline::Pipeline::max_rows(self)
     }
-}
-
-impl<M: Model<Data = Q::Data>, Q: BatchQueue> DeviceQueue<M> for QueueDevice<'_, Q> {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        if self.queue.in_flight() != 0 {
-            return Err(GpuError::Pipeline("a session needs an idle queue").into());
-        }
-        Ok(())
-    }
-
-    fn depth(&self) -> usize {
-        self.queue.depth()
-    }
-
-    fn submit(
-        &mut self,
-        _model: &mut M,
-        job: Submission<'_, M::Data>,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError<M::Error>> {
-        let refuse = |why| Err(SubmitError::Device(GpuError::Pipeline(why).into()));
-        if job.ts != self.queue.next_ts() {
-            return refuse("the queue's stamps are not the engine's: use a fresh queue");
-        }
-        if job.validate != self.queue.validates() || job.insert != self.queue.validates() {
-            return refuse(
-                "Oac needs a queue with a validation cache, the other modes one without; \
-                 a batch of Session::submit_inline is not validated: submit it with submit",
-            );
-        }
-        let read: Vec<u64> = version_words(job.read).collect();
-        let dev = |e: GpuError| SubmitError::Device(e.into());
-        self.queue.submit(rows.ids(), &read, rows.values(), job.ste, job.data).map_err(dev)?;
-        Ok(())
-    }
-
-    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
-        let c = self
-            .queue
-            .collect(rows.values_mut())?
-            .ok_or(GpuError::Pipeline("nothing in flight"))?;
-        Ok(c.staleness)
-    }
-
-    fn cache_len(&self) -> usize {
-        0
-    }
-}
-
-/// The engine's model for a step that runs inside the queue: it names the row width and the
-/// batch payload; the host never steps (a call is an error), and it has no dense parameters on
-/// the host (a device step keeps its own, e.g. [`KgeDeviceStep`](crate::pipeline::KgeDeviceStep)'s
-/// relations).
-pub struct OnDevice<D> {
-    width: usize,
-    data: PhantomData<fn(&D)>,
-}
-
-impl<D> OnDevice<D> {
-    /// Rows of `width` floats.
-    pub fn new(width: usize) -> Self {
-        OnDevice { width, data: PhantomData }
-    }
-}
-
-impl<D: Send + Sync + 'static> Model for OnDevice<D> {
-    type Data = D;
-    type Error = StepError;
-    fn row_width(&self) -> usize {
-        self.width
-    }
-    fn step(&mut self, _: &D, _: &mut BatchRows<'_>) -> Result<(), StepError> {
-        Err("the step runs on the device queue, not on the host".into())
-    }
-    fn dense(&self) -> Vec<f32> {
-        Vec::new()
+    fn width(&self) -> usize {
+        crate::pipeline::Pipeline::width(self)
     }
 }
 
@@ -175,23 +42,24 @@ pub struct RunStats {
     pub max_gap: u64,
 }
 
-/// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` against `store`, with
-/// the engine's driver (one epoch of an [`Engine::session`]) in `mode`: one reader gathers rows and versions
-/// ahead of the device in the given order (`read_ahead` batches queued between them, at least
-/// 1), so the computation order is the order of `batches`; the queue keeps up to its depth in
-/// flight; two writers write collected batches back. `Mode::Oac` needs a queue
-/// with a validation cache; then any depth and read-ahead give the store of `Mode::Sync` bit for
-/// bit (for a deterministic step); `Async` promises nothing.
-pub fn run_over<Q, S>(
+/// Run `batches` (`(rows, data)`, rows strictly increasing) through `q` with `model` against
+/// `store`, with the engine's driver (one epoch of an [`Engine::session`]) in `mode`: one reader
+/// gathers rows and versions ahead of the device in the given order (`read_ahead` batches
+/// queued between them, at least 1), the device keeps up to its depth in flight, two writers
+/// scatter. Every batch is checked before anything runs, so a refused one leaves the store as
+/// it was.
+pub fn run_over<M, Q, S>(
     q: &mut Q,
+    model: &mut M,
     mode: Mode,
     store: &S,
-    batches: &[(Vec<u64>, Q::Data)],
+    batches: &[(Vec<u64>, M::Data)],
     read_ahead: usize,
 ) -> Result<RunStats, GpuError>
 where
-    Q: BatchQueue,
-    Q::Data: Clone + Send + Sync + 'static,
+    M: Model,
+    M::Data: Clone,
+    Q: DeviceQueue<M> + Staging,
     S: RowStorage + ?Sized,
 {
     check_len("store width", q.width(), store.width())?;
@@ -199,25 +67,32 @@ where
         return Err(GpuError::TooLarge { what: "batch rows (above max_rows)", elems: rows.len() });
     }
     let config = EngineConfig::new(mode).threads(1, 2).depths(read_ahead.max(1), q.depth());
-    let engine = Engine::new(config)?;
-    let mut model = OnDevice::new(q.width());
-    // Every batch is checked before anything runs, so a refused one leaves the store as it was.
+    let engine = Engine::new(config).map_err(engine_error)?;
     // The engine takes rows in any order; the device's validation cache takes them sorted.
     for (position, batch) in numbered(batches).enumerate() {
-        validate_batch::<_, StepError>(position, &batch, store.rows())?;
+        validate_batch::<_, M::Error>(position, &batch, store.rows()).map_err(engine_error)?;
         check_rows(&batch.rows)?;
     }
-    let report = engine.session(&mut QueueDevice::new(q), &mut model, store, |s| {
-        // Every batch was checked above: a submit fails only once the pipeline stopped, and
-        // `finish` then says why.
-        let _ = s.submit_all(numbered(batches));
-        s.finish()
-    })?;
+    let report = engine
+        .session(q, model, store, |s| {
+            // Every batch was checked above: a submit fails only once the pipeline stopped,
+            // and `finish` then says why.
+            let _ = s.submit_all(numbered(batches));
+            s.finish()
+        })
+        .map_err(engine_error)?;
     Ok(RunStats {
         batches: report.order.len(),
         replaced: report.rows_replaced as usize,
         max_gap: report.max_gap(),
     })
+}
+
+/// The engine's error, its model's step error boxed, as a [`GpuError`].
+fn engine_error<E: std::error::Error + Send + Sync + 'static>(
+    e: ordo::engine::EngineError<E>,
+) -> GpuError {
+    GpuError::Engine(Box::new(e.map_step(ordo::engine::StepError::new)))
 }
 
 /// `batches` as engine batches, numbered by position.
@@ -229,171 +104,246 @@ fn numbered<D: Clone>(batches: &[(Vec<u64>, D)]) -> impl Iterator<Item = Batch<D
     })
 }
 
-/// A step on host rows (`rows × width` floats, in place), for [`SimQueue`].
-pub type HostStep<'a, D> = dyn FnMut(&D, &mut [f32]) + 'a;
+/// What [`SimQueue`] counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueCounts {
+    /// Batches collected.
+    pub batches: u64,
+    /// Times the host would block on the device (one per collect, as the CUDA pipeline's).
+    pub waits: u64,
+}
 
-/// [`BatchQueue`] on the host: the step runs at submission (as the GPU's compute stream runs
-/// kernels in submission order), results wait in a queue until collected; with a cache, each
-/// batch is evicted, validated and inserted exactly as the CUDA pipeline does it.
-pub struct SimQueue<'a, D> {
-    depth: usize,
+/// The CUDA pipeline's orchestration on the host, as the engine's [`DeviceQueue`]: `depth`
+/// preallocated staging slots picked by `ts mod depth`, the batch validated, stepped (the
+/// model's host step, on the slot's copy: the engine's rows stay as read until collected)
+/// and inserted at submission, as the compute stream runs them in submission order; the
+/// stepped rows wait in their slot until collected. With a cache (`Oac`) each batch is
+/// evicted (by the sequencer), validated and inserted exactly as the CUDA pipeline does it.
+#[derive(Debug)]
+pub struct SimQueue {
     max_rows: usize,
     width: usize,
     cache: Option<SimValidationCache>,
-    step: Box<HostStep<'a, D>>,
-    done: VecDeque<(Collected, Vec<f32>)>,
-    next_ts: u64,
+    slots: Vec<HostBatch>,
+    /// `(slot, staleness)` of the batches submitted and not collected, oldest first.
+    in_flight: VecDeque<(usize, Staleness)>,
+    counts: QueueCounts,
 }
 
-impl<'a, D> SimQueue<'a, D> {
-    /// A queue of `depth` slots; `cache: Some(config)` for `Oac`.
+impl SimQueue {
+    /// A queue of `depth` slots of `max_rows` rows of `width` floats; `cache: Some(config)`
+    /// for `Oac`.
     pub fn new(
         depth: usize,
         max_rows: usize,
         width: usize,
         cache: Option<CacheConfig>,
-        step: Box<HostStep<'a, D>>,
     ) -> Result<Self, GpuError> {
         if depth == 0 {
             return Err(GpuError::Pipeline("depth must be at least 1"));
         }
         let cache = cache.map(SimValidationCache::new_host).transpose()?;
-        Ok(SimQueue { depth, max_rows, width, cache, step, done: VecDeque::new(), next_ts: 0 })
-    }
-}
-
-impl<D> BatchQueue for SimQueue<'_, D> {
-    type Data = D;
-
-    fn depth(&self) -> usize {
-        self.depth
-    }
-
-    fn max_rows(&self) -> usize {
-        self.max_rows
-    }
-
-    fn width(&self) -> usize {
-        self.width
+        let slot = || HostBatch {
+            rows: Vec::with_capacity(max_rows),
+            read_versions: Vec::with_capacity(max_rows),
+            values: Vec::with_capacity(max_rows * width),
+            replaced: Vec::with_capacity(max_rows),
+        };
+        Ok(SimQueue {
+            max_rows,
+            width,
+            cache,
+            slots: (0..depth).map(|_| slot()).collect(),
+            in_flight: VecDeque::with_capacity(depth),
+            counts: QueueCounts::default(),
+        })
     }
 
-    fn in_flight(&self) -> usize {
-        self.done.len()
+    /// What it counted so far.
+    pub fn counts(&self) -> QueueCounts {
+        self.counts
     }
 
-    fn next_ts(&self) -> u64 {
-        self.next_ts
+    /// Batches submitted and not collected.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
     }
 
-    fn validates(&self) -> bool {
-        self.cache.is_some()
-    }
-
-    fn submit(
+    /// Check batch `job` whole and load it into its slot; the slot's index.
+    fn load(
         &mut self,
-        rows: &[u64],
-        read_versions: &[u64],
-        values: &[f32],
-        ste: u64,
-        data: &D,
-    ) -> Result<u64, GpuError> {
-        if self.done.len() == self.depth {
+        job: &Submission<'_, impl Sized>,
+        rows: &BatchRows<'_>,
+    ) -> Result<usize, GpuError> {
+        if self.in_flight.len() == self.slots.len() {
             return Err(GpuError::Pipeline("all slots are in flight: collect first"));
         }
-        check_rows(rows)?;
-        check_len("read versions", rows.len(), read_versions.len())?;
+        check_rows(rows.ids())?;
+        check_len("read timestamps", rows.len(), job.read.len())?;
         if rows.len() > self.max_rows {
             return Err(GpuError::TooLarge {
                 what: "batch rows (above max_rows)",
                 elems: rows.len(),
             });
         }
-        let mut b = HostBatch::new(rows.to_vec(), read_versions.to_vec(), values.to_vec());
-        let ts = self.next_ts;
-        if let Some(cache) = self.cache.as_mut() {
-            cache.evict(ste)?;
-            cache.check_insert(rows, ts)?;
-            cache.validate(&mut b)?;
+        if (job.validate || job.insert) && self.cache.is_none() {
+            return Err(GpuError::Pipeline("Oac needs a queue with a validation cache"));
         }
-        (self.step)(data, &mut b.values);
-        if let Some(cache) = self.cache.as_mut() {
-            cache.insert(&b, ts)?;
+        if let (Some(cache), true) = (self.cache.as_ref(), job.insert) {
+            cache.check_insert(rows.ids(), job.ts)?;
         }
-        let c = Collected::new(ts, rows.len(), read_versions, &b.replaced);
-        self.done.push_back((c, b.values));
-        self.next_ts += 1;
-        Ok(ts)
+        let index = (job.ts % self.slots.len() as u64) as usize;
+        if self.in_flight.iter().any(|&(s, _)| s == index) {
+            return Err(GpuError::Pipeline("the session's stamps are not consecutive"));
+        }
+        let b = &mut self.slots[index];
+        b.rows.clear();
+        b.rows.extend_from_slice(rows.ids());
+        b.read_versions.clear();
+        b.read_versions.extend(version_words(job.read));
+        b.values.clear();
+        b.values.extend_from_slice(rows.values());
+        b.replaced.clear();
+        b.replaced.resize(rows.len(), 0);
+        Ok(index)
+    }
+}
+
+impl Staging for SimQueue {
+    fn max_rows(&self) -> usize {
+        self.max_rows
+    }
+    fn width(&self) -> usize {
+        self.width
+    }
+}
+
+impl<M: Model> DeviceQueue<M> for SimQueue {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        if !self.in_flight.is_empty() {
+            return Err(GpuError::Pipeline("a session needs an idle queue").into());
+        }
+        if let Some(cache) = self.cache.as_mut() {
+            cache.clear()?;
+        }
+        Ok(())
     }
 
-    fn collect(&mut self, values: &mut [f32]) -> Result<Option<Collected>, GpuError> {
-        let Some((c, v)) = self.done.front() else { return Ok(None) };
-        if values.len() < v.len() {
-            let e = CacheError::LengthMismatch {
-                what: "collect buffer",
-                expected: v.len(),
-                got: values.len(),
-            };
-            return Err(e.into());
+    fn depth(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        if let Some(cache) = self.cache.as_mut() {
+            cache.evict(ste)?;
         }
-        values[..v.len()].copy_from_slice(v);
-        let c = *c;
-        self.done.pop_front();
-        Ok(Some(c))
+        Ok(())
+    }
+
+    fn submit(
+        &mut self,
+        model: &mut M,
+        job: Submission<'_, M::Data>,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), SubmitError<M::Error>> {
+        let device = |e: GpuError| SubmitError::Device(e.into());
+        let index = self.load(&job, rows).map_err(device)?;
+        let b = &mut self.slots[index];
+        if let (Some(cache), true) = (self.cache.as_mut(), job.validate) {
+            cache.validate(b).map_err(|e| device(e.into()))?;
+        }
+        let mut stepped = BatchRows::new(&b.rows, self.width, &mut b.values)
+            .ok_or_else(|| device(GpuError::Pipeline("slot of another shape")))?;
+        host_step(model, job.data, &mut stepped)?;
+        if let (Some(cache), true) = (self.cache.as_mut(), job.insert) {
+            cache.insert(b, job.ts).map_err(|e| device(e.into()))?;
+        }
+        let staleness = repaired(b.read_versions.iter().copied(), &b.replaced);
+        self.in_flight.push_back((index, staleness));
+        Ok(())
+    }
+
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        let &(index, staleness) =
+            self.in_flight.front().ok_or(GpuError::Pipeline("nothing in flight"))?;
+        self.counts.waits += 1;
+        let values = &self.slots[index].values;
+        check_len("collect rows", values.len(), rows.values().len())?;
+        rows.values_mut().copy_from_slice(values);
+        self.in_flight.pop_front();
+        self.counts.batches += 1;
+        Ok(staleness)
+    }
+
+    fn cache_len(&self) -> usize {
+        self.cache.as_ref().map_or(0, SimValidationCache::len)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::CacheError;
     use crate::workload::Rng;
-    use ordo::engine::AsyncWrite;
     use ordo::engine::simulation::Simulation;
+    use ordo::engine::{AsyncWrite, StepError};
     use ordo::store::RowStore;
 
     const ROWS: usize = 60;
     const WIDTH: usize = 3;
 
-    /// Runs `batches` with the "pull" step (a dense bias updated in order, like a relation
-    /// parameter) at `depth`, with or without the cache, through the engine's driver in the
-    /// deterministic simulation: `ahead` batches may wait read between the readers and the
-    /// device, and `schedule` picks the stages' actions. Returns the table, the bias and the
-    /// largest version gap validation repaired.
+    /// Pull each row towards the batch's target and add the dense `bias`, which then advances
+    /// (a relation parameter updated in order).
+    struct Pull {
+        bias: f32,
+    }
+
+    impl Model for Pull {
+        type Data = f32;
+        type Error = StepError;
+        fn row_width(&self) -> usize {
+            WIDTH
+        }
+        fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+            let bias = self.bias;
+            rows.values_mut().iter_mut().for_each(|x| *x += 0.5 * (target - *x) + bias);
+            self.bias += 0.01;
+            Ok(())
+        }
+        fn dense(&self) -> Vec<f32> {
+            vec![self.bias]
+        }
+    }
+
+    /// Runs `batches` with [`Pull`] through a [`SimQueue`] of `depth` slots, with or without
+    /// the cache, through the engine's driver in the deterministic simulation: `ahead` batches
+    /// may wait read between the readers and the device, and `schedule` picks the stages'
+    /// actions. Returns the table, the bias, the largest version gap validation repaired and
+    /// the queue's counts.
     fn run(
         batches: &[(Vec<u64>, f32)],
         depth: usize,
         ahead: usize,
         mode: Mode,
         schedule: &[u8],
-    ) -> (Vec<f32>, f32, u64) {
-        let mut bias = 0.0f32;
+    ) -> (Vec<f32>, f32, u64, QueueCounts) {
         let live = 2 * depth + ahead + 2;
         let cache =
             (mode == Mode::Oac).then(|| CacheConfig::for_in_flight(live, 16, WIDTH).unwrap());
-        let mut q = pull_queue(depth, cache, &mut bias);
+        let mut q = SimQueue::new(depth, 16, WIDTH, cache).unwrap();
         let store = initial_store();
-        let work = numbered(batches);
         // One reader: the computation order is the order of `batches`, as in Sync.
         let config = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
-        let device = Box::new(QueueDevice::new(&mut q));
+        let device = Box::new(&mut q);
         let sim =
-            Simulation::with_device(config, device, OnDevice::new(WIDTH), &store, work).unwrap();
-        let (_, report) = sim.run(schedule).unwrap();
+            Simulation::with_device(config, device, Pull { bias: 0.0 }, &store, numbered(batches))
+                .unwrap();
+        let (model, report) = sim.run(schedule).unwrap();
         assert_eq!(report.order.len(), batches.len());
         for st in report.order.iter().map(|s| s.staleness) {
             assert_eq!(st.replaced > 0, st.max_gap > 0, "a replaced row is at least 1 behind");
         }
-        drop(q);
-        (store.snapshot(), bias, report.max_gap())
-    }
-
-    /// A host queue of `depth` slots whose step pulls each row towards the batch's target and
-    /// adds the dense `bias`, which it then advances (a relation parameter updated in order).
-    fn pull_queue(depth: usize, cache: Option<CacheConfig>, bias: &mut f32) -> SimQueue<'_, f32> {
-        let step = Box::new(move |target: &f32, v: &mut [f32]| {
-            v.iter_mut().for_each(|x| *x += 0.5 * (target - *x) + *bias);
-            *bias += 0.01;
-        });
-        SimQueue::new(depth, 16, WIDTH, cache, step).unwrap()
+        (store.snapshot(), model.bias, report.max_gap(), q.counts())
     }
 
     /// The table every run starts from.
@@ -419,18 +369,20 @@ mod tests {
     }
 
     /// The claim the CUDA pipeline test checks on the GPU, checked here with the engine's
-    /// driver and the host port of the cache: Oac at any depth and read-ahead equals Sync bit
-    /// for bit; Async does not.
+    /// driver and the host twin of the pipeline: Oac at every depth 1–8 and several read-aheads
+    /// equals Sync bit for bit; Async does not. The host waits once per batch.
     #[test]
     fn oac_at_any_depth_equals_sync_and_async_does_not() {
         for seed in [1, 2, 3] {
             let b = batches(seed);
             let schedule = readers_first(seed);
-            let (sync, sync_bias, _) = run(&b, 1, 0, Mode::Sync, &schedule);
-            for (depth, ahead) in [(1, 3), (2, 0), (3, 2), (4, 4), (8, 1)] {
-                let (t, bias, gap) = run(&b, depth, ahead, Mode::Oac, &schedule);
+            let (sync, sync_bias, _, _) = run(&b, 1, 0, Mode::Sync, &schedule);
+            for depth in 1..=8 {
+                let ahead = [3, 0, 2, 4, 1][depth % 5];
+                let (t, bias, gap, counts) = run(&b, depth, ahead, Mode::Oac, &schedule);
                 assert_eq!(t, sync, "seed {seed} depth {depth} read-ahead {ahead}");
                 assert_eq!(bias.to_bits(), sync_bias.to_bits());
+                assert_eq!(counts, QueueCounts { batches: 120, waits: 120 }, "one wait a batch");
                 // Readers first: with more than two batches between a read and its validation,
                 // some row is more than one version behind, and the queue says by how much.
                 if depth + ahead > 2 {
@@ -446,34 +398,26 @@ mod tests {
     #[test]
     fn run_over_on_threads_equals_sync() {
         let b = batches(4);
-        let (sync, _, _) = run(&b, 1, 0, Mode::Sync, &[]);
+        let (sync, _, _, _) = run(&b, 1, 0, Mode::Sync, &[]);
         let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
-        let mut bias = 0.0f32;
-        let mut q = pull_queue(4, cache, &mut bias);
+        let mut q = SimQueue::new(4, 16, WIDTH, cache).unwrap();
         let store = initial_store();
-        let stats = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap();
+        let stats = run_over(&mut q, &mut Pull { bias: 0.0 }, Mode::Oac, &store, &b, 4).unwrap();
         assert_eq!(stats.batches, b.len());
         assert_eq!(stats.replaced > 0, stats.max_gap > 0, "{stats:?}");
         assert_eq!(store.snapshot(), sync);
     }
 
-    /// A mode that disagrees with the queue's cache, or a queue whose stamps are not the
-    /// engine's, is refused before anything is queued.
+    /// `Oac` on a queue without a validation cache is refused at its first batch, and nothing
+    /// is written.
     #[test]
-    fn a_queue_that_cannot_keep_the_claim_is_refused() {
+    fn oac_without_a_cache_is_refused() {
         let store = RowStore::zeros(ROWS, WIDTH);
         let b = batches(5);
-        let no_cache = |_: &f32, _: &mut [f32]| {};
-        let mut q = SimQueue::new(2, 16, WIDTH, None, Box::new(no_cache)).unwrap();
-        let err = run_over(&mut q, Mode::Oac, &store, &b, 1).unwrap_err();
+        let mut q = SimQueue::new(2, 16, WIDTH, None).unwrap();
+        let err = run_over(&mut q, &mut Pull { bias: 0.0 }, Mode::Oac, &store, &b, 1).unwrap_err();
         assert!(matches!(err, GpuError::Engine(_)), "{err}");
         assert_eq!(q.in_flight(), 0);
-        assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
-        // A used queue counts from 1: its stamps would not be the engine's.
-        q.submit(&[1], &[0], &[0.0; WIDTH], 0, &0.0).unwrap();
-        q.collect(&mut [0.0; WIDTH]).unwrap();
-        let err = run_over(&mut q, Mode::Async(AsyncWrite::Overwrite), &store, &b, 1).unwrap_err();
-        assert!(matches!(err, GpuError::Engine(_)), "{err}");
         assert_eq!(store.snapshot(), vec![0.0; ROWS * WIDTH], "nothing written");
     }
 
@@ -485,66 +429,91 @@ mod tests {
         let k = b.iter().position(|(rows, _)| rows.len() > 1).expect("a batch of two rows");
         b[k].0.reverse();
         let cache = Some(CacheConfig::for_in_flight(2 * 4 + 4 + 2, 16, WIDTH).unwrap());
-        let mut bias = 0.0f32;
-        let mut q = pull_queue(4, cache, &mut bias);
+        let mut q = SimQueue::new(4, 16, WIDTH, cache).unwrap();
         let store = initial_store();
         let before = store.snapshot();
-        let err = run_over(&mut q, Mode::Oac, &store, &b, 4).unwrap_err();
+        let err = run_over(&mut q, &mut Pull { bias: 0.0 }, Mode::Oac, &store, &b, 4).unwrap_err();
         assert!(matches!(err, GpuError::Cache(CacheError::RowsNotSorted { .. })), "{err}");
         assert_eq!(q.in_flight(), 0);
         assert_eq!(store.snapshot(), before, "nothing written");
     }
 
-    /// A collected batch carries the staleness its validation repaired, gap included, and the
-    /// engine's view of the queue reports it as the CPU path does.
+    /// Drive the queue as the sequencer does: evict, submit at `ts`, later collect.
+    fn submit(q: &mut SimQueue, ts: u64, ids: &[u64], read: &[Option<u64>]) -> Result<(), String> {
+        let mut values = vec![0.0; ids.len()];
+        let mut rows = BatchRows::new(ids, 1, &mut values).unwrap();
+        let job = Submission { ts, batch_id: ts, validate: true, insert: true, read, data: &() };
+        DeviceQueue::<Count>::submit(q, &mut Count, job, &mut rows).map_err(|e| format!("{e:?}"))
+    }
+
+    /// Adds 1 to row 0's first float.
+    struct Count;
+
+    impl Model for Count {
+        type Data = ();
+        type Error = StepError;
+        fn row_width(&self) -> usize {
+            1
+        }
+        fn step(&mut self, _: &(), rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+            rows.values_mut()[0] += 1.0;
+            Ok(())
+        }
+        fn dense(&self) -> Vec<f32> {
+            Vec::new()
+        }
+    }
+
+    /// A collected batch carries the staleness its validation repaired, gap included.
     #[test]
     fn a_collected_batch_reports_its_version_gap() {
         let cache = Some(CacheConfig { width: 1, capacity: 8 });
-        let mut q =
-            SimQueue::new(4, 2, 1, cache, Box::new(|_: &(), v: &mut [f32]| v[0] += 1.0)).unwrap();
-        // Three batches all read row 1 before the run (version 0), row 2 at version 0 too.
-        for _ in 0..3 {
-            q.submit(&[1, 2], &[0, 0], &[0.0, 0.0], 0, &()).unwrap();
+        let mut q = SimQueue::new(4, 2, 1, cache).unwrap();
+        // Three batches all read row 1 before the run, row 2 too.
+        for ts in 0..3 {
+            submit(&mut q, ts, &[1, 2], &[None, None]).unwrap();
         }
-        // Only row 2 of the last one is kept: it reads version 3 = ts 2, the newest.
-        q.submit(&[1, 2], &[0, 3], &[0.0, 0.0], 0, &()).unwrap();
+        // Only row 2 of the last one is kept: it read ts 2, the newest.
+        submit(&mut q, 3, &[1, 2], &[None, Some(2)]).unwrap();
         let mut got = Vec::new();
         let mut v = [0.0; 2];
-        while let Some(c) = q.collect(&mut v).unwrap() {
-            got.push((c.ts, c.staleness.replaced, c.staleness.max_gap));
+        while q.in_flight() > 0 {
+            let mut rows = BatchRows::new(&[1, 2], 1, &mut v).unwrap();
+            let st = DeviceQueue::<Count>::collect(&mut q, &mut rows).unwrap();
+            got.push((st.replaced, st.max_gap));
         }
-        // ts 1: both rows replaced by ts 0's (version 1), 1 behind; ts 2: by ts 1's (version 2).
-        assert_eq!(got, [(0, 0, 0), (1, 2, 1), (2, 2, 2), (3, 1, 3)]);
+        // ts 1: both rows replaced by ts 0's, 1 behind; ts 2: by ts 1's, 2 behind.
+        assert_eq!(got, [(0, 0), (2, 1), (2, 2), (1, 3)]);
         assert_eq!(v, [4.0, 0.0], "ts 3's row 1 came from the cache, its row 2 as read");
     }
 
     #[test]
     fn an_overflow_is_refused_before_the_step_runs() {
-        let mut steps = 0;
         let cache = Some(CacheConfig { width: 1, capacity: 2 });
-        let step = Box::new(|_: &(), _: &mut [f32]| steps += 1);
-        let mut q = SimQueue::new(4, 2, 1, cache, step).unwrap();
-        q.submit(&[1, 2], &[0, 0], &[0.0, 0.0], 0, &()).unwrap();
-        let err = q.submit(&[3], &[0], &[0.0], 0, &()).unwrap_err();
-        assert!(matches!(err, GpuError::Cache(CacheError::Overflow { .. })), "{err}");
+        let mut q = SimQueue::new(4, 2, 1, cache).unwrap();
+        submit(&mut q, 0, &[1, 2], &[None, None]).unwrap();
+        let err = submit(&mut q, 1, &[3], &[None]).unwrap_err();
+        assert!(err.contains("Overflow"), "{err}");
         assert_eq!(q.in_flight(), 1);
         // Evicting ts 0 (STE 1) makes room.
-        q.submit(&[3], &[0], &[0.0], 1, &()).unwrap();
-        drop(q);
-        assert_eq!(steps, 2, "the refused batch never reached the step");
+        DeviceQueue::<Count>::evict(&mut q, 1).unwrap();
+        submit(&mut q, 1, &[3], &[None]).unwrap();
+        assert_eq!(q.in_flight(), 2);
     }
 
     #[test]
     fn queue_misuse_is_a_typed_error() {
-        let mut q = SimQueue::new(1, 2, 1, None, Box::new(|_: &(), _: &mut [f32]| {})).unwrap();
-        q.submit(&[1], &[0], &[0.0], 0, &()).unwrap();
-        assert!(matches!(q.submit(&[2], &[0], &[0.0], 0, &()), Err(GpuError::Pipeline(_))));
-        assert!(matches!(q.collect(&mut []), Err(GpuError::Cache(_))));
-        assert_eq!(q.collect(&mut [0.0]).unwrap().map(|c| c.ts), Some(0));
-        assert!(matches!(
-            q.submit(&[1, 2, 3], &[0; 3], &[0.0; 3], 0, &()),
-            Err(GpuError::TooLarge { .. })
-        ));
-        assert!(matches!(q.submit(&[2, 1], &[0; 2], &[0.0; 2], 0, &()), Err(GpuError::Cache(_))));
+        let mut q = SimQueue::new(1, 2, 1, Some(CacheConfig { width: 1, capacity: 8 })).unwrap();
+        submit(&mut q, 0, &[1], &[None]).unwrap();
+        assert!(submit(&mut q, 1, &[2], &[None]).unwrap_err().contains("in flight"));
+        let mut v = [0.0; 2];
+        let mut rows = BatchRows::new(&[1, 2], 1, &mut v).unwrap();
+        assert!(DeviceQueue::<Count>::collect(&mut q, &mut rows).is_err(), "another shape");
+        let mut v = [0.0];
+        let mut rows = BatchRows::new(&[1], 1, &mut v).unwrap();
+        assert!(DeviceQueue::<Count>::collect(&mut q, &mut rows).is_ok());
+        assert!(DeviceQueue::<Count>::collect(&mut q, &mut rows).is_err(), "nothing in flight");
+        assert!(submit(&mut q, 1, &[1, 2, 3], &[None; 3]).unwrap_err().contains("TooLarge"));
+        assert!(submit(&mut q, 1, &[2, 1], &[None; 2]).unwrap_err().contains("RowsNotSorted"));
     }
 }

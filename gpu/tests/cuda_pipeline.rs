@@ -1,7 +1,7 @@
 //! OAC on the GPU pipeline equals the sequential run of the same batches (bit for bit: same
 //! kernels, same order), and Async without validation does not (so the check has teeth).
 //! Both run with the engine's own driver over the pipeline as a device queue
-//! (`ordo_gpu::queue::QueueDevice`). Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device.
+//! (the `Pipeline` is the engine's `DeviceQueue`). Needs a CUDA device; `#[ignore]`d: run with `--ignored` on a GPU machine, where it fails without a device.
 
 #![cfg(not(ordo_loom))]
 
@@ -14,8 +14,7 @@ use ordo::store::RowStore;
 use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;
 use ordo_gpu::kge::{KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
-use ordo_gpu::pipeline::{KgeDeviceStep, Pipeline, PipelineConfig};
-use ordo_gpu::queue::{OnDevice, QueueDevice};
+use ordo_gpu::pipeline::{KgeDeviceModel, Pipeline, PipelineConfig};
 use ordo_gpu::workload::{Rng, random_kge_batch};
 
 const ENTITIES: usize = 120;
@@ -57,10 +56,10 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>,
     let cache = oac.then(|| CacheConfig::for_in_flight(live, MAX_ROWS, WIDTH).unwrap());
     let config = PipelineConfig { depth, max_rows: MAX_ROWS, width: WIDTH, cache, timing: true };
     let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.05) };
-    let mut p = Pipeline::new(gpu, config, |s| {
-        Ok(KgeDeviceStep::new(KgeKernels::new(gpu, s.clone(), SHAPE, &w.relations)?, hyper))
-    })
-    .unwrap();
+    let compute = gpu.new_stream().unwrap();
+    let kernels = KgeKernels::new(gpu, compute.clone(), SHAPE, &w.relations).unwrap();
+    let model = KgeDeviceModel::new(kernels, hyper);
+    let mut p = Pipeline::new(gpu, config, compute).unwrap();
     let mode = match (oac, depth, ahead) {
         (true, _, _) => Mode::Oac,
         (false, 1, 0) => Mode::Sync,
@@ -74,14 +73,13 @@ fn run(gpu: &Gpu, w: &Work, depth: usize, ahead: usize, oac: bool) -> (Vec<f32>,
     });
     // One reader: the computation order is the order of the batches, as in Sync.
     let engine = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
-    let device = Box::new(QueueDevice::new(&mut p));
-    let sim =
-        Simulation::with_device(engine, device, OnDevice::new(WIDTH), &store, batches).unwrap();
-    let (_, report) = sim.run(&[0; 4096]).unwrap();
+    let sim = Simulation::with_device(engine, Box::new(&mut p), model, &store, batches).unwrap();
+    let (model, report) = sim.run(&[0; 4096]).unwrap();
     assert_eq!(report.order.len(), w.rows.len());
     assert_eq!(oac, report.rows_replaced > 0, "only Oac validates, and these batches overlap");
     assert!(p.compute_busy_ms() > 0.0, "timing events were recorded");
-    let relations = p.step_ref().kernels.relations().unwrap();
+    assert_eq!(p.waits(), report.order.len() as u64, "one blocking wait a batch");
+    let relations = model.kernels.relations().unwrap();
     (store.snapshot(), relations)
 }
 

@@ -32,3 +32,43 @@ fn a_cache_overflow_stops_the_engine_with_the_typed_error() {
             .collect();
     assert!(chain.iter().any(|m| m.contains("overflow")), "{chain:?}");
 }
+
+/// The sequencer evicts below the STE before every batch, whatever the device: batches stamped
+/// alone (`submit_inline`, which neither validate nor insert) still empty a device cache that
+/// earlier pipelined batches filled, as they empty the CPU device's.
+#[test]
+fn batches_stamped_alone_evict_the_device_cache_too() {
+    use ordo::engine::{Engine, EngineConfig, Mode};
+    use ordo::store::RowStore;
+    let mut device = SimDevice::new(CacheConfig::for_in_flight(4096, 4, 3).unwrap()).unwrap();
+    let mut cpu = ordo::engine::CpuDevice::new();
+    let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
+    let mut left = Vec::new();
+    for_each_device(&mut device, &mut cpu, |mut device| {
+        let store = RowStore::zeros(500, 3);
+        let mut model = oac_replay::Pull { bias: 0.0 };
+        let report = engine
+            .session(&mut device, &mut model, &store, |s| {
+                let mut work = oac_replay::batches().into_iter();
+                s.submit_all(work.by_ref().take(50))?;
+                // Everything before is written once each inline batch is: the STE passes it.
+                for b in work.take(5) {
+                    s.submit_inline(b)?;
+                }
+                s.finish()
+            })
+            .unwrap();
+        left.push(report.order.last().expect("a batch").cache_rows);
+    });
+    assert_eq!(left, [0, 0], "rows left cached after the inline batches (sim, cpu)");
+}
+
+/// Run `f` on the sim device, then on the CPU device.
+fn for_each_device(
+    sim: &mut SimDevice,
+    cpu: &mut ordo::engine::CpuDevice,
+    mut f: impl FnMut(&mut dyn ordo::engine::DeviceQueue<oac_replay::Pull>),
+) {
+    f(sim);
+    f(cpu);
+}

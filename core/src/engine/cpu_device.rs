@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 /// The CPU device: a [`ValidationCache`] in host memory, the model step on the thread that
 /// drives the session (a model may use rayon inside its step). A [`DeviceQueue`] of depth 1:
-/// [`submit`](DeviceQueue::submit) evicts, validates and steps; the stepped rows stay in the
+/// [`evict`](DeviceQueue::evict) evicts, [`submit`](DeviceQueue::submit) validates and steps; the stepped rows stay in the
 /// engine's buffer; [`collected`](DeviceQueue::collected) inserts them into the cache, before
 /// the next submit, since one batch is in flight at most.
 #[derive(Debug, Default)]
@@ -44,6 +44,11 @@ impl<M: Model> DeviceQueue<M> for CpuDevice {
         1
     }
 
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        self.cache.evict_before(ste);
+        Ok(())
+    }
+
     fn submit(
         &mut self,
         model: &mut M,
@@ -51,9 +56,6 @@ impl<M: Model> DeviceQueue<M> for CpuDevice {
         rows: &mut BatchRows<'_>,
     ) -> Result<(), SubmitError<M::Error>> {
         let mut staleness = Staleness::default();
-        // A batch stamped alone (`Session::submit_inline`) evicts too, so the cache stays
-        // bounded through a run of them.
-        self.cache.evict_before(job.ste);
         if job.validate {
             staleness = self.cache.validate(job.read, rows);
         }

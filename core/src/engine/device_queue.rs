@@ -32,8 +32,6 @@ pub struct Submission<'a, D> {
     pub ts: u64,
     /// The batch's id.
     pub batch_id: u64,
-    /// Evict cached rows with `ts < ste` before validating (`Oac`; 0 in the other modes).
-    pub ste: u64,
     /// Validate the rows against the cache (`Oac`, except a batch stamped alone by
     /// `Session::submit_inline`: it read every row's newest version).
     pub validate: bool,
@@ -66,7 +64,8 @@ pub enum SubmitError<E = StepError> {
 /// A device that holds up to [`depth`](DeviceQueue::depth) batches in flight.
 ///
 /// The engine calls it from one thread: [`reset`](DeviceQueue::reset) when a session starts;
-/// then, per batch, [`submit`](DeviceQueue::submit) in stamp order and, later,
+/// then, per batch, [`evict`](DeviceQueue::evict) and [`submit`](DeviceQueue::submit) in stamp
+/// order and, later,
 /// [`collect`](DeviceQueue::collect) in the same order (never more than `depth` submitted and
 /// not collected), and right after each collect [`collected`](DeviceQueue::collected) with the
 /// batch's stepped rows when its submission asked for an insert.
@@ -96,9 +95,17 @@ pub trait DeviceQueue<M: Model> {
     /// Batches it holds in flight at most (at least 1).
     fn depth(&self) -> usize;
 
+    /// Evict the cached rows stamped below `ste`, before the next [`submit`](DeviceQueue::submit)
+    /// validates (now, or queued on the device ahead of it). The sequencer calls it before every
+    /// submission, in every mode (the STE is 0 outside `Oac`, so nothing goes): the rule
+    /// "evict what is older than the STE, validate, step, insert" is the sequencer's, the same
+    /// for every device, and a device cannot skip the eviction on some batches.
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError>;
+
     /// Take the batch `job` with its rows as read (`rows`, which the engine keeps unchanged
-    /// until the batch is collected): evict below `job.ste` and validate (if `job.validate`),
-    /// run the step, insert at `job.ts` (if `job.insert`), now or on the device in order.
+    /// until the batch is collected): validate (if `job.validate`) against a cache evicted by
+    /// the [`evict`](DeviceQueue::evict) just before, run the step, insert at `job.ts` (if
+    /// `job.insert`), now or on the device in order.
     fn submit(
         &mut self,
         model: &mut M,
@@ -144,5 +151,36 @@ pub fn host_step<M: Model>(
     match catch_unwind(AssertUnwindSafe(|| model.step(data, rows))) {
         Ok(r) => r.map_err(SubmitError::Step),
         Err(payload) => Err(SubmitError::StepPanicked(panic_message(&*payload))),
+    }
+}
+
+/// A borrowed queue is a queue (e.g. boxed for the simulation while its owner reads its counts
+/// afterwards).
+impl<M: Model, Q: DeviceQueue<M> + ?Sized> DeviceQueue<M> for &mut Q {
+    fn reset(&mut self) -> Result<(), DeviceError> {
+        (**self).reset()
+    }
+    fn depth(&self) -> usize {
+        (**self).depth()
+    }
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        (**self).evict(ste)
+    }
+    fn submit(
+        &mut self,
+        model: &mut M,
+        job: Submission<'_, M::Data>,
+        rows: &mut BatchRows<'_>,
+    ) -> Result<(), SubmitError<M::Error>> {
+        (**self).submit(model, job, rows)
+    }
+    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
+        (**self).collect(rows)
+    }
+    fn collected(&mut self, ts: u64, block: &Arc<RowBlock>) -> Result<(), DeviceError> {
+        (**self).collected(ts, block)
+    }
+    fn cache_len(&self) -> usize {
+        (**self).cache_len()
     }
 }

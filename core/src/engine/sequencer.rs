@@ -1,7 +1,8 @@
 //! The sequencer: the device stage's bookkeeping. It stamps admitted batches in order (that
 //! order is the computation order), submits them to the [`DeviceQueue`], collects them oldest
-//! first, and records each as a [`Stamp`]: admission → evict below STE → validate → step →
-//! stamp ts → cache insert (on the device, or in [`DeviceQueue::collected`]) → writers.
+//! first, and records each as a [`Stamp`]: admission → evict below STE
+//! ([`DeviceQueue::evict`], for every batch and device) → validate → step → stamp ts → cache
+//! insert (on the device, or in [`DeviceQueue::collected`]) → writers.
 
 use crate::engine::block::RowBlock;
 use crate::engine::context::{RunCtx, at};
@@ -152,7 +153,10 @@ impl Sequencer {
         let insert = oac && !alone && !mutation::active(Mutant::CacheInsertSkipped);
         let ts = self.next_ts;
         let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
-        let sub = Submission { ts, batch_id: id, ste, validate, insert, read: &read, data: &data };
+        // The rule, for every device: evict below the STE, then validate, step and insert. A
+        // batch stamped alone evicts too, so the cache stays bounded through a run of them.
+        queue.evict(ste).map_err(|e| device_failed(id, e))?;
+        let sub = Submission { ts, batch_id: id, validate, insert, read: &read, data: &data };
         queue.submit(model, sub, &mut rows).map_err(|e| match e {
             SubmitError::Device(e) => device_failed(id, e),
             SubmitError::Step(source) => StopCause::StepFailed { batch_id: id, source },

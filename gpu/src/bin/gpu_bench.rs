@@ -31,7 +31,7 @@ use ordo::store::RowStore;
 use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
-use ordo_gpu::pipeline::{DeviceStep, KgeDeviceStep, Pipeline, PipelineConfig, Streams};
+use ordo_gpu::pipeline::{DeviceModel, KgeDeviceModel, Pipeline, PipelineConfig, Streams};
 use ordo_gpu::queue::run_over;
 use ordo_gpu::workload::{Rng, kge_batches, load_tsv_triples, random_kge_batch};
 use ordo_gpu::{Gpu, GpuError, kernels};
@@ -310,11 +310,31 @@ fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError
 /// The minimal device step of the synthetic-table runs: add a constant to every float.
 struct AddStep {
     f: CudaFunction,
+    width: usize,
 }
 
-impl DeviceStep for AddStep {
+impl ordo::engine::Model for AddStep {
     type Data = ();
-    fn step(&mut self, streams: &Streams, _: &(), batch: &mut DeviceBatch) -> Result<(), GpuError> {
+    type Error = GpuError;
+    fn row_width(&self) -> usize {
+        self.width
+    }
+    fn step(&mut self, _: &(), rows: &mut ordo::engine::BatchRows<'_>) -> Result<(), GpuError> {
+        rows.values_mut().iter_mut().for_each(|v| *v += 1e-3);
+        Ok(())
+    }
+    fn dense(&self) -> Vec<f32> {
+        Vec::new()
+    }
+}
+
+impl DeviceModel for AddStep {
+    fn step_on_device(
+        &mut self,
+        streams: &Streams,
+        _: &(),
+        batch: &mut DeviceBatch,
+    ) -> Result<(), GpuError> {
         let n = (batch.rows().len() * batch.width()) as u64;
         let delta = 1e-3f32;
         let cfg =
@@ -361,7 +381,7 @@ fn print_modes(title: &str, rows: &[ModeRow]) {
 
 /// Run `batches` in the three modes over a store filled by `init` (rows of `width` floats),
 /// each through the engine's driver ([`run_over`]).
-fn modes<S: DeviceStep>(
+fn modes<S: DeviceModel>(
     gpu: &Gpu,
     args: &Args,
     width: usize,
@@ -370,7 +390,7 @@ fn modes<S: DeviceStep>(
     make_step: &dyn Fn(&Arc<CudaStream>) -> Result<S, GpuError>,
 ) -> Result<Vec<ModeRow>, GpuError>
 where
-    S::Data: Clone + Send + Sync + 'static,
+    S::Data: Clone,
 {
     let table_rows = args.table_rows;
     let max_rows = batches.iter().map(|b| b.0.len()).max().unwrap_or(1);
@@ -388,9 +408,11 @@ where
             .then(|| CacheConfig::for_in_flight(2 * depth + ahead + 2, max_rows, width))
             .transpose()?;
         let config = PipelineConfig { depth, max_rows, width, cache, timing: true };
-        let mut p = Pipeline::new(gpu, config, make_step)?;
+        let compute = gpu.new_stream()?;
+        let mut model = make_step(&compute)?;
+        let mut p = Pipeline::new(gpu, config, compute)?;
         let start = Instant::now();
-        let stats = run_over(&mut p, mode, &store, batches, ahead)?;
+        let stats = run_over(&mut p, &mut model, mode, &store, batches, ahead)?;
         let wall = start.elapsed().as_secs_f64();
         out.push(ModeRow {
             name,
@@ -413,8 +435,9 @@ fn run(args: &Args) -> Result<(), GpuError> {
         .map(|_| (rng.distinct_rows(args.batch_rows, args.table_rows as u64), ()))
         .collect();
     let f = kernels::load(&gpu, "bench.cu", kernels::BENCH_SRC, &kernels::BENCH_KERNELS)?;
-    let rows =
-        modes(&gpu, args, args.width, &|_, _| 0.5, &batches, &|_| Ok(AddStep { f: f[1].clone() }))?;
+    let rows = modes(&gpu, args, args.width, &|_, _| 0.5, &batches, &|_| {
+        Ok(AddStep { f: f[1].clone(), width: args.width })
+    })?;
     let title = format!(
         "synthetic table {} rows × {} floats in pinned memory, {} batches of {} rows, depth {}",
         args.table_rows, args.width, args.batches, args.batch_rows, args.depth
@@ -434,7 +457,7 @@ fn run(args: &Args) -> Result<(), GpuError> {
             let init = |r: usize, c: usize| params[r * 2 * args.dim + c];
             let hyper = KgeHyper::new(0.1);
             let rows = modes(&gpu, &wargs, 2 * args.dim, &init, &batches, &|s| {
-                Ok(KgeDeviceStep::new(KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper))
+                Ok(KgeDeviceModel::new(KgeKernels::new(&gpu, s.clone(), shape, &rel)?, hyper))
             })?;
             let title = format!(
                 "WordNet 3.0 train ({} triples, {} entities), ComplEx dim {}, {} positives × {} negatives per batch, depth {}",

@@ -64,8 +64,9 @@ impl DeviceBatch {
     }
 
     /// Set the host copy of the row ids (the device copy is written by the pipeline).
-    pub(crate) fn set_rows(&mut self, rows: Vec<u64>) {
-        self.rows_host = rows;
+    pub(crate) fn set_rows(&mut self, rows: &[u64]) {
+        self.rows_host.clear();
+        self.rows_host.extend_from_slice(rows);
     }
 
     /// The row ids.

@@ -39,6 +39,11 @@ impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
         self.depth
     }
 
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        self.cache.evict_before(ste);
+        Ok(())
+    }
+
     fn submit(
         &mut self,
         model: &mut M,
@@ -50,7 +55,6 @@ impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
         }
         let mut staleness = Staleness::default();
         if job.validate {
-            self.cache.evict_before(job.ste);
             staleness = self.cache.validate(job.read, rows);
         }
         // The step works on a copy: the engine's rows stay as read until the batch is collected.
