@@ -124,7 +124,7 @@ pub enum PartitionError {
     /// Building a partition's rows failed (too large to allocate).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The I/O thread is gone (it panicked).
-    #[error("the partition I/O thread stopped")]
+    /// The I/O threads are gone (one panicked).
+    #[error("the partition I/O threads stopped")]
     IoThreadGone,
 }

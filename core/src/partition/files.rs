@@ -150,10 +150,56 @@ fn parse_name(s: &str) -> Option<FileName> {
 
 /// Partition files in memory: the in-memory twin's backing. Clones share the files, so a
 /// storage reopened on a clone sees what the first one wrote (a resume without a disk).
+///
+/// [`MemoryFiles::crashable`] files also keep what a disk would keep through a power loss: the
+/// contents of each file as of its last [`sync`](PartitionFiles::sync), and the manifest (whose
+/// replacement is durable). [`MemoryFiles::crash`] then returns every file to that: written
+/// bytes not synced are lost, files never synced vanish.
+///
+/// ```
+/// use ordo::partition::{FileName, MemoryFiles, PartitionFiles};
+///
+/// let files = MemoryFiles::crashable();
+/// let (a, b) = (FileName { partition: 0, generation: 0 }, FileName { partition: 1, generation: 0 });
+/// files.write_at(a, 0, b"synced")?;
+/// files.sync(a)?;
+/// files.write_at(a, 0, b"lost!!")?;
+/// files.write_at(b, 0, b"never synced")?;
+/// files.crash();
+/// let mut buf = [0u8; 6];
+/// files.read_at(a, 0, &mut buf)?;
+/// assert_eq!(&buf, b"synced");
+/// assert_eq!(files.len(b)?, None);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct MemoryFiles {
-    files: Arc<Mutex<HashMap<FileName, Vec<u8>>>>,
+    files: Shared,
     manifest: Arc<Mutex<Option<Vec<u8>>>>,
+    /// For crashable files: each file as of its last sync.
+    durable: Option<Shared>,
+}
+
+/// Files by name, shared by clones.
+type Shared = Arc<Mutex<HashMap<FileName, Vec<u8>>>>;
+
+impl MemoryFiles {
+    /// Files that remember what was synced, for [`crash`](Self::crash) (twice the memory of
+    /// the synced files).
+    pub fn crashable() -> Self {
+        MemoryFiles { durable: Some(Arc::default()), ..MemoryFiles::default() }
+    }
+
+    /// Lose everything not synced, as a power loss would: each file returns to its contents at
+    /// its last sync, and files never synced vanish. Nothing changes for files made with
+    /// [`MemoryFiles::default`], which keep no synced copy (their `sync` does nothing).
+    pub fn crash(&self) {
+        if let (Some(durable), Ok(mut files)) = (&self.durable, self.files.lock())
+            && let Ok(durable) = durable.lock()
+        {
+            *files = durable.clone();
+        }
+    }
 }
 
 fn poisoned<T>(_: T) -> io::Error {
@@ -187,12 +233,20 @@ impl PartitionFiles for MemoryFiles {
         Ok(())
     }
 
-    fn sync(&self, _: FileName) -> io::Result<()> {
+    fn sync(&self, name: FileName) -> io::Result<()> {
+        if let Some(durable) = &self.durable {
+            let files = self.files.lock().map_err(poisoned)?;
+            let file = files.get(&name).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+            durable.lock().map_err(poisoned)?.insert(name, file.clone());
+        }
         Ok(())
     }
 
     fn remove(&self, name: FileName) -> io::Result<()> {
         self.files.lock().map_err(poisoned)?.remove(&name);
+        if let Some(durable) = &self.durable {
+            durable.lock().map_err(poisoned)?.remove(&name);
+        }
         Ok(())
     }
 

@@ -1,10 +1,17 @@
-//! The background I/O thread: loads partitions into fresh row stores and writes evicted ones
-//! back, one request at a time in the order they were sent.
+//! The background I/O threads: [`IO_THREADS`] of them load partitions into fresh row stores and
+//! write evicted ones back, loads first.
 //!
-//! **Invariant:** requests are served first in, first out by one thread, so a load of a
-//! partition sent after its write-back reads the generation that write-back produced: a
-//! partition is never read from a stale file. A write-back updates the partition's
-//! [`FileEntry`] only after its file is synced.
+//! **Order.** A load runs ahead of every queued write-back of *other* partitions (the next
+//! state waits for its load; nothing waits for a write-back until a checkpoint), but never ahead
+//! of a write-back of its own partition: a load of `p` is served only once no write-back of `p`
+//! is queued or running, so it reads the generation that write-back produced and a partition is
+//! never read from a stale file. At most one write-back of a partition runs at a time. A
+//! write-back updates the partition's [`FileEntry`] after its file is written.
+//!
+//! **Durability.** Write-backs are not synced: a file only needs to be durable once a manifest
+//! names it, so [`PartitionedStorage::checkpoint`](super::PartitionedStorage::checkpoint) syncs
+//! the generations written since the last checkpoint (listed in [`Shared::unsynced`]) before it
+//! replaces the manifest. A crash loses at most unsynced generations, which no manifest names.
 
 use super::error::PartitionError;
 use super::files::{FileName, PartitionFiles};
@@ -12,9 +19,13 @@ use super::geometry::Geometry;
 use super::manifest::FileEntry;
 use crate::mutation::{Mutant, active};
 use crate::store::{RowStore, StoreError, Version};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Sender;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+
+/// I/O threads per storage: a load can run while another thread writes a partition back.
+pub(crate) const IO_THREADS: usize = 2;
 
 /// Bytes a load or write-back moves per call: partitions stream through a buffer this size.
 const CHUNK_BYTES: usize = 1 << 20;
@@ -27,7 +38,7 @@ pub(crate) struct Resident {
     pub(crate) dirty: std::sync::atomic::AtomicBool,
 }
 
-/// What the storage shares with its I/O thread.
+/// What the storage shares with its I/O threads.
 pub(crate) struct Shared {
     pub(crate) files: Arc<dyn PartitionFiles>,
     pub(crate) geometry: Geometry,
@@ -45,6 +56,35 @@ pub(crate) struct Shared {
     pub(crate) bytes_written: AtomicU64,
     /// Bytes read by [`stream_columns`] (evaluation, saves), not by loads into the buffer.
     pub(crate) bytes_streamed: AtomicU64,
+    /// Files written since the last checkpoint, not yet synced.
+    pub(crate) unsynced: Mutex<Vec<FileName>>,
+    /// The I/O threads' work.
+    pub(crate) queue: Mutex<Queue>,
+    /// Signalled when work is queued, a write-back ends, or the queue closes.
+    pub(crate) changed: Condvar,
+}
+
+/// The I/O threads' work: loads and write-backs waiting, and the write-backs running.
+#[derive(Default)]
+pub(crate) struct Queue {
+    loads: VecDeque<(usize, Sender<Loaded>)>,
+    write_backs: VecDeque<(usize, Arc<Resident>)>,
+    /// Partitions whose write-back a thread is running.
+    running: Vec<usize>,
+    /// No more requests: the threads finish the queued ones and exit.
+    closed: bool,
+}
+
+impl Queue {
+    /// Whether a write-back of `p` is queued or running.
+    fn writing(&self, p: usize) -> bool {
+        self.running.contains(&p) || self.write_backs.iter().any(|(q, _)| *q == p)
+    }
+
+    /// Whether every write-back sent is done.
+    pub(crate) fn written(&self) -> bool {
+        self.write_backs.is_empty() && self.running.is_empty()
+    }
 }
 
 pub(crate) type Loaded = Result<RowStore, PartitionError>;
@@ -52,7 +92,38 @@ pub(crate) type Loaded = Result<RowStore, PartitionError>;
 pub(crate) enum Request {
     Load { partition: usize, reply: Sender<Loaded> },
     WriteBack { partition: usize, resident: Arc<Resident> },
-    Flush { reply: Sender<()> },
+}
+
+/// Queue `request` for the I/O threads; an error once the queue is closed.
+pub(crate) fn send(shared: &Shared, request: Request) -> Result<(), PartitionError> {
+    let mut q = shared.queue.lock().map_err(|_| PartitionError::IoThreadGone)?;
+    if q.closed {
+        return Err(PartitionError::IoThreadGone);
+    }
+    match request {
+        Request::Load { partition, reply } => q.loads.push_back((partition, reply)),
+        Request::WriteBack { partition, resident } => {
+            q.write_backs.push_back((partition, resident))
+        }
+    }
+    shared.changed.notify_all();
+    Ok(())
+}
+
+/// Wait until every write-back sent so far is done.
+pub(crate) fn flush(shared: &Shared) -> Result<(), PartitionError> {
+    let q = shared.queue.lock().map_err(|_| PartitionError::IoThreadGone)?;
+    let _q =
+        shared.changed.wait_while(q, |q| !q.written()).map_err(|_| PartitionError::IoThreadGone)?;
+    Ok(())
+}
+
+/// Close the queue: the threads finish what was sent, then exit.
+pub(crate) fn close(shared: &Shared) {
+    if let Ok(mut q) = shared.queue.lock() {
+        q.closed = true;
+    }
+    shared.changed.notify_all();
 }
 
 fn io_error(
@@ -88,8 +159,8 @@ fn decode_row(bytes: &[u8], out: &mut [f32]) -> Version {
     }
 }
 
-/// Write partition `p`'s rows, as `row(r, out)` encodes row `r`, to file `name`; sync it and
-/// return the checksum.
+/// Write partition `p`'s rows, as `row(r, out)` encodes row `r`, to file `name` (not synced);
+/// return the checksum and the bytes written.
 pub(crate) fn write_partition(
     files: &dyn PartitionFiles,
     geometry: &Geometry,
@@ -115,7 +186,6 @@ pub(crate) fn write_partition(
     if rows == 0 {
         files.write_at(name, 0, &[]).map_err(&err)?;
     }
-    files.sync(name).map_err(&err)?;
     Ok((hasher.finalize(), (rows * rb) as u64))
 }
 
@@ -259,6 +329,7 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
         Ok(())
     })?;
     shared.bytes_written.fetch_add(len, Ordering::Relaxed); // Relaxed: a counter.
+    shared.unsynced.lock().map_err(|_| PartitionError::IoThreadGone)?.push(name);
     shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p] =
         FileEntry { generation: name.generation, crc32: crc };
     // The superseded generation: kept until the next checkpoint if the manifest names it, else
@@ -275,23 +346,53 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
     Ok(())
 }
 
-/// The thread's loop: serve requests in order until the storage drops its sender.
-pub(crate) fn run(shared: Arc<Shared>, requests: Receiver<Request>) {
-    for request in requests {
-        match request {
-            Request::Load { partition, reply } => {
+enum Job {
+    Load(usize, Sender<Loaded>),
+    WriteBack(usize, Arc<Resident>),
+}
+
+/// The next job: the oldest load whose partition has no write-back queued or running, else the
+/// oldest write-back of a partition with none running; `None` once the queue is closed and
+/// empty.
+fn next_job(shared: &Shared) -> Option<Job> {
+    let mut q = shared.queue.lock().ok()?;
+    loop {
+        if let Some(i) = q.loads.iter().position(|(p, _)| !q.writing(*p)) {
+            let (p, reply) = q.loads.remove(i).expect("a position in the queue");
+            return Some(Job::Load(p, reply));
+        }
+        if let Some(i) = q.write_backs.iter().position(|(p, _)| !q.running.contains(p)) {
+            let (p, resident) = q.write_backs.remove(i).expect("a position in the queue");
+            q.running.push(p);
+            return Some(Job::WriteBack(p, resident));
+        }
+        if q.closed && q.loads.is_empty() && q.written() {
+            return None;
+        }
+        q = shared.changed.wait(q).ok()?;
+    }
+}
+
+/// An I/O thread's loop: serve jobs until the queue is closed and empty.
+pub(crate) fn run(shared: Arc<Shared>) {
+    while let Some(job) = next_job(&shared) {
+        match job {
+            Job::Load(partition, reply) => {
                 // The storage may have stopped waiting (dropped); nothing to do then.
                 let _ = reply.send(load_partition(&shared, partition));
             }
-            Request::WriteBack { partition, resident } => {
+            Job::WriteBack(partition, resident) => {
                 if let Err(e) = write_back(&shared, partition, &resident)
                     && let Ok(mut failed) = shared.failed.lock()
                 {
                     failed.get_or_insert(e);
                 }
-            }
-            Request::Flush { reply } => {
-                let _ = reply.send(());
+                if let Ok(mut q) = shared.queue.lock()
+                    && let Some(i) = q.running.iter().position(|&p| p == partition)
+                {
+                    q.running.swap_remove(i);
+                }
+                shared.changed.notify_all();
             }
         }
     }

@@ -8,7 +8,8 @@
 //! * [`ordering`]: buckets, buffer states, plans, swap costs and their lower bound (no I/O).
 //! * [`PartitionedStorage`]: the [`RowStorage`](crate::storage::RowStorage) over the files
 //!   ([`DiskFiles`]) or over memory ([`MemoryFiles`]: the *in-memory twin*, the same
-//!   partitions, ordering and code without a disk), with a background I/O thread.
+//!   partitions, ordering and code without a disk), with background I/O threads that serve
+//!   loads ahead of write-backs.
 //!
 //! # The protocol at a swap: evict on the finished batches, no drain
 //!
@@ -37,13 +38,17 @@
 //! # Crash safety without copying gigabytes
 //!
 //! A write-back never overwrites the file the last checkpoint names: it writes the partition's
-//! next *generation* (`p3.g7`), synced. A checkpoint writes back the changed resident
-//! partitions, waits for the I/O thread, then atomically replaces the small manifest (run id,
+//! next *generation* (`p3.g7`), not synced: fsync happens only at checkpoints, which is all
+//! crash safety needs. A checkpoint writes back the changed resident partitions, waits for the
+//! I/O threads, syncs the generations written since the last checkpoint, then atomically
+//! replaces the small manifest (run id,
 //! geometry, next version, the trainer's [`Cursor`], per partition its generation and the CRC-32
 //! computed while it was written) and deletes the generations it no longer names. Nothing
 //! unchanged is copied or checksummed. A crash anywhere leaves the last manifest and every file
 //! it names whole; [`PartitionedStorage::open`] deletes the newer generations a crash left
-//! behind, and resume is bit-exact. Disk use: one extra generation per partition written since
+//! behind (unsynced, possibly torn), and resume is bit-exact (checked with
+//! [`MemoryFiles::crashable`], which loses every write not synced). Every sync and rename goes
+//! through [`PartitionFiles`]. Disk use: one extra generation per partition written since
 //! the last checkpoint.
 mod error;
 mod files;

@@ -10,10 +10,10 @@ use super::ordering::{BufferState, check_geometry};
 use crate::mutation::{Mutant, active};
 use crate::storage::RowStorage;
 use crate::store::{RowStore, StoreError, Version};
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -38,7 +38,8 @@ pub struct IoStats {
 /// once no batch in flight touches it ([`Walk`](super::Walk) does this from the engine's
 /// completions), and a batch touches only resident partitions. Then a row's reads and writes
 /// all go to the one in-memory copy of its partition while it is resident, eviction writes that
-/// copy back before the partition can be loaded again (the I/O thread's order), and the storage
+/// copy back before the partition can be loaded again (a load waits for its partition's
+/// write-backs), and the storage
 /// keeps [`RowStorage`]'s contract across swaps: a row's version and values leave and come back
 /// together. A row of a partition that is not resident is
 /// [`PartitionError::NotResident`] (as [`StoreError::Other`]), never a stale value.
@@ -73,11 +74,10 @@ pub struct PartitionedStorage {
     /// Per partition, its copy in memory if resident.
     slots: Vec<RwLock<Option<Arc<Resident>>>>,
     next_version: AtomicU64,
-    /// Loads sent to the I/O thread and not yet admitted.
+    /// Loads sent to the I/O threads and not yet admitted.
     pending: Mutex<HashMap<usize, Receiver<Loaded>>>,
     wait_nanos: AtomicU64,
-    requests: Option<Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 fn poisoned<T>(_: T) -> PartitionError {
@@ -114,13 +114,19 @@ impl PartitionedStorage {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             bytes_streamed: AtomicU64::new(0),
+            unsynced: Mutex::new(Vec::new()),
+            queue: Mutex::new(io_thread::Queue::default()),
+            changed: Condvar::new(),
         });
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let thread_shared = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("ordo-partition-io".into())
-            .spawn(move || io_thread::run(thread_shared, rx))
-            .expect("spawn the partition I/O thread");
+        let threads = (0..io_thread::IO_THREADS)
+            .map(|i| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name(format!("ordo-partition-io-{i}"))
+                    .spawn(move || io_thread::run(shared))
+                    .expect("spawn a partition I/O thread")
+            })
+            .collect();
         PartitionedStorage {
             shared,
             buffer,
@@ -129,8 +135,7 @@ impl PartitionedStorage {
             next_version: AtomicU64::new(next_version),
             pending: Mutex::new(HashMap::new()),
             wait_nanos: AtomicU64::new(0),
-            requests: Some(tx),
-            thread: Some(thread),
+            threads,
         }
     }
 
@@ -175,6 +180,10 @@ impl PartitionedStorage {
             entries.push(FileEntry { generation: 0, crc32 });
         }
         let storage = Self::start(files, geometry, buffer, run_id.into(), entries, 0);
+        storage.shared.unsynced.lock().map_err(poisoned)?.extend(
+            (0..geometry.partitions).map(|partition| FileName { partition, generation: 0 }),
+        );
+        storage.sync_written()?;
         storage.write_manifest(Cursor::default())?;
         Ok(storage)
     }
@@ -279,8 +288,7 @@ impl PartitionedStorage {
     }
 
     fn send(&self, request: Request) -> Result<(), PartitionError> {
-        let requests = self.requests.as_ref().ok_or(PartitionError::IoThreadGone)?;
-        requests.send(request).map_err(|_| PartitionError::IoThreadGone)
+        io_thread::send(&self.shared, request)
     }
 
     fn check_partition(&self, partition: usize) -> Result<(), PartitionError> {
@@ -420,17 +428,33 @@ impl PartitionedStorage {
         io_thread::stream_columns(&self.shared, partition, columns)
     }
 
-    /// Wait until every write-back sent so far is on disk.
+    /// Wait until every write-back sent so far is written (not synced: see
+    /// [`checkpoint`](Self::checkpoint)).
     fn flush(&self) -> Result<(), PartitionError> {
-        let (reply, rx) = crossbeam_channel::bounded(1);
-        self.send(Request::Flush { reply })?;
-        rx.recv().map_err(|_| PartitionError::IoThreadGone)?;
+        io_thread::flush(&self.shared)?;
         self.take_failure()
+    }
+
+    /// Sync every file written since the last checkpoint that is still a partition's current
+    /// generation (the others are deleted, and no manifest will name them).
+    fn sync_written(&self) -> Result<(), PartitionError> {
+        let written = std::mem::take(&mut *self.shared.unsynced.lock().map_err(poisoned)?);
+        let entries = self.shared.entries.lock().map_err(poisoned)?.clone();
+        for name in written {
+            if entries[name.partition].generation == name.generation {
+                self.shared.files.sync(name).map_err(|source| PartitionError::Io {
+                    path: self.shared.files.describe(Some(name)),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
     }
 
     /// A checkpoint at `cursor`: write back every resident partition changed since it was
     /// loaded (new generations; nothing is copied or checksummed that did not change), wait for
-    /// every write-back to be synced, then replace the manifest atomically and delete the
+    /// every write-back, sync the generations written since the last checkpoint (the only
+    /// syncs of partition files), then replace the manifest atomically and delete the
     /// generations it no longer names. A crash at any point leaves either this checkpoint or
     /// the previous one whole. Call only while no batch is in flight.
     pub fn checkpoint(&self, cursor: Cursor) -> Result<(), PartitionError> {
@@ -443,6 +467,7 @@ impl PartitionedStorage {
             }
         }
         self.flush()?;
+        self.sync_written()?;
         self.write_manifest(cursor)?;
         let garbage = std::mem::take(&mut *self.shared.garbage.lock().map_err(poisoned)?);
         for name in garbage {
@@ -524,12 +549,12 @@ fn read_manifest(files: &dyn PartitionFiles) -> Result<Option<Manifest>, Partiti
 }
 
 impl Drop for PartitionedStorage {
-    /// Stops the I/O thread after the requests already sent. Resident changes since the last
+    /// Stops the I/O threads after the requests already sent. Resident changes since the last
     /// [`checkpoint`](PartitionedStorage::checkpoint) are not saved: dropping is a crash as far
     /// as the files are concerned.
     fn drop(&mut self) {
-        drop(self.requests.take());
-        if let Some(thread) = self.thread.take() {
+        io_thread::close(&self.shared);
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
     }
