@@ -4,7 +4,7 @@
 use crate::errors::OrdoError;
 use clap::ValueEnum;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use ordo_train::kge::cli::{exit_code, plan_run};
+use ordo_train::kge::job::{OneRun, Options, exit_code};
 use ordo_train::kge::data::dataset::{Dataset, Triple};
 use ordo_train::kge::eval::ranking::{Filter, Metrics, evaluate as filtered};
 use ordo_train::kge::io::npy;
@@ -200,8 +200,8 @@ fn epoch_dict<'py>(
     Ok(out)
 }
 
-/// An error of the CLI's code as its exit status and message (made without the interpreter
-/// lock; the CLI's errors need not be `Send`).
+/// An error of the run layer as the CLI's exit status and message (made without the interpreter
+/// lock; its errors need not be `Send`).
 fn described(e: &(dyn std::error::Error + 'static)) -> (u8, String) {
     (exit_code(e), e.to_string())
 }
@@ -215,12 +215,25 @@ fn cli_error((code, message): (u8, String)) -> PyErr {
     }
 }
 
-/// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed and checked
-/// by its own option struct, so a misspelt option is its error, a `ValueError`), and its output
-/// directories (`--save`, `--checkpoint`, `--resume`, `--out`) are locked, checked and written by
-/// the CLI's own code ([`RunPlan::prepare`](ordo_train::kge::cli::RunPlan::prepare) before
-/// training, [`Prepared::finish`](ordo_train::kge::cli::Prepared::finish) after). Bad input is
-/// a `ValueError` (the CLI's exit status 2), any other failure an `OrdoError`.
+/// `flags` (without the program and `kge`) parsed as `ordo-train kge FLAGS` parses them, then
+/// checked for one run in one process ([`OneRun::new`]).
+fn plan_run(flags: Vec<String>) -> Result<OneRun, Box<dyn std::error::Error>> {
+    #[derive(clap::Parser)]
+    #[command(name = "kge")]
+    struct Flags {
+        #[command(flatten)]
+        opts: Options,
+    }
+    let argv = std::iter::once("kge".to_string()).chain(flags);
+    OneRun::new(<Flags as clap::Parser>::try_parse_from(argv)?.opts)
+}
+
+/// Train as `ordo-train kge FLAGS` does, for one mode: `flags` are the CLI's (parsed into the
+/// run layer's [`Options`], so a misspelt option is clap's error, a `ValueError`, and checked by
+/// [`OneRun::new`]), and its output directories (`--save`, `--checkpoint`, `--resume`, `--out`)
+/// are locked, checked and written by the run layer ([`OneRun::prepare`] before training,
+/// [`Prepared::finish`](ordo_train::kge::job::Prepared::finish) after). Bad input is a
+/// `ValueError` (the CLI's exit status 2), any other failure an `OrdoError`.
 ///
 /// The run trains on a thread of its own while this thread waits without the interpreter lock,
 /// checking for signals every [`SIGNAL_POLL`]: on Ctrl-C the run is stopped (no batch submitted

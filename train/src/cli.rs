@@ -62,7 +62,7 @@ pub fn check(
     let cli = Cli::try_parse_from(std::iter::once("ordo-train").chain(argv.iter().copied()))?;
     match cli.command {
         Command::Kge(args) => {
-            let kge_inputs = kge::cli::Inputs { config: inputs.config, dataset: inputs.dataset };
+            let kge_inputs = kge::job::Inputs { config: inputs.config, dataset: inputs.dataset };
             kge::cli::check(*args, &kge_inputs, budget)
         }
         Command::Sgd(args) => {
@@ -87,7 +87,7 @@ pub fn check(
 
 /// Whether `e`, an error of [`check`] or of a subcommand's run, is bad input (exit status 2).
 pub fn is_bad_input(e: &(dyn std::error::Error + 'static)) -> bool {
-    e.is::<OptionError>() || e.is::<sgd::idx::IdxError>() || kge::cli::exit_code(e) == 2
+    e.is::<OptionError>() || e.is::<sgd::idx::IdxError>() || kge::job::exit_code(e) == 2
 }
 
 /// The fuzz target `cli_validate`'s harness: `data` split at NUL bytes into the command line

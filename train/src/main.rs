@@ -19,8 +19,8 @@ fn main() -> std::process::ExitCode {
     // rayon's other thread without handing each step over (`ordo_train::pool`).
     ordo_train::pool::init_global();
     let result = match cli.command {
-        // Bad input exits with 2 (kge::cli::exit_code), other failures with 1.
-        Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::cli::exit_code(&*e), e)),
+        // Bad input exits with 2 (kge::job::exit_code), other failures with 1.
+        Command::Kge(args) => kge::cli::run(*args).map_err(|e| (kge::job::exit_code(&*e), e)),
         // sgd and amp: 2 for a refused option or unreadable data, 1 otherwise.
         Command::Sgd(args) => sgd::cli::run(args).map_err(|e| (exit_code(&*e), e)),
         Command::Amp(args) => amp::cli::run(args).map_err(|e| (exit_code(&*e), e)),

@@ -173,7 +173,7 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("kge_hogs: {e}");
-            ExitCode::from(ordo_train::kge::cli::exit_code(&*e))
+            ExitCode::from(ordo_train::kge::job::exit_code(&*e))
         }
     }
 }

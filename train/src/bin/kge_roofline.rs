@@ -268,7 +268,7 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("kge_roofline: {e}");
             // The trainer's exit codes: 2 for bad input, 1 for other failures (no CUDA device).
-            std::process::ExitCode::from(ordo_train::kge::cli::exit_code(&*e))
+            std::process::ExitCode::from(ordo_train::kge::job::exit_code(&*e))
         }
     }
 }

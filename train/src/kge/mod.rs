@@ -23,13 +23,17 @@
 //! - [`backends`]: training with the entity table in a partition buffer on disk
 //!   ([`backends::partitioned`], `--storage`) and with the parameters in AdaPM
 //!   ([`backends::pm`], `--pm`, its own asynchronous regime, not the engine).
-//! - [`cli`] is `ordo-train kge`.
+//! - [`job`]: the run layer, the top room: a [`job::Job`] (the options, checked) and
+//!   [`job::run`], which does it; what the command line, the Python package and the benches
+//!   call.
+//! - [`cli`] is `ordo-train kge`: clap's parsing, then [`job::run`].
 
 pub mod backends;
 pub mod cli;
 pub mod data;
 pub mod eval;
 pub mod io;
+pub mod job;
 pub mod model;
 pub mod run;
 pub mod training;

@@ -1,0 +1,121 @@
+//! The memory a `kge` run will need, estimated from its [`Options`] and the data against the
+//! process's budget before any table is allocated.
+
+use super::options::Options;
+use crate::kge::backends::pm::PmConfig;
+use crate::kge::data::dataset::Dataset;
+use crate::kge::run::config::TrainConfig;
+use crate::kge::run::mode::Mode;
+use crate::memory::{Budget, Estimate, n, product};
+use crate::options::OptionError;
+
+impl Options {
+    /// The memory a run of `modes` on `d` will need, against `budget`: the one place `kge`
+    /// checks sizes, after the data is read and before any table is allocated. Counts the
+    /// entity table with its optimizer state and the snapshot evaluation takes (and the copy a
+    /// checkpoint writes), the relation parameters, the batches in flight (two per engine
+    /// thread, two more, and the staleness bound's), the sampled-evaluation buffers (one per
+    /// rayon thread), the recorded order and statistics of every epoch (kept for the replay
+    /// and the checkpoint, so `--epochs` is bounded by memory and a huge value is refused
+    /// here rather than stalling), the threads' stacks and, with `--pm`, a replica of every row
+    /// on every node.
+    pub(super) fn check_memory(
+        &self,
+        cfg: &TrainConfig,
+        d: &Dataset,
+        pm: Option<&PmConfig>,
+        modes: &[Mode],
+        budget: Budget,
+    ) -> Result<u64, OptionError> {
+        cfg.sampling(d)
+            .check()
+            .map_err(|e| OptionError::new("--neg-sampling", "distinct", e.to_string()))?;
+        const F: u64 = 4; // bytes per f32
+        let dim = n(cfg.dim);
+        let row = cfg.optimizer.checked_state_width(dim).and_then(|s| s.checked_add(dim));
+        let ents = n(d.entities.len());
+        let rels = n(d.relations.len()) * if cfg.reciprocal { 2 } else { 1 };
+        let mut e = Estimate::default();
+        // RowStore words (a version word and two floats per word), the snapshot evaluation
+        // reads, and the full rows a checkpoint or resume holds beside the store.
+        let copy = if self.checkpoint.is_some() || self.resume.is_some() { row } else { Some(dim) };
+        let words = row.map(|w| 1 + w.div_ceil(2));
+        let per_entity = (|| {
+            words?
+                .checked_mul(8)?
+                .checked_add(dim.checked_mul(F)?)?
+                .checked_add(copy?.checked_mul(F)?)
+        })();
+        e.add("--dim", cfg.dim, "entity table", per_entity.and_then(|b| b.checked_mul(ents)));
+        // Parameters, optimizer state (at most 2·dim + 1) and gradient of each relation row.
+        let per_rel = dim.checked_mul(4).and_then(|x| x.checked_add(1));
+        e.add(
+            "--dim",
+            cfg.dim,
+            "relation parameters",
+            per_rel.and_then(|x| product(&[x, rels, F])),
+        );
+        // A batch's gathered rows (full rows in, gradients out) and its scores.
+        let (batch, negatives) = (n(cfg.batch_size), n(cfg.negatives));
+        let row_io = row.and_then(|r| r.checked_add(dim)).and_then(|r| r.checked_mul(F));
+        // A batch gathers each distinct row once: never more rows than entities.
+        let pos_rows = batch.checked_mul(3).map(|r| r.min(ents));
+        let pos_bytes = row_io.and_then(|r| product(&[r, pos_rows?]));
+        let chunks = batch.div_ceil(n(cfg.chunk));
+        let neg_bytes = (|| {
+            let rows = product(&[chunks, 2, negatives])?.min(ents);
+            product(&[rows, row_io?])?.checked_add(product(&[batch, 2, negatives, 2, F])?)
+        })();
+        let workers = match pm {
+            Some(pm) => n(pm.nodes),
+            None => n(cfg.threads) * 2 + 2,
+        };
+        let in_flight = |b: Option<u64>| b.and_then(|b| b.checked_mul(workers));
+        // A term sized by several options names the one furthest above its default.
+        let def = TrainConfig::default();
+        let ratio = |v: usize, default: usize| v as f64 / default.max(1) as f64;
+        let blame = |of: &[(&'static str, usize, usize)]| {
+            let worst = of.iter().max_by(|a, b| ratio(a.1, a.2).total_cmp(&ratio(b.1, b.2)));
+            worst.map_or(("--batch-size", cfg.batch_size), |&(o, v, _)| (o, v))
+        };
+        let dim_of = ("--dim", cfg.dim, def.dim);
+        let (batch_of, negatives_of) = (
+            ("--batch-size", cfg.batch_size, def.batch_size),
+            ("--negatives", cfg.negatives, def.negatives),
+        );
+        let (o, v) = blame(&[batch_of, dim_of]);
+        e.add(o, v, "batches in flight", in_flight(pos_bytes));
+        let (o, v) = blame(&[negatives_of, batch_of, dim_of]);
+        e.add(o, v, "negatives in flight", in_flight(neg_bytes));
+        if pm.is_none() && modes.contains(&Mode::Bounded) {
+            let per_batch = pos_bytes.and_then(|p| p.checked_add(neg_bytes?));
+            let bytes = per_batch.and_then(|b| b.checked_mul(n(cfg.staleness)));
+            let (o, v) = blame(&[
+                ("--staleness", cfg.staleness, def.staleness),
+                negatives_of,
+                batch_of,
+                dim_of,
+            ]);
+            e.add(o, v, "batches the staleness bound admits", bytes);
+        }
+        let rayon = n(rayon::current_num_threads());
+        let sample = product(&[n(cfg.eval_sample), F, rayon]);
+        e.add("--eval-sample", cfg.eval_sample, "sampled evaluation", sample);
+        // Each epoch's recorded order (a u64 id per batch) and its statistics, per mode.
+        let per_epoch =
+            n(d.train.len()).div_ceil(batch).checked_mul(8).and_then(|b| b.checked_add(256));
+        let orders = per_epoch.and_then(|b| product(&[b, n(cfg.epochs), n(modes.len())]));
+        e.add("--epochs", cfg.epochs, "recorded orders and epoch statistics", orders);
+        // Reserved (if not all touched) stack of every thread: 2 MiB each, Rust's default.
+        let stacks = product(&[workers, 2 << 20]);
+        match pm {
+            Some(pm) => e.add("--pm-nodes", pm.nodes, "thread stacks", stacks),
+            None => e.add("--threads", cfg.threads, "thread stacks", stacks),
+        };
+        if let Some(pm) = pm {
+            let replicas = row.and_then(|r| product(&[n(pm.nodes), ents, r, F]));
+            e.add("--pm-nodes", pm.nodes, "row replicas on every node", replicas);
+        }
+        e.check(budget)
+    }
+}

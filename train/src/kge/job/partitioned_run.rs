@@ -1,0 +1,58 @@
+//! `kge --storage`: a run with the entity table in a partition buffer, and what it prints.
+
+use super::error::BoxError;
+use super::report::{sampled, test_metrics};
+use crate::kge::backends::partitioned::{self, PartitionOpts};
+use crate::kge::data::dataset::Dataset;
+use crate::kge::io::npy;
+use crate::kge::run::config::TrainConfig;
+use crate::kge::run::mode::Mode;
+
+/// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
+/// validation MRR, the I/O and the test metrics, all evaluated from the storage; with `save`,
+/// save the embeddings streamed from it partition by partition (the caller holds its lock).
+pub(super) fn run_partitioned(
+    d: &Dataset,
+    cfg: &TrainConfig,
+    opts: &PartitionOpts,
+    mode: Mode,
+    save: Option<&std::path::Path>,
+) -> Result<(), BoxError> {
+    let sampled = sampled(cfg);
+    let mut print = |e: partitioned::Event| {
+        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } = e;
+        let valid = valid.map_or(String::new(), |m| {
+            format!("; valid MRR {:.4}{sampled} ({eval_seconds:.2} s)", m.mrr)
+        });
+        println!(
+            "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%){valid}",
+            io_wait.as_secs_f64(),
+            100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
+        );
+    };
+    let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg), &mut print)?;
+    let cost = run.cost();
+    let g = run.storage.geometry();
+    let part_bytes = g.file_len(0);
+    let epochs = run.orders.len().max(1) as u64;
+    println!(
+        "storage {:?}: {} partitions, buffer {}; {} swaps per epoch (lower bound {}); read {} bytes per epoch (lower bound {}); I/O wait {:.2} s of {:.2} s",
+        opts.storage,
+        g.partitions,
+        opts.buffer,
+        cost.swaps,
+        cost.lower_bound_swaps,
+        run.io.bytes_read / epochs,
+        cost.lower_bound_bytes(part_bytes, opts.buffer),
+        run.io.wait.as_secs_f64(),
+        run.train_time.as_secs_f64()
+    );
+    println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
+    if let Some(dir) = save {
+        let entities = partitioned::StoredEntities { storage: &run.storage, dim: cfg.dim };
+        let relations = (run.model.relations(), cfg.step_config().relation_dim());
+        npy::save_parts(dir, d, cfg, &entities, relations)?;
+        println!("saved embeddings to {} (streamed from the storage)", dir.display());
+    }
+    Ok(())
+}
