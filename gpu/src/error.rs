@@ -41,6 +41,20 @@ pub enum GpuError {
         /// Requested number of elements.
         elems: usize,
     },
+    /// The run needs more device memory than is free: refused before anything is allocated.
+    #[error(
+        "the run needs about {} MiB of device memory and {} MiB are free ({what})",
+        need / (1 << 20),
+        free / (1 << 20)
+    )]
+    DeviceMemory {
+        /// Bytes the run's buffers need (the estimate).
+        need: u64,
+        /// Bytes free on the device.
+        free: u64,
+        /// What the estimate is made of.
+        what: String,
+    },
     /// A pipeline call out of order (e.g. collecting a batch that was never submitted).
     #[error("pipeline misuse: {0}")]
     Pipeline(&'static str),

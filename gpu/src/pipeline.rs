@@ -316,12 +316,19 @@ pub trait DeviceModel: Model {
     /// Update `batch`'s values in place: upload the payload on `streams.h2d` (cudarc's buffer
     /// events order it before the kernels) and launch on `streams.compute` (the stream the
     /// pipeline was built with), where the cache kernels of the same batch run before and after.
+    /// A CUDA failure is [`SubmitError::Device`] ([`on_device`] makes one); the model's own
+    /// error (e.g. a non-finite loss) is [`SubmitError::Step`], as from a host step.
     fn step_on_device(
         &mut self,
         streams: &Streams,
         data: &Self::Data,
         batch: &mut DeviceBatch,
-    ) -> Result<(), GpuError>;
+    ) -> Result<(), SubmitError<Self::Error>>;
+}
+
+/// A CUDA failure of a device step, as the engine takes it.
+pub fn on_device<E>(e: GpuError) -> SubmitError<E> {
+    SubmitError::Device(e.into())
 }
 
 /// The KGE step as a [`DeviceModel`]: the batch's rows are its entity rows, the relations live
@@ -375,10 +382,12 @@ impl DeviceModel for KgeDeviceModel {
         streams: &Streams,
         data: &KgeBatch,
         batch: &mut DeviceBatch,
-    ) -> Result<(), GpuError> {
-        crate::cache::check_len("KGE batch rows", batch.rows().len(), data.rows)?;
-        let b = DeviceKgeBatch::upload(&streams.h2d, self.kernels.shape(), data)?;
-        self.kernels.step(&b, batch.values_mut(), &self.hyper)?;
+    ) -> Result<(), SubmitError<GpuError>> {
+        crate::cache::check_len("KGE batch rows", batch.rows().len(), data.rows)
+            .map_err(|e| on_device(e.into()))?;
+        let b =
+            DeviceKgeBatch::upload(&streams.h2d, self.kernels.shape(), data).map_err(on_device)?;
+        self.kernels.step(&b, batch.values_mut(), &self.hyper).map_err(on_device)?;
         if self.recent.len() == 16 {
             self.recent.pop_front();
         }
@@ -401,6 +410,29 @@ pub struct PipelineConfig {
     pub cache: Option<CacheConfig>,
     /// Record timing events around each batch's compute ([`Pipeline::compute_busy_ms`]).
     pub timing: bool,
+}
+
+impl PipelineConfig {
+    /// Device bytes of the pipeline's own buffers, `(staging, cache)`: per slot a device batch
+    /// (ids, read versions, replacing versions: 8 bytes each per row; `width` floats per row),
+    /// and the cache's table (`slots` × (key + version + `width` floats)). Pinned host staging
+    /// is not device memory and is not counted.
+    pub fn device_bytes(&self) -> (u64, u64) {
+        let row = 24 + 4 * self.width as u64;
+        let staging = self.depth as u64 * self.max_rows as u64 * row;
+        let cache = self.cache.map_or(0, |c| c.slots() as u64 * (16 + 4 * c.width as u64));
+        (staging, cache)
+    }
+}
+
+/// Refuse, with the figures, a run whose device buffers (`need` bytes, made of `what`) do not
+/// fit in the device's free memory (`free`), keeping a tenth of it for the driver, cuBLAS
+/// workspaces and fragmentation.
+pub fn check_fits(need: u64, free: u64, what: String) -> Result<(), GpuError> {
+    if need > free - free / 10 {
+        return Err(GpuError::DeviceMemory { need, free, what });
+    }
+    Ok(())
 }
 
 /// The engine's [`DeviceQueue`] on CUDA for a [`DeviceModel`]: up to `depth` batches in flight
@@ -440,6 +472,10 @@ impl Pipeline {
             return Err(GpuError::Pipeline("depth must be at least 1"));
         }
         count_u32("batch rows", config.max_rows)?;
+        let (staging, cache) = config.device_bytes();
+        let (free, _) = gpu.context().mem_get_info()?;
+        let what = format!("staging {staging} B, cache {cache} B");
+        check_fits(staging + cache, free as u64, what)?;
         let streams = Streams { h2d: gpu.new_stream()?, compute, d2h: gpu.new_stream()? };
         let cache = match config.cache {
             Some(c) if c.width != config.width => {
@@ -486,13 +522,13 @@ impl Pipeline {
         self.slots[0].batch.width()
     }
 
-    /// Queue batch `job` (checked whole first: a refused batch queues nothing).
-    fn queue<M: DeviceModel>(
+    /// Check batch `job` whole (a refused batch queues nothing), then queue its upload and
+    /// validation; the index of its slot.
+    fn stage<D>(
         &mut self,
-        model: &mut M,
-        job: &Submission<'_, M::Data>,
+        job: &Submission<'_, D>,
         rows: &BatchRows<'_>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<usize, GpuError> {
         if self.in_flight.len() == self.slots.len() {
             return Err(GpuError::Pipeline("all staging slots are in flight: collect first"));
         }
@@ -517,7 +553,12 @@ impl Pipeline {
         if let (Some(cache), true) = (self.cache.as_mut(), job.validate) {
             cache.validate(&mut slot.batch)?;
         }
-        model.step_on_device(&self.streams, job.data, &mut slot.batch)?;
+        Ok(index)
+    }
+
+    /// After the step of the batch in slot `index`: queue its insert and its copy back.
+    fn unstage<D>(&mut self, index: usize, job: &Submission<'_, D>) -> Result<(), GpuError> {
+        let slot = &mut self.slots[index];
         if let (Some(cache), true) = (self.cache.as_mut(), job.insert) {
             cache.insert(&slot.batch, job.ts)?;
         }
@@ -558,7 +599,9 @@ impl<M: DeviceModel> DeviceQueue<M> for Pipeline {
         job: Submission<'_, M::Data>,
         rows: &mut BatchRows<'_>,
     ) -> Result<(), SubmitError<M::Error>> {
-        self.queue(model, &job, rows).map_err(|e| SubmitError::Device(e.into()))
+        let index = self.stage(&job, rows).map_err(on_device)?;
+        model.step_on_device(&self.streams, job.data, &mut self.slots[index].batch)?;
+        self.unstage(index, &job).map_err(on_device)
     }
 
     fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
@@ -579,5 +622,38 @@ impl<M: DeviceModel> DeviceQueue<M> for Pipeline {
 
     fn cache_len(&self) -> usize {
         self.cache.as_ref().map_or(0, CudaValidationCache::len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_device_memory_estimate_counts_staging_and_cache() {
+        let cache = CacheConfig { width: 400, capacity: 1000 };
+        let c = PipelineConfig {
+            depth: 4,
+            max_rows: 6000,
+            width: 400,
+            cache: Some(cache),
+            timing: false,
+        };
+        // 4 slots × 6,000 rows × (24 + 1,600) B; 2,048 slots × (16 + 1,600) B.
+        assert_eq!(c.device_bytes(), (4 * 6000 * 1624, 2048 * 1616));
+        let none = PipelineConfig { cache: None, ..c };
+        assert_eq!(none.device_bytes().1, 0);
+    }
+
+    #[test]
+    fn a_run_that_does_not_fit_is_refused_with_its_figures() {
+        assert!(check_fits(80, 100, String::new()).is_ok());
+        let err = check_fits(95 << 20, 100 << 20, "cache 95 MiB".into()).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, GpuError::DeviceMemory { .. }), "{msg}");
+        assert!(
+            msg.contains("95 MiB") && msg.contains("100 MiB") && msg.contains("cache"),
+            "{msg}"
+        );
     }
 }

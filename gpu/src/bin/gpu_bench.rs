@@ -26,12 +26,15 @@
 //! ```
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use ordo::engine::SubmitError;
 use ordo::engine::{AsyncWrite, Mode};
 use ordo::store::RowStore;
 use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
-use ordo_gpu::pipeline::{DeviceModel, KgeDeviceModel, Pipeline, PipelineConfig, Streams};
+use ordo_gpu::pipeline::{
+    DeviceModel, KgeDeviceModel, Pipeline, PipelineConfig, Streams, on_device,
+};
 use ordo_gpu::queue::run_over;
 use ordo_gpu::workload::{Rng, kge_batches, load_tsv_triples, random_kge_batch};
 use ordo_gpu::{Gpu, GpuError, kernels};
@@ -334,7 +337,7 @@ impl DeviceModel for AddStep {
         streams: &Streams,
         _: &(),
         batch: &mut DeviceBatch,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), SubmitError<GpuError>> {
         let n = (batch.rows().len() * batch.width()) as u64;
         let delta = 1e-3f32;
         let cfg =
@@ -342,7 +345,7 @@ impl DeviceModel for AddStep {
         let mut l = streams.compute.launch_builder(&self.f);
         l.arg(batch.values_mut()).arg(&n).arg(&delta);
         // SAFETY: `add_f32(float*, n, delta)`: the batch's values hold rows × width = n floats.
-        unsafe { l.launch(cfg) }?;
+        unsafe { l.launch(cfg) }.map_err(|e| on_device(e.into()))?;
         Ok(())
     }
 }

@@ -1,5 +1,14 @@
-//! `--device cuda`: the KGE step on the GPU (ordo-gpu's kernels) inside the engine, with the
-//! validation cache in device memory (ordo-gpu's [`CudaDevice`]).
+//! `--device cuda`: the KGE step on the GPU (ordo-gpu's kernels) inside the engine, through
+//! ordo-gpu's device-resident [`Pipeline`] as the engine's device queue ([`cuda_pipeline`]):
+//! the batch's rows go up once, are validated against the cache in device memory, stepped and
+//! inserted there, and come back once, with several batches in flight.
+//!
+//! **What `--device cuda` takes** ([`unsupported`] refuses the rest before anything runs):
+//! DistMult and ComplEx, the softmax or logistic loss, Adagrad, the L2 regularizer (or none),
+//! no `--reciprocal`, and shared negatives (not `--neg-sampling distinct`). The throughput
+//! config (`train/configs/wordnet30-complex-throughput.toml`) is in that set. Before it
+//! allocates, the run estimates its device memory ([`device_bytes`]) and refuses, with the
+//! figures, a run that does not fit.
 //!
 //! **One step, two implementations.** The CPU step ([`super::step::KgeModel`]) and ordo-gpu's
 //! kernels define the same update: [`device_batch`] writes a batch as ordo-gpu's groups (per
@@ -20,11 +29,12 @@ use super::optim::Optimizer;
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::step::{ADAGRAD_EPS, KgeModel, NonFiniteLoss, StepConfig};
 use crate::kge::data::batch::KgeBatch;
-use ordo::engine::{BatchRows, Model, StepError};
-use ordo_gpu::cache::CacheConfig;
+use ordo::engine::{BatchRows, Mode, Model, StepError, SubmitError};
+use ordo_gpu::cache::{CacheConfig, DeviceBatch};
 use ordo_gpu::kge::{self as gk, DeviceKgeBatch, KgeHyper, KgeKernels, KgeShape};
-use ordo_gpu::pipeline::CudaDevice;
+use ordo_gpu::pipeline::{DeviceModel, Pipeline, PipelineConfig, Streams, check_fits, on_device};
 use ordo_gpu::{Gpu, GpuError};
+use std::collections::VecDeque;
 
 /// Where the KGE step runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
@@ -125,6 +135,9 @@ pub struct CudaKgeModel {
     kernels: KgeKernels,
     loss_sum: f64,
     positives: u64,
+    /// The last device steps' uploads, kept alive a while: dropping a device buffer makes its
+    /// stream wait for the kernels reading it, which would stall the next batch's copies.
+    recent: VecDeque<DeviceKgeBatch>,
 }
 
 impl CudaKgeModel {
@@ -142,7 +155,14 @@ impl CudaKgeModel {
         let dense = cpu.dense();
         let kernels =
             KgeKernels::new(gpu, gpu.new_stream()?, shape, &relation_rows(&dense, cfg.dim))?;
-        Ok(CudaKgeModel { cfg, hyper, kernels, loss_sum: 0.0, positives: 0 })
+        Ok(CudaKgeModel {
+            cfg,
+            hyper,
+            kernels,
+            loss_sum: 0.0,
+            positives: 0,
+            recent: VecDeque::new(),
+        })
     }
 
     /// Mean loss per positive since the last call, and reset (as [`KgeModel::take_loss`]).
@@ -162,6 +182,16 @@ impl CudaKgeModel {
     /// The dense state in the CPU model's layout (parameters, then Adagrad sums; blocking).
     pub fn try_dense(&self) -> Result<Vec<f32>, GpuError> {
         Ok(dense_of(&self.kernels.relations()?, self.cfg.dim))
+    }
+
+    /// Count a stepped batch's loss, or refuse a non-finite one (as the CPU step does).
+    fn account(&mut self, b: &KgeBatch, loss: f64) -> Result<(), StepError> {
+        if !loss.is_finite() {
+            return Err(StepError::new(NonFiniteLoss { batch: b.id, loss: loss as f32 }));
+        }
+        self.loss_sum += loss;
+        self.positives += b.pos.len() as u64;
+        Ok(())
     }
 
     /// Relation embeddings, `relations × dim` (blocking).
@@ -196,12 +226,7 @@ impl Model for CudaKgeModel {
 
     fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
         let loss = self.step_inner(b, rows).map_err(StepError::new)?;
-        if !loss.is_finite() {
-            return Err(StepError::new(NonFiniteLoss { batch: b.id, loss: loss as f32 }));
-        }
-        self.loss_sum += loss;
-        self.positives += b.pos.len() as u64;
-        Ok(())
+        self.account(b, loss)
     }
 
     /// The dense state ([`try_dense`](Self::try_dense)); empty if the copy fails.
@@ -210,22 +235,106 @@ impl Model for CudaKgeModel {
     }
 }
 
-/// The engine's CUDA device stage sized for this training run: batches of at most `max_rows`
-/// rows, a cache that can hold every entity row plus one batch (so it cannot overflow whatever
-/// the STE does).
-pub fn cuda_device(
+/// The step on the batch's rows in device memory, inside the [`Pipeline`]. The batch is
+/// expanded into ordo-gpu's groups here, on the device thread, and the loss is read back with
+/// a second wait per batch (both are what the GEMM-shaped step is to remove).
+impl DeviceModel for CudaKgeModel {
+    fn step_on_device(
+        &mut self,
+        streams: &Streams,
+        b: &KgeBatch,
+        batch: &mut DeviceBatch,
+    ) -> Result<(), SubmitError<StepError>> {
+        let groups = device_batch(b, batch.rows().len());
+        let up = DeviceKgeBatch::upload(&streams.h2d, self.kernels.shape(), &groups)
+            .map_err(on_device)?;
+        self.kernels.step(&up, batch.values_mut(), &self.hyper).map_err(on_device)?;
+        if self.recent.len() == 16 {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(up);
+        let loss = self.kernels.last_loss().map_err(on_device)?;
+        self.account(b, loss).map_err(SubmitError::Step)
+    }
+}
+
+/// Device bytes a training run needs, `(total, what)`: the pipeline's staging and cache
+/// ([`PipelineConfig::device_bytes`]), the relation rows, and the KGE step's buffers for one
+/// batch of `positives` positives with `negatives` shared negatives per side (per scored
+/// triple: 3 ids, a score and a coefficient, 3 contribution entries of 2 words, ≤ 44 bytes).
+pub fn device_bytes(
+    config: &PipelineConfig,
+    relations: usize,
+    dim: usize,
+    positives: usize,
+    negatives: usize,
+) -> (u64, String) {
+    let (staging, cache) = config.device_bytes();
+    let rel = relations as u64 * 2 * dim as u64 * 4;
+    let scored = positives as u64 * 2 * (negatives as u64 + 1);
+    let step = scored * 44;
+    let what = format!(
+        "staging {} MiB, cache {} MiB, relations {} MiB, step {} MiB",
+        staging >> 20,
+        cache >> 20,
+        rel >> 20,
+        step >> 20
+    );
+    (staging + cache + rel + step, what)
+}
+
+/// Batches a `--device cuda` run keeps in flight on the GPU (one in `Sync`).
+pub const GPU_DEPTH: usize = 4;
+
+/// ordo-gpu's [`Pipeline`] sized for this training run: batches of at most `max_rows` rows,
+/// [`GPU_DEPTH`] in flight (one in `Sync`), in `Oac` a cache that holds every entity row plus
+/// one batch (so it cannot overflow whatever the STE does); the kernels of `model` launch on
+/// its compute stream. `batch` is `(positives, negatives)` per batch. Refuses a run whose
+/// device memory does not fit ([`device_bytes`]).
+pub fn cuda_pipeline(
     gpu: &Gpu,
+    model: &CudaKgeModel,
+    mode: Mode,
     entities: usize,
     max_rows: usize,
-    dim: usize,
-) -> Result<CudaDevice, GpuError> {
-    let config = CacheConfig::for_in_flight(1, entities + max_rows, 2 * dim)?;
-    CudaDevice::new(gpu, config, max_rows)
+    batch: (usize, usize),
+) -> Result<Pipeline, GpuError> {
+    let dim = model.cfg.dim;
+    let cache = (mode == Mode::Oac)
+        .then(|| CacheConfig::for_in_flight(1, entities + max_rows, 2 * dim))
+        .transpose()?;
+    let depth = if mode == Mode::Sync { 1 } else { GPU_DEPTH };
+    let config = PipelineConfig { depth, max_rows, width: 2 * dim, cache, timing: false };
+    let relations = model.kernels.shape().relations;
+    let (need, what) = device_bytes(&config, relations, dim, batch.0, batch.1);
+    let (free, _) = gpu.context().mem_get_info()?;
+    check_fits(need, free as u64, what)?;
+    Pipeline::new(gpu, config, model.kernels.stream().clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The throughput config's figures: ComplEx dim 200 (rows of 400 floats), WordNet 3.0's
+    /// 82,115 entities and 18 relations, batches of 1,000 positives with 100 shared negatives
+    /// per chunk side (≤ 5,800 rows).
+    #[test]
+    fn the_device_memory_estimate_of_the_throughput_config() {
+        let cache = CacheConfig::for_in_flight(1, 82_115 + 5_800, 400).unwrap();
+        let config = PipelineConfig {
+            depth: GPU_DEPTH,
+            max_rows: 5_800,
+            width: 400,
+            cache: Some(cache),
+            timing: false,
+        };
+        let (need, what) = device_bytes(&config, 18, 200, 1_000, 100);
+        // Staging 4 × 5,800 × 1,624 B ≈ 36 MiB; cache 262,144 slots × 1,616 B ≈ 404 MiB;
+        // the step 202,000 scored triples × 44 B ≈ 8 MiB.
+        assert_eq!(need, 4 * 5_800 * 1_624 + 262_144 * 1_616 + 18 * 400 * 4 + 202_000 * 44);
+        assert_eq!(what, "staging 35 MiB, cache 404 MiB, relations 0 MiB, step 8 MiB");
+    }
 
     #[test]
     fn relation_layouts_round_trip() {

@@ -24,7 +24,7 @@ use super::stages::{StageChoice, Stages, StagesPolicy};
 use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::checkpoint::{Checkpoint, Identity};
-use crate::kge::model::gpu::{Device, cuda_device};
+use crate::kge::model::gpu::Device;
 use crate::kge::model::step::KgeModel;
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
 use ordo::store::RowStore;
@@ -105,15 +105,11 @@ pub fn train_resumable(
             let mut model = Stepper::cuda(&gpu, &cpu_model)?;
             drop(cpu_model);
             let n = d.entities.len();
-            let mut device = cuda_device(&gpu, n, max_batch_rows(cfg, n), cfg.dim)?;
+            let batch = (cfg.batch_size, cfg.negatives);
+            let (rows, emode) = (max_batch_rows(cfg, n), mode.engine_mode(cfg));
+            let mut device = model.pipeline(&gpu, emode, n, rows, batch)?;
             let mut run = Epochs::new(d, cfg, checkpoints, resumed);
-            let r = session.epochs(&mut device, &mut model, &store, &mut run, observe);
-            // The device stage keeps a CUDA failure of its cache calls for the next step; one
-            // raised by the last insert is only seen here.
-            if let Some(e) = device.take_error() {
-                return Err(TrainError::Cuda(e));
-            }
-            r?;
+            session.epochs(&mut device, &mut model, &store, &mut run, observe)?;
             run.finish(mode, &model, store)
         }
     }
