@@ -56,6 +56,8 @@ pub(crate) struct Shared {
     pub(crate) bytes_written: AtomicU64,
     /// Bytes read by [`stream_columns`] (evaluation, saves), not by loads into the buffer.
     pub(crate) bytes_streamed: AtomicU64,
+    /// Bytes read by [`gather_columns`] (single rows: the queries of an evaluation).
+    pub(crate) bytes_gathered: AtomicU64,
     /// Files written since the last checkpoint, not yet synced.
     pub(crate) unsynced: Mutex<Vec<FileName>>,
     /// The I/O threads' work.
@@ -305,6 +307,32 @@ pub(crate) fn stream_columns(
     }
     shared.bytes_streamed.fetch_add(shared.geometry.file_len(p), Ordering::Relaxed); // Relaxed: a counter.
     file.finish()?;
+    Ok(out)
+}
+
+/// Columns `columns` of partition `p`'s rows `rows` (local indices, ascending), read row by
+/// row from its current file (`rows.len() × columns.len()`, row-major). The file's length is
+/// checked, not its checksum (that needs the whole file: [`stream_columns`] checks it).
+/// Counted in `bytes_gathered`.
+pub(crate) fn gather_columns(
+    shared: &Shared,
+    p: usize,
+    rows: &[usize],
+    columns: std::ops::Range<usize>,
+) -> Result<Vec<f32>, PartitionError> {
+    let (files, geometry) = (&*shared.files, &shared.geometry);
+    let entry = shared.entries.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
+    let name = FileName { partition: p, generation: entry.generation };
+    check_file(files, geometry, p, name)?;
+    let mut buf = vec![0u8; 4 * columns.len()];
+    let mut out = Vec::with_capacity(rows.len() * columns.len());
+    for &r in rows {
+        let offset = (r * geometry.row_bytes() + 8 + 4 * columns.start) as u64;
+        files.read_at(name, offset, &mut buf).map_err(io_error(files, name))?;
+        out.extend(buf.chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4"))));
+    }
+    // Relaxed: a counter.
+    shared.bytes_gathered.fetch_add(buf.len() as u64 * rows.len() as u64, Ordering::Relaxed);
     Ok(out)
 }
 

@@ -30,6 +30,8 @@ pub struct IoStats {
     /// Bytes of partition files read by [`PartitionedStorage::columns`] (evaluation, saves):
     /// not loads into the buffer, so not part of `bytes_read`.
     pub bytes_streamed: u64,
+    /// Bytes of single rows read by [`PartitionedStorage::rows`] (an evaluation's queries).
+    pub bytes_gathered: u64,
 }
 
 /// Rows in `P` partition files, `c` partitions of them in memory.
@@ -114,6 +116,7 @@ impl PartitionedStorage {
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             bytes_streamed: AtomicU64::new(0),
+            bytes_gathered: AtomicU64::new(0),
             unsynced: Mutex::new(Vec::new()),
             queue: Mutex::new(io_thread::Queue::default()),
             changed: Condvar::new(),
@@ -284,11 +287,25 @@ impl PartitionedStorage {
             bytes_read: self.shared.bytes_read.load(Ordering::Relaxed),
             bytes_written: self.shared.bytes_written.load(Ordering::Relaxed),
             bytes_streamed: self.shared.bytes_streamed.load(Ordering::Relaxed),
+            bytes_gathered: self.shared.bytes_gathered.load(Ordering::Relaxed),
         }
     }
 
     fn send(&self, request: Request) -> Result<(), PartitionError> {
         io_thread::send(&self.shared, request)
+    }
+
+    /// The row width, if `columns` lies within it.
+    fn check_columns(&self, columns: &std::ops::Range<usize>) -> Result<usize, PartitionError> {
+        let width = self.shared.geometry.width;
+        if columns.start > columns.end || columns.end > width {
+            return Err(PartitionError::NoSuchColumns {
+                start: columns.start,
+                end: columns.end,
+                width,
+            });
+        }
+        Ok(width)
     }
 
     fn check_partition(&self, partition: usize) -> Result<(), PartitionError> {
@@ -406,14 +423,7 @@ impl PartitionedStorage {
         columns: std::ops::Range<usize>,
     ) -> Result<Vec<f32>, PartitionError> {
         self.check_partition(partition)?;
-        let width = self.shared.geometry.width;
-        if columns.start > columns.end || columns.end > width {
-            return Err(PartitionError::NoSuchColumns {
-                start: columns.start,
-                end: columns.end,
-                width,
-            });
-        }
+        let width = self.check_columns(&columns)?;
         if let Some(resident) = &*self.slots[partition].read().map_err(poisoned)? {
             let rows = self.shared.geometry.len(partition);
             let mut out = Vec::with_capacity(rows * columns.len());
@@ -426,6 +436,37 @@ impl PartitionedStorage {
         }
         self.flush()?;
         io_thread::stream_columns(&self.shared, partition, columns)
+    }
+
+    /// Columns `columns` of rows `rows` of partition `partition` (indices inside the partition,
+    /// ascending), `rows.len() × columns.len()` floats row-major: from the buffer if the
+    /// partition is resident, else read row by row from its current file after the write-backs
+    /// sent so far (not streamed: an evaluation reads its queries' rows this way, then streams
+    /// each partition once to rank them). Call only while no batch is in flight.
+    pub fn rows(
+        &self,
+        partition: usize,
+        rows: &[usize],
+        columns: std::ops::Range<usize>,
+    ) -> Result<Vec<f32>, PartitionError> {
+        self.check_partition(partition)?;
+        let width = self.check_columns(&columns)?;
+        let len = self.shared.geometry.len(partition);
+        if let Some(&r) = rows.iter().find(|&&r| r >= len) {
+            let row = (self.shared.geometry.start(partition) + r) as u64;
+            return Err(PartitionError::Store(StoreError::RowOutOfRange { row, rows: len }));
+        }
+        if let Some(resident) = &*self.slots[partition].read().map_err(poisoned)? {
+            let mut out = Vec::with_capacity(rows.len() * columns.len());
+            let mut row = vec![0.0; width];
+            for &r in rows {
+                resident.rows.read(r as u64, &mut row)?;
+                out.extend_from_slice(&row[columns.clone()]);
+            }
+            return Ok(out);
+        }
+        self.flush()?;
+        io_thread::gather_columns(&self.shared, partition, rows, columns)
     }
 
     /// Wait until every write-back sent so far is written (not synced: see

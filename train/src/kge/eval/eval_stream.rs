@@ -41,6 +41,27 @@ pub trait EntityParts {
     fn parts(&self) -> usize;
     /// Part `k`: its first entity and its rows' embeddings (`len × dim`, row-major).
     fn part(&self, k: usize) -> Result<(usize, Vec<f32>), Self::Error>;
+
+    /// The embeddings of entities `ids` (ascending, distinct), `ids.len() × dim` row-major.
+    /// By default one pass over the parts; a source that can read single rows (a partition
+    /// file) reads only these, so an evaluation streams each part once, in the ranking pass.
+    fn rows(&self, ids: &[u32]) -> Result<Vec<f32>, Self::Error> {
+        let dim = self.dim();
+        let mut rows = vec![0.0; ids.len() * dim];
+        for k in 0..self.parts() {
+            let (first, part) = self.part(k)?;
+            let end = first + part.len() / dim.max(1);
+            let lo = ids.partition_point(|&e| (e as usize) < first);
+            for (i, &e) in ids.iter().enumerate().skip(lo) {
+                if e as usize >= end {
+                    break;
+                }
+                let at = (e as usize - first) * dim;
+                rows[i * dim..(i + 1) * dim].copy_from_slice(&part[at..at + dim]);
+            }
+        }
+        Ok(rows)
+    }
 }
 
 /// Each triple's two queries (`2i`: `(h, r, ?)` with target `t`; `2i + 1`: `(?, r, t)` with
@@ -63,19 +84,8 @@ fn gather<S: EntityParts>(
     let mut needed: Vec<u32> = triples.iter().flat_map(|t| [t.h, t.t]).collect();
     needed.sort_unstable();
     needed.dedup();
-    let mut rows = Array2::<f32>::zeros((needed.len(), dim));
-    for k in 0..parts.parts() {
-        let (first, part) = parts.part(k)?;
-        let end = first + part.len() / dim.max(1);
-        let lo = needed.partition_point(|&e| (e as usize) < first);
-        for (i, &e) in needed.iter().enumerate().skip(lo) {
-            if e as usize >= end {
-                break;
-            }
-            let at = (e as usize - first) * dim;
-            rows.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&part[at..at + dim]);
-        }
-    }
+    let rows = Array2::from_shape_vec((needed.len(), dim), parts.rows(&needed)?)
+        .expect("rows() returns ids × dim");
     let row = |e: u32| rows.row(needed.binary_search(&e).expect("gathered")).to_vec();
     let inverse = relations.nrows() / 2;
     let mut vectors = Array2::<f32>::zeros((2 * triples.len(), dim));
@@ -93,6 +103,31 @@ fn gather<S: EntityParts>(
         targets.row_mut(2 * i + 1).assign(&ndarray::ArrayView1::from(&h));
     }
     Ok(Queries { vectors, targets })
+}
+
+/// [`evaluate_parts`] of several sets of triples (validation and test) in one pass over the
+/// parts: each set's metrics, equal bit for bit to its own `evaluate_parts` (a query's ranks
+/// depend only on its own scores; a sampled triple's candidates are drawn by its index in its
+/// own set).
+pub fn evaluate_parts_sets<S: EntityParts>(
+    model: (ScoreFn, bool),
+    parts: &S,
+    relations: ArrayView2<'_, f32>,
+    sets: &[&[Triple]],
+    filter: &Filter,
+    sample: Option<(usize, u64)>,
+) -> Result<Vec<Metrics>, S::Error> {
+    let triples: Vec<Triple> = sets.iter().flat_map(|s| s.iter().copied()).collect();
+    let ranks = ranks_of(model, parts, relations, &triples, sets, filter, sample)?;
+    let mut at = 0;
+    Ok(sets
+        .iter()
+        .map(|set| {
+            let r = &ranks[2 * at..2 * (at + set.len())];
+            at += set.len();
+            Metrics::from_ranks(r)
+        })
+        .collect())
 }
 
 /// Per query, how many counted candidates score above and equal to its target.
@@ -124,6 +159,23 @@ pub fn evaluate_parts<S: EntityParts>(
     filter: &Filter,
     sample: Option<(usize, u64)>,
 ) -> Result<Metrics, S::Error> {
+    let ranks = ranks_of(model, parts, relations, triples, &[triples], filter, sample)?;
+    Ok(Metrics::from_ranks(&ranks))
+}
+
+/// Each query's realistic rank (`2i`, `2i + 1` for triple `i`) of `triples`, the
+/// concatenation of `sets` (a sampled triple draws its candidates by its index in its set).
+fn ranks_of<S: EntityParts>(
+    model: (ScoreFn, bool),
+    parts: &S,
+    relations: ArrayView2<'_, f32>,
+    triples: &[Triple],
+    sets: &[&[Triple]],
+    filter: &Filter,
+    sample: Option<(usize, u64)>,
+) -> Result<Vec<f64>, S::Error> {
+    // Per triple, its index in its own set.
+    let local: Vec<usize> = sets.iter().flat_map(|s| 0..s.len()).collect();
     let inter = model.0.interaction();
     let Queries { vectors, targets } = gather(model, parts, relations, triples)?;
     let n = 2 * triples.len();
@@ -180,7 +232,8 @@ pub fn evaluate_parts<S: EntityParts>(
             }),
             Some((size, seed)) => {
                 counts.par_chunks_mut(2).enumerate().for_each(|(i, pair)| {
-                    let mut g = crate::rng::SplitMix64::new(seed, 0x5A3F_0000_0000 ^ i as u64);
+                    let mut g =
+                        crate::rng::SplitMix64::new(seed, 0x5A3F_0000_0000 ^ local[i] as u64);
                     let range = first as u32..(first + len) as u32;
                     for _ in 0..size {
                         let e = g.below(entities as u32);
@@ -222,7 +275,7 @@ pub fn evaluate_parts<S: EntityParts>(
                 }
             })
             .collect();
-    Ok(Metrics::from_ranks(&ranks))
+    Ok(ranks)
 }
 
 /// A dense `N × dim` table read in parts of `part` rows: the in-memory source, for tests and
@@ -297,6 +350,14 @@ mod tests {
                     assert_eq!(streamed.unwrap(), full, "{m:?} parts of {part}");
                     let streamed = evaluate_parts(m, &parts, rel, triples, &filter, Some((40, 5)));
                     assert_eq!(streamed.unwrap(), sampled, "{m:?} sampled, parts of {part}");
+                }
+                // Two sets in one pass: each set's own metrics, full and sampled.
+                let (a, b) = triples.split_at(60);
+                let parts = DenseParts { table: &table, dim, part: 17 };
+                for sample in [None, Some((40, 5))] {
+                    let both = evaluate_parts_sets(m, &parts, rel, &[a, b], &filter, sample);
+                    let one = |t| evaluate_parts(m, &parts, rel, t, &filter, sample).unwrap();
+                    assert_eq!(both.unwrap(), [one(a), one(b)], "{m:?} {sample:?}");
                 }
             }
         }
