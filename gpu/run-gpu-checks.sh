@@ -22,6 +22,11 @@
 #   roofline  kge_roofline --device cuda --modes sync,oac --epochs 2
 #   train     ordo-train on train/configs/wordnet30-complex-throughput.toml: sync, async, oac
 #             with --device cuda, and the same three on the CPU as the baseline
+# and two steps sized for a short GPU window, each runnable alone (so a rerun of either fits):
+#   correctness  tests + sanitize (sanitizer on), within CORRECTNESS_LIMIT_S (default 120 s)
+#   measures     bench + roofline + train, within MEASURES_LIMIT_S (default 180 s)
+# Each runs the script again on its own steps under `timeout`, into OUT/correctness or
+# OUT/measures; over its limit it is stopped and fails (what it wrote stays).
 # Everything goes to OUT (logs, markdown for BENCHMARKS.md, SUMMARY.md). Exit status 0 only if
 # every step that ran passed.
 set -uo pipefail
@@ -31,6 +36,11 @@ readonly DATASETS=${ORDO_DATASETS:-../shared/datasets}
 readonly CARRY_LIMIT_MIB=64
 readonly PACK_BUDGET_MIB=${PACK_BUDGET_MIB:-48}
 readonly ALL_STEPS="tests sanitize bench roofline train"
+readonly WINDOW_STEPS="correctness measures"
+readonly CORRECTNESS_LIMIT_S=${CORRECTNESS_LIMIT_S:-120}
+readonly MEASURES_LIMIT_S=${MEASURES_LIMIT_S:-180}
+# This script, which `within` runs again on a window's steps.
+RUN_SELF=${BASH_SOURCE[0]}
 
 die() {
     echo "run-gpu-checks: $*" >&2
@@ -344,12 +354,36 @@ step_train() {
     }' | tee -a "$out/train.md" | tee -a "$LOG"
 }
 
+# Run this script's `run` on `steps` into OUT/NAME under a wall-clock limit.
+within() {
+    local pack=$1 out=$2 name=$3 limit=$4 status start=$SECONDS
+    shift 4
+    log "$name: steps $*, limit ${limit} s, into $out/$name"
+    timeout --signal=TERM --kill-after=10 "$limit" "$RUN_SELF" run "$pack" "$out/$name" "$@"
+    status=$?
+    log "$name: exit $status after $((SECONDS - start)) s (limit $limit s)"
+    if [[ $status -eq 124 || $status -eq 137 ]]; then
+        fail "$name: over its limit of $limit s"
+    elif [[ $status -ne 0 ]]; then
+        fail "$name: see $out/$name/SUMMARY.md"
+    fi
+}
+
+step_correctness() {
+    ORDO_GPU_SANITIZE=1 within "$1" "$2" correctness "$CORRECTNESS_LIMIT_S" tests sanitize
+}
+
+step_measures() {
+    within "$1" "$2" measures "$MEASURES_LIMIT_S" bench roofline train
+}
+
 run() {
     local pack=${1:-gpu-pack} out=${2:-gpu-results}
     shift $(($# < 2 ? $# : 2))
     local steps=${*:-$ALL_STEPS} s
     for s in $steps; do
-        [[ " $ALL_STEPS " == *" $s "* ]] || die "unknown step '$s' (steps: $ALL_STEPS)"
+        [[ " $ALL_STEPS $WINDOW_STEPS " == *" $s "* ]] ||
+            die "unknown step '$s' (steps: $ALL_STEPS $WINDOW_STEPS)"
     done
     local sanitize=${ORDO_GPU_SANITIZE:-0}
     if [[ $sanitize != 1 ]]; then

@@ -103,3 +103,45 @@ fn run_refuses_an_incomplete_pack_before_any_gpu_step() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("unknown step"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Run `within` (the window steps' runner) on a stand-in for the script that sleeps `sleep`
+/// seconds and exits `status`, with a limit of `limit` seconds; the script's FAILED list.
+fn window(sleep: u32, status: i32, limit: u32) -> String {
+    let dir = fresh_dir("window");
+    let fake = dir.join("fake.sh");
+    std::fs::write(&fake, format!("#!/bin/sh\nsleep {sleep}\nexit {status}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let run = Command::new("bash")
+        .arg("-c")
+        .arg(
+            r#"source "$1" && RUN_SELF=$2 && within pack "$3" correctness "$4" tests sanitize;
+               echo "FAILED=${FAILED[*]}""#,
+        )
+        .arg("bash")
+        .args([script(), fake, dir.clone()])
+        .arg(limit.to_string())
+        .output()
+        .expect("bash runs");
+    std::fs::remove_dir_all(&dir).unwrap();
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
+    stdout.lines().find_map(|l| l.strip_prefix("FAILED=")).unwrap_or("(no list)").to_owned()
+}
+
+/// A window step (`correctness` ≤ 2 min, `measures` ≤ 3 min) fails when it runs past its limit
+/// or when its steps fail, and passes only when they pass within it.
+#[test]
+fn a_window_step_fails_past_its_limit_or_on_a_failed_step() {
+    assert_eq!(window(0, 0, 5), "", "passed within the limit");
+    assert!(window(0, 1, 5).contains("correctness: see"), "a failed step");
+    assert!(window(5, 0, 1).contains("correctness: over its limit of 1 s"), "past the limit");
+}
+
+#[test]
+fn the_window_steps_are_known_and_sized() {
+    let src = std::fs::read_to_string(script()).unwrap();
+    assert!(src.contains("CORRECTNESS_LIMIT_S:-120") && src.contains("MEASURES_LIMIT_S:-180"));
+    let run = run_script(&["run", "/nonexistent-pack", "/nonexistent-out", "correctness"]);
+    // A known step: refused for the missing pack, not as an unknown step.
+    assert!(!String::from_utf8_lossy(&run.stderr).contains("unknown step"));
+}
