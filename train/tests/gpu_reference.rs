@@ -16,7 +16,7 @@ use ordo_train::kge::model::gpu::{
 };
 use ordo_train::kge::model::init::Init;
 use ordo_train::kge::model::score::{Loss, ScoreFn};
-use ordo_train::kge::model::step::{KgeModel, StepConfig, init_entities};
+use ordo_train::kge::model::step::{EmbeddingModel, StepConfig, init_entities};
 
 const ENTITIES: u32 = 40;
 const RELATIONS: u32 = 5;
@@ -59,7 +59,7 @@ fn compare(
     perturb: Perturb,
 ) -> Result<(), String> {
     let cfg = StepConfig { score, loss, dim: DIM, lr: 0.1, reg, ..StepConfig::default() };
-    let mut model = KgeModel::new(cfg, RELATIONS as usize, 0.5, seed);
+    let mut model = EmbeddingModel::new(cfg, RELATIONS as usize, 0.5, seed);
     let mut g = SplitMix64::new(seed, 77);
     let train: Vec<Triple> = (0..30)
         .map(|_| Triple { h: g.below(ENTITIES), r: g.below(RELATIONS), t: g.below(ENTITIES) })

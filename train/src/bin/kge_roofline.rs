@@ -25,7 +25,7 @@
 //!   bound. Beside it, the same ceiling if the rows were copied with plain `memcpy`s under
 //!   per-row locks (timed for row widths 200 and 400: safe Rust has that layout only for a
 //!   width fixed at compile time).
-//! * **The step alone.** The model's own step (`KgeModel::step`, its chunks on every core) over
+//! * **The step alone.** The model's own step (`EmbeddingModel::step`, its chunks on every core) over
 //!   the epoch's batches, with each batch's rows copied in from a plain table and back outside
 //!   the timed part: what a pipeline would reach if reading, validating and writing rows cost
 //!   nothing. No mode passes it, so it splits the distance to the bound into the step's share
@@ -87,7 +87,7 @@ use ordo_train::kge::model::gpu::{Device, check_device};
 use ordo_train::kge::model::matmul::mat_mul_into;
 use ordo_train::kge::model::optim::Optimizer;
 use ordo_train::kge::model::score::Loss;
-use ordo_train::kge::model::step::{KgeModel, NonFiniteLoss};
+use ordo_train::kge::model::step::{EmbeddingModel, NonFiniteLoss};
 use ordo_train::kge::training::train::{Event, Mode, TrainConfig, TrainError, train};
 use std::error::Error;
 use std::hint::black_box;
@@ -238,7 +238,7 @@ fn read_ahead_of_writes<B>(
 /// The KGE model with the wall time and the process CPU time of its steps summed: what the
 /// step-alone row times inside the engine's replay, leaving out the replay's copies.
 struct TimedStep {
-    model: KgeModel,
+    model: EmbeddingModel,
     seconds: f64,
     cpu_seconds: Option<f64>,
 }
@@ -547,7 +547,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // batch's rows copied out, stepped, copied back), with only the steps timed, of a
         // fresh model that `prepare` sets up.
         let in_order: Vec<usize> = (0..batches.len()).collect();
-        let replay_timed = |prepare: fn(&mut KgeModel)| -> Result<TimedStep, Box<dyn Error>> {
+        let replay_timed = |prepare: fn(&mut EmbeddingModel)| -> Result<TimedStep, Box<dyn Error>> {
             let (mut model, init) = cfg.init(&d)?;
             prepare(&mut model);
             let mut rows_table = init.snapshot();
@@ -568,7 +568,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             None => "core time not measured (no process CPU clock)".into(),
         };
         println!(
-            "the step alone (KgeModel::step on {cores} cores over one epoch, its rows copied in \
+            "the step alone (EmbeddingModel::step on {cores} cores over one epoch, its rows copied in \
              and out of a plain table untimed): {step_alone:.0} triples/s = {:.2}x the bound; {}\n",
             step_alone / bound,
             busy(timed.cpu_seconds, step_s, positives)
@@ -576,7 +576,10 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         // The same on one thread: the step of the floor row below, without the second
         // thread's hand-offs and the rows it reads on the other core.
         let both = || -> Result<_, Box<dyn Error>> {
-            Ok((replay_timed(|_| {})?, replay_timed(KgeModel::measure_without_layout_copies)?))
+            Ok((
+                replay_timed(|_| {})?,
+                replay_timed(EmbeddingModel::measure_without_layout_copies)?,
+            ))
         };
         let single = one.install(|| both().map_err(|e| e.to_string()))?;
         let us = |t: &TimedStep| {
@@ -591,7 +594,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         );
         // The same replay with the chunks' copies between the batch's layout and theirs left
         // out (wrong values, same products): the most issue 34's item 1 could save.
-        match replay_timed(KgeModel::measure_without_layout_copies) {
+        match replay_timed(EmbeddingModel::measure_without_layout_copies) {
             Ok(bare) => println!(
                 "the step alone without its layout copies (no chunk gathers its rows from the \
                  batch's or adds its gradients back: the values are wrong, the products the \

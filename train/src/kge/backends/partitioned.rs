@@ -33,7 +33,7 @@ use crate::kge::data::batch::{KgeBatch, NegSampling, Sampling, SplitMix64};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{EntityParts, evaluate_parts_sets};
 use crate::kge::eval::ranking::{Filter, Metrics};
-use crate::kge::model::step::{KgeModel, NonFiniteLoss};
+use crate::kge::model::step::{EmbeddingModel, NonFiniteLoss};
 use crate::kge::run::config::TrainConfig;
 use crate::kge::training::error::TrainError;
 use ordo::engine::{
@@ -303,7 +303,7 @@ impl<'a> Evaluation<'a> {
         &self,
         cfg: &TrainConfig,
         storage: &PartitionedStorage,
-        model: &KgeModel,
+        model: &EmbeddingModel,
         sets: &[&[crate::kge::data::dataset::Triple]],
     ) -> Result<Vec<Metrics>, PartitionError> {
         let rdim = cfg.step_config().relation_dim();
@@ -321,7 +321,7 @@ pub struct PartitionedRun {
     /// The entity storage (resident partitions, the rest in files).
     pub storage: PartitionedStorage,
     /// The model (relations).
-    pub model: KgeModel,
+    pub model: EmbeddingModel,
     /// The plan of every epoch.
     pub plan: Plan,
     /// Per epoch trained by this call, the recorded order of batch ids.

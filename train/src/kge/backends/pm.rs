@@ -7,7 +7,7 @@
 //! zero-padded to the table's width). Each node has one training thread that works on its share
 //! of the batches (global batch `i` goes to node `i mod N`, epoch after epoch) and, per batch:
 //! signals intent for the keys of the batch `--intent-offset K` clocks ahead, pulls the batch's
-//! keys, runs the same [`KgeModel`] step the engine runs, pushes the step's change of every
+//! keys, runs the same [`EmbeddingModel`] step the engine runs, pushes the step's change of every
 //! pulled row as an **additive update** (the PM's semantics, paper 002 §3: new − old, so
 //! concurrent updates from other nodes add up instead of being overwritten), and advances its
 //! clock.
@@ -32,7 +32,7 @@ use crate::kge::data::dataset::Dataset;
 use crate::kge::data::dataset::Triple;
 use crate::kge::eval::ranking::{Filter, Metrics};
 use crate::kge::model::gpu::Device;
-use crate::kge::model::step::KgeModel;
+use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::measure::metrics;
 use crate::kge::training::error::TrainError;
@@ -297,7 +297,7 @@ struct PmBatch<'a> {
 /// What every node of a run starts from: the model (for its step and dense state), the table's
 /// layout and initial values, and every node's plan (global batch `i` goes to node `i mod N`).
 struct Prepared<'a> {
-    model: KgeModel,
+    model: EmbeddingModel,
     layout: Layout,
     init_rows: Vec<f32>,
     init_dense: Vec<f32>,
@@ -523,7 +523,7 @@ pub fn train_pm_mpi(
 #[allow(clippy::too_many_arguments)]
 fn run_node(
     h: &NodeHandle,
-    mut model: KgeModel,
+    mut model: EmbeddingModel,
     mut dense: Vec<f32>,
     plan: &[PmBatch<'_>],
     layout: Layout,

@@ -10,7 +10,7 @@
 //! allocates, the run estimates its device memory ([`device_bytes`]) and refuses, with the
 //! figures, a run that does not fit.
 //!
-//! **One step, two implementations.** The CPU step ([`super::step::KgeModel`]) and ordo-gpu's
+//! **One step, two implementations.** The CPU step ([`super::step::EmbeddingModel`]) and ordo-gpu's
 //! kernels define the same update: [`device_batch`] writes a batch as ordo-gpu's groups (per
 //! positive, a tail-corrupted group and a head-corrupted group, each the positive followed by
 //! its chunk's shared negatives, so sharing is expressed by repeating rows), [`device_hyper`]
@@ -27,7 +27,7 @@
 
 use super::optim::Optimizer;
 use super::score::{Loss, Regularizer, ScoreFn};
-use super::step::{ADAGRAD_EPS, KgeModel, NonFiniteLoss, StepConfig};
+use super::step::{ADAGRAD_EPS, EmbeddingModel, NonFiniteLoss, StepConfig};
 use crate::kge::data::batch::KgeBatch;
 use ordo::engine::{BatchRows, Mode, Model, StepError, SubmitError};
 use ordo_gpu::cache::{CacheConfig, DeviceBatch};
@@ -142,7 +142,7 @@ pub struct CudaKgeModel {
 
 impl CudaKgeModel {
     /// A GPU model starting from `cpu`'s relation parameters and Adagrad sums.
-    pub fn new(gpu: &Gpu, cpu: &KgeModel) -> Result<Self, GpuError> {
+    pub fn new(gpu: &Gpu, cpu: &EmbeddingModel) -> Result<Self, GpuError> {
         let cfg = *cpu.config();
         let no = |reason| GpuError::NoDevice { reason };
         if let Some(reason) = unsupported(&cfg) {
@@ -165,7 +165,7 @@ impl CudaKgeModel {
         })
     }
 
-    /// Mean loss per positive since the last call, and reset (as [`KgeModel::take_loss`]).
+    /// Mean loss per positive since the last call, and reset (as [`EmbeddingModel::take_loss`]).
     pub fn take_loss(&mut self) -> f64 {
         let (sum, positives) = self.take_loss_sum();
         sum / positives.max(1) as f64

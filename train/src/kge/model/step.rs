@@ -2,7 +2,7 @@
 //!
 //! Entity rows (in the engine's row store) are `[embedding (dim) | optimizer state]` (see
 //! [`super::optim`]), so the optimizer state travels with the row. Relation parameters and their
-//! optimizer state are dense parameters in [`KgeModel`], updated inside [`Model::step`] in
+//! optimizer state are dense parameters in [`EmbeddingModel`], updated inside [`Model::step`] in
 //! computation order. With `reciprocal`, relation `r + R` is the inverse of `r` (Lacroix et al.
 //! 2018): the head side asks the tail query `(t, r⁻¹, ?)` instead of a head query.
 //!
@@ -10,7 +10,7 @@
 //! reads only the batch's starting rows and every reduction runs in a fixed order (chunks in
 //! batch order; positives and negatives in index order; ndarray's matrix products and the
 //! lane-wise sums of the distances and the softmax are deterministic for fixed shapes), so the
-//! same batch on the same rows gives the same bits (stated at `KgeModel::gradients_with`, which
+//! same batch on the same rows gives the same bits (stated at `EmbeddingModel::gradients_with`, which
 //! keeps it).
 
 use super::matmul::mat_mul_into;
@@ -97,7 +97,7 @@ impl StepConfig {
 
 /// A KGE scoring function with its optimizer, as an [`ordo::engine::Model`].
 #[derive(Debug, Clone)]
-pub struct KgeModel {
+pub struct EmbeddingModel {
     cfg: StepConfig,
     /// Dataset relations `R` (the model holds `2R` rows with inverses).
     relations: usize,
@@ -136,14 +136,14 @@ pub struct KgeModel {
     layout_copies: bool,
 }
 
-impl KgeModel {
+impl EmbeddingModel {
     /// A model with the given relation parameters (`relation_rows(relations) × relation_dim`,
     /// see [`super::init::init_relations`]) and zero optimizer state.
     pub fn with_relations(cfg: StepConfig, relations: usize, rel: Vec<f32>) -> Self {
         let rows = cfg.relation_rows(relations);
         let rdim = cfg.relation_dim();
         assert_eq!(rel.len(), rows * rdim, "relation parameters are relation_rows × rdim");
-        KgeModel {
+        EmbeddingModel {
             cfg,
             relations,
             rel,
@@ -232,7 +232,7 @@ impl KgeModel {
     /// batch row's embedding (`rows × dim`); relation gradients go to `self.rel_grad` (touched
     /// ones flagged in `self.rel_touched`).
     /// `grad` holds zeros in its first `rows × dim` floats or is shorter (then it is grown with
-    /// zeros): [`KgeModel::grad`]'s invariant, or a fresh `Vec`. With `two` threads, chunks are
+    /// zeros): [`EmbeddingModel::grad`]'s invariant, or a fresh `Vec`. With `two` threads, chunks are
     /// computed two at a time on rayon's threads when a chunk is at least
     /// [`PARALLEL_CHUNK_WORK`].
     fn gradients(
@@ -270,7 +270,7 @@ impl KgeModel {
         sc: &mut [[StepScratch; 2]; 2],
         parallel: bool,
     ) -> f32 {
-        // Zeros already (see `KgeModel::grad`): only a longer batch's tail is written here.
+        // Zeros already (see `EmbeddingModel::grad`): only a longer batch's tail is written here.
         if grad.len() < rows.len() * self.cfg.dim {
             grad.resize(rows.len() * self.cfg.dim, 0.0);
         }
@@ -351,7 +351,7 @@ struct Params<'a> {
     relations: usize,
     /// Relation parameters, `relation_rows × rdim`.
     rel: &'a [f32],
-    /// [`KgeModel::layout_copies`].
+    /// [`EmbeddingModel::layout_copies`].
     copies: bool,
 }
 
@@ -438,7 +438,7 @@ impl Params<'_> {
             }
             grads.row_mut(i).as_slice_mut().expect("row-major").copy_from_slice(&g[1..]);
         }
-        // Zeros already (see `KgeModel::grad`), as `L1`'s accumulation needs.
+        // Zeros already (see `EmbeddingModel::grad`), as `L1`'s accumulation needs.
         let mut d_own = ArrayViewMut2::from_shape((k, dim), &mut own_grad[..k * dim])
             .expect("the own negatives' gradient rows");
         let mut d_gathered = match inter {
@@ -690,7 +690,7 @@ impl Mat {
 
     /// Shaped `len × w`, row `i` a copy of the `i`-th slice of `src` (each `w` floats). With
     /// `kept`, a buffer already of that size keeps the rows it holds (no copy: see
-    /// [`KgeModel::measure_without_layout_copies`]).
+    /// [`EmbeddingModel::measure_without_layout_copies`]).
     fn gather<'s>(
         &mut self,
         w: usize,
@@ -736,7 +736,7 @@ struct SideScratch {
     g0: Vec<f32>,
 }
 
-/// The chunk matrices of [`KgeModel::gradients`], owned by the model (the device stage's step)
+/// The chunk matrices of [`EmbeddingModel::gradients`], owned by the model (the device stage's step)
 /// and reused for every chunk of every batch. Each is fully rewritten (gathered or zeroed)
 /// (or, where the code says so, overwritten) before a chunk reads it, so nothing carries over
 /// from one chunk to the next.
@@ -824,7 +824,7 @@ fn scatter_add(
     }
 }
 
-impl Model for KgeModel {
+impl Model for EmbeddingModel {
     type Data = KgeBatch;
     type Error = NonFiniteLoss;
 
@@ -859,7 +859,7 @@ impl Model for KgeModel {
     }
 }
 
-impl KgeModel {
+impl EmbeddingModel {
     /// The coming batch runs inline or not ([`KgeBatch::inline`]): where that differs from the
     /// last batch, the way left pauses its timing. The bits do not depend on it.
     fn follow_way(&mut self, inline: bool) {
@@ -888,7 +888,7 @@ impl KgeModel {
         }
         let (lr, opt) = (self.cfg.lr, self.cfg.optimizer);
         // Each row's update reads only its own gradient and state: any split gives the same bits.
-        // Each gradient row is zeroed once read (the invariant of `KgeModel::grad`).
+        // Each gradient row is zeroed once read (the invariant of `EmbeddingModel::grad`).
         let width = rows.width();
         let update = |(row, g): (&mut [f32], &mut [f32])| {
             let (w, state) = row.split_at_mut(dim);
@@ -929,15 +929,19 @@ mod tests {
     use crate::kge::model::init::Init;
     use ordo::engine::Batch;
 
-    fn setup(score: ScoreFn, loss: Loss, chunk: usize) -> (KgeModel, Batch<KgeBatch>, Vec<f32>) {
+    fn setup(
+        score: ScoreFn,
+        loss: Loss,
+        chunk: usize,
+    ) -> (EmbeddingModel, Batch<KgeBatch>, Vec<f32>) {
         let cfg = StepConfig { score, loss, dim: 4, reg: 0.01, ..StepConfig::default() };
         setup_with(cfg, chunk)
     }
 
-    fn setup_with(cfg: StepConfig, chunk: usize) -> (KgeModel, Batch<KgeBatch>, Vec<f32>) {
+    fn setup_with(cfg: StepConfig, chunk: usize) -> (EmbeddingModel, Batch<KgeBatch>, Vec<f32>) {
         let dim = cfg.dim;
         let w = cfg.row_width();
-        let model = KgeModel::new(cfg, 3, 0.5, 9);
+        let model = EmbeddingModel::new(cfg, 3, 0.5, 9);
         let train: Vec<Triple> =
             (0..5).map(|i| Triple { h: i, r: i % 3, t: (i * 3 + 1) % 8 }).collect();
         let s = Sampling {
@@ -992,7 +996,7 @@ mod tests {
                 .collect();
             for two in [false, true] {
                 let run = |data: &KgeBatch| {
-                    let mut model = KgeModel::new(cfg, 3, 0.5, 9);
+                    let mut model = EmbeddingModel::new(cfg, 3, 0.5, 9);
                     let mut values = start.clone();
                     let mut rows = BatchRows::new(&b.rows, w, &mut values).unwrap();
                     model.step_on(data, &mut rows, two).unwrap();
@@ -1039,7 +1043,7 @@ mod tests {
         let batches: Vec<_> = (0..2).flat_map(|e| s.epoch_batches(&train, e)).collect();
         // `None`: the model's own choice through `Model::step`.
         let run = |threads: &(dyn Fn(usize) -> Option<bool> + Sync)| {
-            let mut m = KgeModel::new(cfg, 3, 0.5, 9);
+            let mut m = EmbeddingModel::new(cfg, 3, 0.5, 9);
             let mut table = init_entities(entities as usize, cfg.dim, w, (Init::Uniform, 0.5), 2);
             let mut losses = Vec::new();
             for (i, b) in batches.iter().enumerate() {
@@ -1083,7 +1087,7 @@ mod tests {
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let (mut m, batch, values) = setup(ScoreFn::ComplEx, Loss::Softmax, 2);
         let w = m.row_width();
-        let step = |m: &mut KgeModel, inline: bool| {
+        let step = |m: &mut EmbeddingModel, inline: bool| {
             let mut data = batch.data.clone();
             data.inline = inline;
             let mut v = values.clone();
@@ -1108,7 +1112,7 @@ mod tests {
         let mut bare = true_step.clone();
         bare.measure_without_layout_copies();
         let (w, dim) = (true_step.row_width(), true_step.config().dim);
-        let step = |m: &mut KgeModel| {
+        let step = |m: &mut EmbeddingModel| {
             let mut v = values.clone();
             m.step(&b.data, &mut BatchRows::new(&b.rows, w, &mut v).unwrap()).unwrap();
             (v, m.take_loss())
@@ -1120,7 +1124,7 @@ mod tests {
         assert_ne!(embeddings(&stepped), embeddings(&values), "the true step moves embeddings");
         assert_eq!(embeddings(&bare_stepped), embeddings(&values), "no gradient added back");
         assert_ne!(bare_loss.to_bits(), loss.to_bits(), "the second chunk kept the first's rows");
-        assert_ne!(bare.relations(), KgeModel::new(*bare.config(), 3, 0.5, 9).relations());
+        assert_ne!(bare.relations(), EmbeddingModel::new(*bare.config(), 3, 0.5, 9).relations());
     }
 
     /// Chunks computed two at a time on rayon's threads give the bits of the sequential step:
@@ -1174,7 +1178,7 @@ mod tests {
                     // The objective the gradients are of: the loss times the reduction scale.
                     let scale =
                         if loss.mean_reduced() { 0.5 / b.data.pos.len() as f64 } else { 1.0 };
-                    let lossf = |m: &mut KgeModel, v: &mut [f32]| {
+                    let lossf = |m: &mut EmbeddingModel, v: &mut [f32]| {
                         let rows = BatchRows::new(&ids, 2 * dim, v).unwrap();
                         m.gradients(&b.data, &rows, &mut Vec::new(), false) as f64 * scale
                     };
@@ -1265,7 +1269,7 @@ mod tests {
     fn step_is_deterministic_lowers_the_loss_and_stops_on_nan() {
         let (mut m, b, values) = setup(ScoreFn::ComplEx, Loss::Softmax, 2);
         let w = m.row_width();
-        let run = |m: &mut KgeModel, v: &mut Vec<f32>, steps: usize| {
+        let run = |m: &mut EmbeddingModel, v: &mut Vec<f32>, steps: usize| {
             let mut losses = Vec::new();
             for _ in 0..steps {
                 m.step(&b.data, &mut BatchRows::new(&b.rows, w, v).unwrap()).unwrap();

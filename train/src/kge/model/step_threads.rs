@@ -1,7 +1,7 @@
 //! How many threads the KGE step runs on, one or two, chosen from what the step measures.
 //!
 //! The step computes a batch's chunks a pair at a time, the second chunk of a pair on another
-//! rayon thread (`KgeModel::gradients_with`). On an idle machine that second thread is worth
+//! rayon thread (`EmbeddingModel::gradients_with`). On an idle machine that second thread is worth
 //! 1.1–1.2×; when every core is busy (one busy-loop process per core) it costs about as much,
 //! mostly because each step on two threads is first handed to a rayon worker, which must wait
 //! for a core before it starts: 0.6–1.3 ms a step beside the hogs, 142 µs idle, while the
@@ -13,7 +13,7 @@
 //! times both and runs the faster.
 //!
 //! **The choice never changes a bit:** the step gives the same bits on one thread or two (the
-//! chunk adds run in chunk order either way, stated at `KgeModel::gradients_with`; each row's
+//! chunk adds run in chunk order either way, stated at `EmbeddingModel::gradients_with`; each row's
 //! update reads only its own gradient and state), so a choice made from wall-clock times keeps
 //! every run reproducible.
 //!

@@ -7,13 +7,13 @@ use super::error::TrainError;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::model::init::{entity_store, init_relations};
 use crate::kge::model::score::ScoreFn;
-use crate::kge::model::step::KgeModel;
+use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
 use ordo::store::RowStore;
 
 impl TrainConfig {
     /// A fresh model and entity store, initialized from the seed.
-    pub fn init(&self, d: &Dataset) -> Result<(KgeModel, RowStore), TrainError> {
+    pub fn init(&self, d: &Dataset) -> Result<(EmbeddingModel, RowStore), TrainError> {
         let model = self.init_model(d)?;
         Ok((model, self.init_store(d)?))
     }
@@ -27,7 +27,7 @@ impl TrainConfig {
 
     /// The model of [`init`](Self::init) alone, after checking the configuration: a resumed
     /// run takes its entity store from the checkpoint and never builds the initial one.
-    pub fn init_model(&self, d: &Dataset) -> Result<KgeModel, TrainError> {
+    pub fn init_model(&self, d: &Dataset) -> Result<EmbeddingModel, TrainError> {
         self.score.check_dim(self.dim)?;
         if self.batch_size == 0 || self.negatives == 0 || self.chunk == 0 {
             return Err(TrainError::Config(
@@ -52,6 +52,6 @@ impl TrainConfig {
             self.score == ScoreFn::RotatE,
             self.seed,
         );
-        Ok(KgeModel::with_relations(sc, d.relations.len(), rel))
+        Ok(EmbeddingModel::with_relations(sc, d.relations.len(), rel))
     }
 }

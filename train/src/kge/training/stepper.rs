@@ -4,7 +4,7 @@
 use super::error::TrainError;
 use crate::kge::data::batch::{KgeBatch, NegSampling};
 use crate::kge::model::gpu::{CudaKgeModel, Device, check_device, unsupported};
-use crate::kge::model::step::KgeModel;
+use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
 use ordo::engine::{Model, StepError, SubmitError};
 use ordo_gpu::cache::DeviceBatch;
@@ -15,7 +15,7 @@ use std::cell::Cell;
 /// The step the engine runs: the CPU model, or the same step on a CUDA GPU.
 pub(super) enum Step {
     /// The host step.
-    Cpu(Box<KgeModel>),
+    Cpu(Box<EmbeddingModel>),
     /// The same step on a CUDA GPU.
     Cuda(Box<CudaKgeModel>),
 }
@@ -56,7 +56,7 @@ impl Stepper {
     }
 
     /// The step on a CUDA GPU, its relation parameters copied from `cpu_model`.
-    pub(super) fn cuda(gpu: &Gpu, cpu_model: &KgeModel) -> Result<Self, TrainError> {
+    pub(super) fn cuda(gpu: &Gpu, cpu_model: &EmbeddingModel) -> Result<Self, TrainError> {
         Ok(Stepper::new(Step::Cuda(Box::new(CudaKgeModel::new(gpu, cpu_model)?))))
     }
 

@@ -25,7 +25,7 @@ use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::checkpoint::{Checkpoint, Identity};
 use crate::kge::model::gpu::Device;
-use crate::kge::model::step::KgeModel;
+use crate::kge::model::step::EmbeddingModel;
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
 use ordo::store::RowStore;
 use std::sync::Arc;
@@ -120,7 +120,7 @@ pub fn train_resumable(
 fn resume(
     d: &Dataset,
     cfg: &TrainConfig,
-    cpu_model: &mut KgeModel,
+    cpu_model: &mut EmbeddingModel,
     ck: Checkpoint,
 ) -> Result<(RowStore, Option<Resumed>), TrainError> {
     let fits = ck.identity == Identity::of(d, cfg)
