@@ -9,7 +9,7 @@
 
 use ordo::engine::{BatchRows, Model};
 use ordo_gpu::kge::{KgeHyper, reference_step};
-use ordo_train::kge::data::batch::{KgeBatch, Sampling, SplitMix64};
+use ordo_train::kge::data::batch::{Sampling, SplitMix64, TripleBatch};
 use ordo_train::kge::data::dataset::Triple;
 use ordo_train::kge::model::gpu::{
     dense_of, device_batch, device_hyper, device_shape, relation_rows,
@@ -87,7 +87,7 @@ fn compare(
             .iter()
             .flat_map(|&r| table[r as usize * w..(r as usize + 1) * w].to_vec())
             .collect();
-        let mut data: KgeBatch = b.data.clone();
+        let mut data: TripleBatch = b.data.clone();
         if perturb == Perturb::SwapSides {
             std::mem::swap(&mut data.neg_tails, &mut data.neg_heads);
         }

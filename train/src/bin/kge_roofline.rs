@@ -81,7 +81,7 @@ use ordo::engine::{BatchRows, Model};
 use ordo::storage::prefetch_ahead;
 use ordo::store::RowStore;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
-use ordo_train::kge::data::batch::{KgeBatch, NegSampling, SplitMix64};
+use ordo_train::kge::data::batch::{NegSampling, SplitMix64, TripleBatch};
 use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::model::gpu::{Device, check_device};
 use ordo_train::kge::model::matmul::mat_mul_into;
@@ -244,14 +244,14 @@ struct TimedStep {
 }
 
 impl Model for TimedStep {
-    type Data = KgeBatch;
+    type Data = TripleBatch;
     type Error = NonFiniteLoss;
 
     fn row_width(&self) -> usize {
         self.model.row_width()
     }
 
-    fn step(&mut self, data: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
+    fn step(&mut self, data: &TripleBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         let (t, cpu) = (Instant::now(), process_cpu_s());
         let stepped = self.model.step(data, rows);
         self.seconds += t.elapsed().as_secs_f64();

@@ -29,7 +29,7 @@
 //! (synced), then the storage's manifest, which names the epoch; a run started on a folder that
 //! holds a checkpoint of the same run resumes from it, bit for bit.
 
-use crate::kge::data::batch::{KgeBatch, NegSampling, Sampling, SplitMix64};
+use crate::kge::data::batch::{NegSampling, Sampling, SplitMix64, TripleBatch};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{EntityParts, evaluate_parts_sets};
 use crate::kge::eval::ranking::{Filter, Metrics};
@@ -182,7 +182,7 @@ impl Buckets {
         state: usize,
         epoch: usize,
         first: usize,
-    ) -> Vec<Batch<KgeBatch>> {
+    ) -> Vec<Batch<TripleBatch>> {
         let (g, p) = (self.geometry, self.geometry.partitions);
         let size = sampling.batch_size.max(1);
         let chunk = sampling.chunk.max(1);

@@ -27,7 +27,7 @@
 //! engine's runs ([`crate::kge::data::batch`], uniform over all entities by default), so every
 //! batch needs keys from the whole table, as in the paper's baselines without local sampling.
 
-use crate::kge::data::batch::{KgeBatch, NegSampling, Sampling};
+use crate::kge::data::batch::{NegSampling, Sampling, TripleBatch};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::data::dataset::Triple;
 use crate::kge::eval::ranking::{Filter, Metrics};
@@ -270,7 +270,7 @@ impl Layout {
 
 /// The relation rows a batch's step reads and updates: its positives' relations (and their
 /// inverses with `reciprocal`), sorted, without repeats.
-fn batch_relations(b: &KgeBatch, relations: usize, reciprocal: bool) -> Vec<usize> {
+fn batch_relations(b: &TripleBatch, relations: usize, reciprocal: bool) -> Vec<usize> {
     let mut rs: Vec<usize> = b
         .pos
         .iter()
@@ -289,7 +289,7 @@ fn batch_relations(b: &KgeBatch, relations: usize, reciprocal: bool) -> Vec<usiz
 /// relation rows) and the relation rows themselves. With local negatives the batch holds the
 /// positives only, and the node adds the negatives when it steps it.
 struct PmBatch<'a> {
-    batch: &'a Batch<KgeBatch>,
+    batch: &'a Batch<TripleBatch>,
     relations: Vec<usize>,
     keys: Vec<Key>,
 }
@@ -303,7 +303,7 @@ struct Prepared<'a> {
     init_dense: Vec<f32>,
     /// The run's sampling, for nodes that draw negatives locally (`None` with global ones).
     local: Option<Sampling>,
-    batches: &'a [Batch<KgeBatch>],
+    batches: &'a [Batch<TripleBatch>],
 }
 
 /// Refuse, before anything starts, a negative sampling the PM would not do: the laid-out rows
@@ -324,7 +324,7 @@ fn refuse_sampling(cfg: &TrainConfig, pm: PmConfig) -> Result<(), TrainError> {
 
 /// The batches of every epoch as the nodes step them (without negatives when they are drawn
 /// locally at the step).
-fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<KgeBatch>> {
+fn planned_batches(d: &Dataset, cfg: &TrainConfig, pm: PmConfig) -> Vec<Batch<TripleBatch>> {
     let sampling = cfg.sampling(d);
     // With local negatives the planned batches carry none: the node draws them at its step.
     let planned = match pm.negatives {
@@ -339,7 +339,7 @@ impl<'a> Prepared<'a> {
         d: &Dataset,
         cfg: &TrainConfig,
         pm: PmConfig,
-        batches: &'a [Batch<KgeBatch>],
+        batches: &'a [Batch<TripleBatch>],
     ) -> Result<Self, PmTrainError> {
         if pm.nodes == 0 {
             return Err(PmTrainError::NoNodes);
@@ -602,7 +602,7 @@ fn with_local_negatives(
     s: &Sampling,
     b: &PmBatch<'_>,
     layout: Layout,
-) -> Result<(Batch<KgeBatch>, Vec<Key>), PmError> {
+) -> Result<(Batch<TripleBatch>, Vec<Key>), PmError> {
     let planned = b.batch;
     let global = |l: u32| planned.rows[l as usize] as u32;
     let positives: Vec<Triple> = planned

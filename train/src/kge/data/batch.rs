@@ -14,7 +14,7 @@ pub use crate::rng::SplitMix64;
 /// ids (what [`ordo::engine::BatchRows`] hands the step), which are sorted unless
 /// [`laid_out`](Self::laid_out) says otherwise.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KgeBatch {
+pub struct TripleBatch {
     /// The batch id (for error messages).
     pub id: u64,
     /// Positives as `(head row, relation id, tail row)`.
@@ -45,7 +45,7 @@ pub struct KgeBatch {
     pub laid_out: Option<Vec<u32>>,
 }
 
-impl KgeBatch {
+impl TripleBatch {
     /// Chunk `ci`'s corrupted tails and corrupted heads (`negatives` rows each).
     pub fn chunk_negatives(&self, ci: usize) -> (&[u32], &[u32]) {
         let span = ci * self.negatives..(ci + 1) * self.negatives;
@@ -67,7 +67,7 @@ pub enum NegSampling {
     /// Uniformly from all entities, without replacement within the batch: a draw that repeats
     /// an earlier negative of the batch is drawn again (a positive's entity may be drawn, as
     /// with `uniform`). The negatives that are not positives' entities then have rows of their
-    /// own, which the batch lays out side by side per chunk and side ([`KgeBatch::laid_out`])
+    /// own, which the batch lays out side by side per chunk and side ([`TripleBatch::laid_out`])
     /// so that the step multiplies them where the engine read them. The dataset needs at least
     /// as many entities as a batch has negatives (refused before training if not).
     Distinct,
@@ -152,7 +152,7 @@ impl Sampling {
     /// With [`NegSampling::Distinct`], if [`check`](Self::check) refuses the sampling (more
     /// negatives than entities, which no draw without replacement can serve): call `check`
     /// first, as the trainers do before any batch is built.
-    pub fn batch(&self, id: u64, positives: &[Triple]) -> Batch<KgeBatch> {
+    pub fn batch(&self, id: u64, positives: &[Triple]) -> Batch<TripleBatch> {
         let chunk = self.chunk.max(1);
         let chunks = positives.len().div_ceil(chunk);
         let mut g = SplitMix64::new(self.seed, id);
@@ -196,7 +196,7 @@ impl Sampling {
         positives: &[Triple],
         neg_t: Vec<u32>,
         neg_h: Vec<u32>,
-    ) -> Batch<KgeBatch> {
+    ) -> Batch<TripleBatch> {
         // Every entity reference in its place: heads and tails interleaved, then the negatives.
         let refs: Vec<u32> = positives
             .iter()
@@ -213,7 +213,7 @@ impl Sampling {
 
     /// Batch `id`'s payload: its positives with their heads and tails as the local ids
     /// `pos_local` (two per positive), its corrupted tails and heads (local ids), and their
-    /// layout ([`KgeBatch::laid_out`]).
+    /// layout ([`TripleBatch::laid_out`]).
     fn payload(
         &self,
         id: u64,
@@ -221,8 +221,8 @@ impl Sampling {
         pos_local: &[u32],
         [neg_tails, neg_heads]: [Vec<u32>; 2],
         laid_out: Option<Vec<u32>>,
-    ) -> KgeBatch {
-        KgeBatch {
+    ) -> TripleBatch {
+        TripleBatch {
             id,
             pos: positives
                 .iter()
@@ -240,7 +240,7 @@ impl Sampling {
 
     /// Batch `id` of [`NegSampling::Distinct`]: its negatives drawn from `g` (every corrupted
     /// tail, then every corrupted head, none twice), and its rows laid out as
-    /// [`KgeBatch::laid_out`] says: the positives' entities, sorted, then for each chunk and
+    /// [`TripleBatch::laid_out`] says: the positives' entities, sorted, then for each chunk and
     /// side the negatives that are not positives' entities, in the order drawn. Each side's
     /// list of negatives keeps those in the order drawn, then the positives' entities it drew.
     fn assemble_laid_out(
@@ -248,7 +248,7 @@ impl Sampling {
         id: u64,
         positives: &[Triple],
         g: &mut SplitMix64,
-    ) -> Batch<KgeBatch> {
+    ) -> Batch<TripleBatch> {
         // Without it the draws below would never end.
         if let Err(e) = self.check() {
             panic!("{e}: Sampling::check refuses this sampling");
@@ -338,7 +338,7 @@ impl Sampling {
 
     /// All batches of `epoch`, in id order (collected; a trainer streams [`epoch`](Self::epoch)
     /// instead).
-    pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<KgeBatch>> {
+    pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<TripleBatch>> {
         self.epoch(train, epoch).collect()
     }
 }
@@ -425,7 +425,7 @@ pub struct EpochBatches<'a> {
 
 impl EpochBatches<'_> {
     /// Batch `index` of the epoch (`None` past the end), whatever the iterator has yielded.
-    pub fn get(&mut self, index: usize) -> Option<Batch<KgeBatch>> {
+    pub fn get(&mut self, index: usize) -> Option<Batch<TripleBatch>> {
         let size = self.sampling.batch_size.max(1);
         let start = index.checked_mul(size).filter(|&s| s < self.order.len())?;
         let end = (start + size).min(self.order.len());
@@ -442,9 +442,9 @@ impl EpochBatches<'_> {
 }
 
 impl Iterator for EpochBatches<'_> {
-    type Item = Batch<KgeBatch>;
+    type Item = Batch<TripleBatch>;
 
-    fn next(&mut self) -> Option<Batch<KgeBatch>> {
+    fn next(&mut self) -> Option<Batch<TripleBatch>> {
         let b = self.get(self.next)?;
         self.next += 1;
         Some(b)
@@ -464,7 +464,7 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// A `Distinct` batch is what [`KgeBatch::laid_out`] promises: its rows are distinct
+        /// A `Distinct` batch is what [`TripleBatch::laid_out`] promises: its rows are distinct
         /// (the engine accepts them); the positives' entities come first, sorted; each chunk
         /// side's list of negatives begins with its own rows, in order, then names positives'
         /// rows; no negative entity repeats in the batch; an own row is never a positive's

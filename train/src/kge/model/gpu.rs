@@ -28,7 +28,7 @@
 use super::optim::Optimizer;
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::step::{ADAGRAD_EPS, EmbeddingModel, NonFiniteLoss, StepConfig};
-use crate::kge::data::batch::KgeBatch;
+use crate::kge::data::batch::TripleBatch;
 use ordo::engine::{BatchRows, Mode, Model, StepError, SubmitError};
 use ordo_gpu::cache::{CacheConfig, DeviceBatch};
 use ordo_gpu::kge::{self as gk, DeviceKgeBatch, KgeHyper, KgeKernels, KgeShape};
@@ -59,7 +59,7 @@ pub fn check_device(device: Device) -> Result<(), GpuError> {
 /// The batch as ordo-gpu's scored triples: for each positive `(h, r, t)` of chunk `c`, the group
 /// `(h, r, t), (h, r, t'₁..ₙ)` with the chunk's corrupted tails, then `(h, r, t), (h'₁..ₙ, r, t)`
 /// with its corrupted heads (rows are the batch's local positions, `rows` of them).
-pub fn device_batch(b: &KgeBatch, rows: usize) -> gk::KgeBatch {
+pub fn device_batch(b: &TripleBatch, rows: usize) -> gk::KgeBatch {
     let n = b.negatives;
     let mut triples = Vec::with_capacity(b.pos.len() * 2 * (n + 1));
     for (ci, pos) in b.pos.chunks(b.chunk.max(1)).enumerate() {
@@ -185,7 +185,7 @@ impl CudaKgeModel {
     }
 
     /// Count a stepped batch's loss, or refuse a non-finite one (as the CPU step does).
-    fn account(&mut self, b: &KgeBatch, loss: f64) -> Result<(), StepError> {
+    fn account(&mut self, b: &TripleBatch, loss: f64) -> Result<(), StepError> {
         if !loss.is_finite() {
             return Err(StepError::new(NonFiniteLoss { batch: b.id, loss: loss as f32 }));
         }
@@ -201,7 +201,7 @@ impl CudaKgeModel {
         Ok(d)
     }
 
-    fn step_inner(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<f64, GpuError> {
+    fn step_inner(&mut self, b: &TripleBatch, rows: &mut BatchRows<'_>) -> Result<f64, GpuError> {
         let stream = self.kernels.stream().clone();
         let batch =
             DeviceKgeBatch::upload(&stream, self.kernels.shape(), &device_batch(b, rows.len()))?;
@@ -217,14 +217,14 @@ impl CudaKgeModel {
 }
 
 impl Model for CudaKgeModel {
-    type Data = KgeBatch;
+    type Data = TripleBatch;
     type Error = StepError;
 
     fn row_width(&self) -> usize {
         2 * self.cfg.dim
     }
 
-    fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+    fn step(&mut self, b: &TripleBatch, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
         let loss = self.step_inner(b, rows).map_err(StepError::new)?;
         self.account(b, loss)
     }
@@ -242,7 +242,7 @@ impl DeviceModel for CudaKgeModel {
     fn step_on_device(
         &mut self,
         streams: &Streams,
-        b: &KgeBatch,
+        b: &TripleBatch,
         batch: &mut DeviceBatch,
     ) -> Result<(), SubmitError<StepError>> {
         let groups = device_batch(b, batch.rows().len());

@@ -17,7 +17,7 @@ use super::matmul::mat_mul_into;
 use super::optim::Optimizer;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
 use super::step_threads::{StepThreads, Threads};
-use crate::kge::data::batch::KgeBatch;
+use crate::kge::data::batch::TripleBatch;
 use ndarray::{ArrayView2, ArrayViewMut2, ShapeBuilder, s};
 use ordo::engine::{BatchRows, Model};
 use rayon::prelude::*;
@@ -125,10 +125,10 @@ pub struct EmbeddingModel {
     scratch: Box<[[StepScratch; 2]; 2]>,
     /// Whether the next step runs on one thread or two, from what the steps so far measured:
     /// one choice for batches whose stages the engine's threads run, one for batches it runs
-    /// inline ([`KgeBatch::inline`]), since what the second thread is worth depends on whether
+    /// inline ([`TripleBatch::inline`]), since what the second thread is worth depends on whether
     /// the reader and writer compete with it for the cores.
     threads: [StepThreads; 2],
-    /// Whether the last batch stepped ran inline ([`KgeBatch::inline`]): a batch of the other
+    /// Whether the last batch stepped ran inline ([`TripleBatch::inline`]): a batch of the other
     /// way pauses that way's timing.
     inline: bool,
     /// Whether chunks copy their rows between the batch's layout and their own (always, but
@@ -237,7 +237,7 @@ impl EmbeddingModel {
     /// [`PARALLEL_CHUNK_WORK`].
     fn gradients(
         &mut self,
-        b: &KgeBatch,
+        b: &TripleBatch,
         rows: &BatchRows<'_>,
         grad: &mut Vec<f32>,
         two: bool,
@@ -264,7 +264,7 @@ impl EmbeddingModel {
     /// chunks (timed per pair over a replay of two WordNet epochs; an eighth now).
     fn gradients_with(
         &mut self,
-        b: &KgeBatch,
+        b: &TripleBatch,
         rows: &BatchRows<'_>,
         grad: &mut Vec<f32>,
         sc: &mut [[StepScratch; 2]; 2],
@@ -507,12 +507,12 @@ impl Params<'_> {
     /// Chunk `ci` (positives `pos`): its loss terms (in the order they are summed) and its
     /// gradients w.r.t. its rows and relations, into `sc`. Reads the model, writes only `sc`
     /// and, in a laid-out batch, its `own` negatives' gradients (`own[0]` tails' rows, then
-    /// `own[1]` heads', [`KgeBatch::laid_out`]) into `own_grad`, their rows of the batch's
+    /// `own[1]` heads', [`TripleBatch::laid_out`]) into `own_grad`, their rows of the batch's
     /// gradient (zeros).
     #[allow(clippy::too_many_arguments)]
     fn chunk(
         &self,
-        b: &KgeBatch,
+        b: &TripleBatch,
         rows: &BatchRows<'_>,
         ci: usize,
         pos: &[(u32, u32, u32)],
@@ -601,7 +601,7 @@ impl Params<'_> {
     fn add_chunk(
         &self,
         rg: &mut RelGrads<'_>,
-        b: &KgeBatch,
+        b: &TripleBatch,
         ci: usize,
         pos: &[(u32, u32, u32)],
         grad: &mut [f32],
@@ -771,12 +771,12 @@ fn rows_of_mut<'a>(m: &'a mut ArrayViewMut2<'_, f32>, w: usize) -> std::slice::C
     m.as_slice_mut().expect("standard layout").chunks_mut(w.max(1))
 }
 
-/// A batch's layout ([`KgeBatch::laid_out`]), if it is as it says: its bounds rise from the
+/// A batch's layout ([`TripleBatch::laid_out`]), if it is as it says: its bounds rise from the
 /// positives' rows to the batch's last row, two sides per chunk; every positive names a row
 /// below the first bound; each side's list of negatives begins with its own rows, in order,
 /// and names only positives' rows after them. A batch that says so wrongly is stepped as a
 /// sorted one would be: by gathering every reference.
-fn laid_out<'b>(b: &'b KgeBatch, rows: &BatchRows<'_>) -> Option<&'b [u32]> {
+fn laid_out<'b>(b: &'b TripleBatch, rows: &BatchRows<'_>) -> Option<&'b [u32]> {
     let bounds = b.laid_out.as_deref()?;
     let (n, chunks) = (b.negatives, b.pos.len().div_ceil(b.chunk.max(1)));
     let first = *bounds.first()?;
@@ -825,7 +825,7 @@ fn scatter_add(
 }
 
 impl Model for EmbeddingModel {
-    type Data = KgeBatch;
+    type Data = TripleBatch;
     type Error = NonFiniteLoss;
 
     fn row_width(&self) -> usize {
@@ -834,7 +834,7 @@ impl Model for EmbeddingModel {
 
     /// Runs on one thread or two as [`StepThreads`] chooses (the same bits either way), and
     /// times itself for that choice (its cycle is known when the next step starts).
-    fn step(&mut self, b: &KgeBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
+    fn step(&mut self, b: &TripleBatch, rows: &mut BatchRows<'_>) -> Result<(), NonFiniteLoss> {
         if rayon::current_num_threads() == 1 {
             return self.step_on(b, rows, false);
         }
@@ -860,7 +860,7 @@ impl Model for EmbeddingModel {
 }
 
 impl EmbeddingModel {
-    /// The coming batch runs inline or not ([`KgeBatch::inline`]): where that differs from the
+    /// The coming batch runs inline or not ([`TripleBatch::inline`]): where that differs from the
     /// last batch, the way left pauses its timing. The bits do not depend on it.
     fn follow_way(&mut self, inline: bool) {
         if inline != self.inline {
@@ -874,7 +874,7 @@ impl EmbeddingModel {
     /// `two`.
     fn step_on(
         &mut self,
-        b: &KgeBatch,
+        b: &TripleBatch,
         rows: &mut BatchRows<'_>,
         two: bool,
     ) -> Result<(), NonFiniteLoss> {
@@ -933,12 +933,12 @@ mod tests {
         score: ScoreFn,
         loss: Loss,
         chunk: usize,
-    ) -> (EmbeddingModel, Batch<KgeBatch>, Vec<f32>) {
+    ) -> (EmbeddingModel, Batch<TripleBatch>, Vec<f32>) {
         let cfg = StepConfig { score, loss, dim: 4, reg: 0.01, ..StepConfig::default() };
         setup_with(cfg, chunk)
     }
 
-    fn setup_with(cfg: StepConfig, chunk: usize) -> (EmbeddingModel, Batch<KgeBatch>, Vec<f32>) {
+    fn setup_with(cfg: StepConfig, chunk: usize) -> (EmbeddingModel, Batch<TripleBatch>, Vec<f32>) {
         let dim = cfg.dim;
         let w = cfg.row_width();
         let model = EmbeddingModel::new(cfg, 3, 0.5, 9);
@@ -962,7 +962,7 @@ mod tests {
         (model, batch, values)
     }
 
-    /// A laid-out batch ([`KgeBatch::laid_out`]: own negatives multiplied where the engine
+    /// A laid-out batch ([`TripleBatch::laid_out`]: own negatives multiplied where the engine
     /// read them, their gradients written in place, the others gathered) steps to the values
     /// of the same batch with every reference gathered, for each interaction (a product, L2,
     /// L1), on one thread and with chunks two at a time: equal up to the rounding of products
@@ -995,7 +995,7 @@ mod tests {
                 .flat_map(|&r| table[r as usize * w..(r as usize + 1) * w].to_vec())
                 .collect();
             for two in [false, true] {
-                let run = |data: &KgeBatch| {
+                let run = |data: &TripleBatch| {
                     let mut model = EmbeddingModel::new(cfg, 3, 0.5, 9);
                     let mut values = start.clone();
                     let mut rows = BatchRows::new(&b.rows, w, &mut values).unwrap();
@@ -1004,7 +1004,7 @@ mod tests {
                     [values, model.relations().to_vec(), vec![loss]].concat()
                 };
                 let laid = run(&b.data);
-                let gathered = run(&KgeBatch { laid_out: None, ..b.data.clone() });
+                let gathered = run(&TripleBatch { laid_out: None, ..b.data.clone() });
                 let off =
                     laid.iter().zip(&gathered).map(|(a, g)| (a - g).abs()).fold(0.0, f32::max);
                 assert!(off < 1e-5, "{score:?}, two threads {two}: off by {off}");
@@ -1012,7 +1012,7 @@ mod tests {
                 assert_ne!(laid[negatives.clone()], start[negatives], "the negatives moved");
                 let mut wrong = bounds.clone();
                 wrong[1] += 1;
-                let wrong = run(&KgeBatch { laid_out: Some(wrong), ..b.data.clone() });
+                let wrong = run(&TripleBatch { laid_out: Some(wrong), ..b.data.clone() });
                 let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&wrong), bits(&gathered), "{score:?}: a wrong layout is gathered");
             }

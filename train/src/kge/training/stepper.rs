@@ -2,7 +2,7 @@
 //! trainer.
 
 use super::error::TrainError;
-use crate::kge::data::batch::{KgeBatch, NegSampling};
+use crate::kge::data::batch::{NegSampling, TripleBatch};
 use crate::kge::model::gpu::{CudaKgeModel, Device, check_device, unsupported};
 use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
@@ -105,7 +105,7 @@ impl Stepper {
 }
 
 impl Model for Stepper {
-    type Data = KgeBatch;
+    type Data = TripleBatch;
     type Error = StepError;
 
     fn row_width(&self) -> usize {
@@ -117,7 +117,7 @@ impl Model for Stepper {
 
     fn step(
         &mut self,
-        b: &KgeBatch,
+        b: &TripleBatch,
         rows: &mut ordo::engine::BatchRows<'_>,
     ) -> Result<(), StepError> {
         let (stepped, loss) = match &mut self.step {
@@ -139,7 +139,7 @@ impl DeviceModel for Stepper {
     fn step_on_device(
         &mut self,
         streams: &Streams,
-        b: &KgeBatch,
+        b: &TripleBatch,
         batch: &mut DeviceBatch,
     ) -> Result<(), SubmitError<StepError>> {
         let Step::Cuda(m) = &mut self.step else {
