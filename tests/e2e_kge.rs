@@ -14,7 +14,7 @@ use ordo_train::kge::model::init::Init;
 use ordo_train::kge::model::optim::Optimizer;
 use ordo_train::kge::model::score::{Loss, Regularizer, ScoreFn};
 use ordo_train::kge::training::train::{
-    Mode, Resumable, RunResult, TrainConfig, replay, train, train_resumable,
+    Resumable, RunResult, TrainConfig, TrainMode, replay, train, train_resumable,
 };
 
 fn config() -> TrainConfig {
@@ -41,8 +41,8 @@ fn curve(r: &RunResult) -> Vec<(u64, u64)> {
 
 /// A run of `mode`; an asynchronous one with [`overlapping_writes`], whose hold it checks
 /// happened in every epoch (a sync run writes each batch before the next is read).
-fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
-    if mode == Mode::Sync {
+fn run(d: &Dataset, cfg: &TrainConfig, mode: TrainMode) -> RunResult {
+    if mode == TrainMode::Sync {
         return train(d, cfg, mode, &mut |_| {}, None).expect("training runs");
     }
     let (gate, hook) = overlapping_writes(d, cfg);
@@ -55,7 +55,7 @@ fn run(d: &Dataset, cfg: &TrainConfig, mode: Mode) -> RunResult {
 /// An OAC run of `cfg` (two epochs or more) equals the replay of its order, rows, relations
 /// and curve, repaired at least one stale read and learned (valid MRR rose after epoch 1).
 fn oac_learns_and_equals_its_replay(d: &Dataset, cfg: &TrainConfig) {
-    let oac = run(d, cfg, Mode::Oac);
+    let oac = run(d, cfg, TrainMode::Oac);
     let sync = replay(d, cfg, &oac.order).unwrap();
     assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "rows differ");
     assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations differ");
@@ -69,7 +69,7 @@ fn oac_learns_and_equals_its_replay(d: &Dataset, cfg: &TrainConfig) {
 fn oac_on_umls_equals_the_synchronous_replay_of_its_order() {
     let d = Dataset::load("umls").unwrap();
     let cfg = config();
-    let oac = run(&d, &cfg, Mode::Oac);
+    let oac = run(&d, &cfg, TrainMode::Oac);
     let sync = replay(&d, &cfg, &oac.order).unwrap();
     assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "entity rows differ");
     assert_eq!(bits(&oac.dense), bits(&sync.dense), "relations or their Adagrad sums differ");
@@ -110,7 +110,7 @@ fn oac_equals_its_replay_with_adam_reciprocal_relations_and_every_new_score() {
             epochs: 2,
             ..config()
         };
-        let oac = run(&d, &cfg, Mode::Oac);
+        let oac = run(&d, &cfg, TrainMode::Oac);
         let sync = replay(&d, &cfg, &oac.order).unwrap();
         assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()), "{score:?}: rows differ");
         assert_eq!(bits(&oac.dense), bits(&sync.dense), "{score:?}: relations differ");
@@ -149,7 +149,7 @@ fn oac_equals_its_replay_with_negatives_laid_out() {
     // UMLS has 135 entities; a batch of 128 positives with 32 negatives per chunk of 16 and
     // side has 2 × 8 × 32 = 512 negatives.
     let wide = TrainConfig { neg_sampling: NegSampling::Distinct, ..config() };
-    let err = train(&d, &wide, Mode::Oac, &mut |_| panic!("nothing runs"), None).unwrap_err();
+    let err = train(&d, &wide, TrainMode::Oac, &mut |_| panic!("nothing runs"), None).unwrap_err();
     assert!(err.to_string().contains("has 512"), "{err}");
 }
 
@@ -159,7 +159,7 @@ fn oac_equals_its_replay_with_negatives_laid_out() {
 fn async_on_umls_differs_from_the_replay_of_its_order() {
     let d = Dataset::load("umls").unwrap();
     let cfg = TrainConfig { epochs: 1, ..config() };
-    let hog = run(&d, &cfg, Mode::Async);
+    let hog = run(&d, &cfg, TrainMode::Async);
     let sync = replay(&d, &cfg, &hog.order).unwrap();
     assert_ne!(bits(&hog.entity_rows()), bits(&sync.entity_rows()));
 }
@@ -169,9 +169,10 @@ fn trained_models_beat_a_random_model_by_a_wide_margin() {
     let d = Dataset::load("umls").unwrap();
     for score in [ScoreFn::DistMult, ScoreFn::ComplEx] {
         let cfg = TrainConfig { score, epochs: 0, ..config() };
-        let random = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
+        let random = train(&d, &cfg, TrainMode::Sync, &mut |_| {}, None).unwrap();
         let trained =
-            train(&d, &TrainConfig { epochs: 5, ..cfg }, Mode::Oac, &mut |_| {}, None).unwrap();
+            train(&d, &TrainConfig { epochs: 5, ..cfg }, TrainMode::Oac, &mut |_| {}, None)
+                .unwrap();
         let (r, t) = (random.test.mrr, trained.test.mrr);
         assert!(r < 0.15, "{score:?}: a random model should rank near the middle, MRR {r}");
         assert!(t > 0.55 && t > 5.0 * r, "{score:?}: trained MRR {t} vs random {r}");
@@ -195,7 +196,7 @@ fn wordnet_oac_epoch_equals_its_replay() {
         eval_limit: 200,
         ..config()
     };
-    let oac = run(&d, &cfg, Mode::Oac);
+    let oac = run(&d, &cfg, TrainMode::Oac);
     let sync = replay(&d, &cfg, &oac.order).unwrap();
     assert_eq!(bits(&oac.entity_rows()), bits(&sync.entity_rows()));
     assert_eq!(curve(&oac), curve(&sync));
@@ -218,7 +219,7 @@ fn four_epochs_equal_two_epochs_resumed_for_two_more() {
     let d = Dataset::load("umls").unwrap();
     let cfg = TrainConfig { epochs: 4, dim: 16, optimizer: Optimizer::Adam, lr: 0.01, ..config() };
     let half = TrainConfig { epochs: 2, ..cfg };
-    for mode in [Mode::Sync, Mode::Oac] {
+    for mode in [TrainMode::Sync, TrainMode::Oac] {
         let dir = temp_dir(mode.name());
         let first = train_resumable(
             &d,
@@ -245,7 +246,7 @@ fn four_epochs_equal_two_epochs_resumed_for_two_more() {
         assert_eq!(rest.order.len(), 4);
         assert_eq!(rest.order[..2], first.order[..]);
         let reference = match mode {
-            Mode::Sync => run(&d, &cfg, Mode::Sync),
+            TrainMode::Sync => run(&d, &cfg, TrainMode::Sync),
             _ => replay(&d, &cfg, &rest.order).unwrap(),
         };
         assert_eq!(bits(&rest.entity_rows()), bits(&reference.entity_rows()), "{mode:?}");
@@ -264,7 +265,7 @@ fn a_corrupt_or_foreign_checkpoint_is_refused() {
     let d = Dataset::load("nations").unwrap();
     let cfg = TrainConfig { epochs: 1, dim: 8, ..config() };
     let dir = temp_dir("corrupt");
-    train_resumable(&d, &cfg, Mode::Sync, checkpointed(&dir), &mut |_| {}, None).unwrap();
+    train_resumable(&d, &cfg, TrainMode::Sync, checkpointed(&dir), &mut |_| {}, None).unwrap();
     let sub = dir.join(std::fs::read_to_string(dir.join("latest")).unwrap().trim());
     let npy = std::fs::read(sub.join("entities.npy")).unwrap();
     assert_eq!(&npy[..6], b"\x93NUMPY");

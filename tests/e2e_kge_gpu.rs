@@ -17,7 +17,7 @@ use ordo::engine::EngineConfig;
 use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::model::gpu::{Device, check_device};
 use ordo_train::kge::model::score::ScoreFn;
-use ordo_train::kge::training::train::{Mode, RunResult, TrainConfig, replay, train};
+use ordo_train::kge::training::train::{RunResult, TrainConfig, TrainMode, replay, train};
 
 fn bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|x| x.to_bits()).collect()
@@ -58,7 +58,7 @@ fn gpu_oac_on_umls_equals_the_replay_of_its_order() {
     // read rows before earlier batches wrote them.
     let (gate, hook) = ordo_tests::overlapping_writes(&d, &cfg);
     let oac =
-        train(&d, &cfg, Mode::Oac, &mut |_| {}, Some(&|c: EngineConfig| c.hook(hook.clone())))
+        train(&d, &cfg, TrainMode::Oac, &mut |_| {}, Some(&|c: EngineConfig| c.hook(hook.clone())))
             .expect("GPU training runs");
     assert_eq!(gate.held(), cfg.epochs, "an epoch's first write was not held");
     assert!(oac.rows_replaced > 0, "no stale read was repaired: the check would be vacuous");

@@ -9,7 +9,7 @@ use ordo_pm::PmMode;
 use ordo_train::kge::backends::pm::{PmConfig, PmNegatives, PmRun, train_pm};
 use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::model::score::ScoreFn;
-use ordo_train::kge::training::train::{Mode, TrainConfig, train};
+use ordo_train::kge::training::train::{TrainConfig, TrainMode, train};
 
 fn config(seed: u64) -> TrainConfig {
     TrainConfig {
@@ -43,7 +43,8 @@ fn adapm_on_four_nodes_matches_the_single_process_mrr_with_far_fewer_remote_acce
     let mut adapm = None;
     for seed in [11, 12, 13] {
         let cfg = config(seed);
-        let single = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).expect("the single run trains");
+        let single =
+            train(&d, &cfg, TrainMode::Sync, &mut |_| {}, None).expect("the single run trains");
         let run = pm_run(&d, PmMode::AdaPm, &cfg);
         // Every training triple of every epoch was stepped once, across the nodes.
         assert_eq!(run.triples, (d.train.len() * cfg.epochs) as u64);

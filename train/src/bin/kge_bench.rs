@@ -18,7 +18,7 @@ use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::io::compare::{compare, markdown};
 use ordo_train::kge::io::plot;
 use ordo_train::kge::model::score::ScoreFn;
-use ordo_train::kge::training::train::{Mode, TrainConfig, train};
+use ordo_train::kge::training::train::{TrainConfig, TrainMode, train};
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -117,7 +117,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let cfg = TrainConfig { score, ..*base };
             eprintln!("running {} {score:?} ...", d.name);
             let mut results = Vec::new();
-            for mode in Mode::ALL {
+            for mode in TrainMode::ALL {
                 results.push(train(d, &cfg, mode, &mut |_| {}, None)?);
             }
             let (target, rows) = compare(&results, d.train.len()).expect("sync ran");

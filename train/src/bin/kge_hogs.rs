@@ -34,7 +34,7 @@ use clap::Parser;
 use ordo_train::cpu_clock::{add_cpu_since, process_cpu_s};
 use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::io::compare::{Spread, median_interval};
-use ordo_train::kge::training::train::{Event, Mode, TrainConfig, train};
+use ordo_train::kge::training::train::{Event, TrainConfig, TrainMode, train};
 use std::process::{Child, Command, ExitCode};
 use std::time::Instant;
 
@@ -124,7 +124,7 @@ fn hog() {
 fn measure(
     d: &Dataset,
     cfg: &TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
 ) -> Result<Measured, Box<dyn std::error::Error>> {
     let (mut wall, mut cpu) = (0.0f64, Some(0.0f64));
     let mut since: Option<(Instant, Option<f64>)> = None;
@@ -206,11 +206,11 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut rows: Vec<(Measured, Measured)> = Vec::new();
     for pair in 1..=args.pairs {
         let (sync, oac) = if pair % 2 == 1 {
-            let s = measure(&d, &cfg, Mode::Sync)?;
-            (s, measure(&d, &cfg, Mode::Oac)?)
+            let s = measure(&d, &cfg, TrainMode::Sync)?;
+            (s, measure(&d, &cfg, TrainMode::Oac)?)
         } else {
-            let o = measure(&d, &cfg, Mode::Oac)?;
-            (measure(&d, &cfg, Mode::Sync)?, o)
+            let o = measure(&d, &cfg, TrainMode::Oac)?;
+            (measure(&d, &cfg, TrainMode::Sync)?, o)
         };
         println!(
             "| {pair} | {:.0} | {:.0} | {:.3} | {} | {} | {} | {} |",

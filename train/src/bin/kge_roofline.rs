@@ -88,7 +88,7 @@ use ordo_train::kge::model::matmul::mat_mul_into;
 use ordo_train::kge::model::optim::Optimizer;
 use ordo_train::kge::model::score::Loss;
 use ordo_train::kge::model::step::{EmbeddingModel, NonFiniteLoss};
-use ordo_train::kge::training::train::{Event, Mode, TrainConfig, TrainError, train};
+use ordo_train::kge::training::train::{Event, TrainConfig, TrainError, TrainMode, train};
 use std::error::Error;
 use std::hint::black_box;
 use std::time::Instant;
@@ -117,7 +117,7 @@ struct Args {
     epochs: usize,
     /// Modes to train.
     #[arg(long, value_delimiter = ',', default_value = "sync,async,oac")]
-    modes: Vec<Mode>,
+    modes: Vec<TrainMode>,
     /// Repetitions of each microbenchmark (the best is kept).
     #[arg(long, default_value_t = 5)]
     reps: usize,
@@ -625,7 +625,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     // One mode's training epochs: triples/s and the process's CPU time per positive, from each
     // epoch's start to the end of its last step (`Batches` comes before the epoch's evaluation).
-    let measure = |mode: Mode| -> Result<(f64, Option<f64>), TrainError> {
+    let measure = |mode: TrainMode| -> Result<(f64, Option<f64>), TrainError> {
         let (mut cpu, mut since) = (Some(0.0), None);
         let run = train(
             &d,
@@ -668,7 +668,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     // The floor (the module docs say why no mode should spend less).
     if !on_gpu && !args.no_floor {
-        let floor = one.install(|| measure(Mode::Sync))?;
+        let floor = one.install(|| measure(TrainMode::Sync))?;
         print_row("sync, step on one thread (floor)", floor);
         // What each mode spends beyond the floor: its own scheduling's cost (a pipeline's,
         // a second step thread's), apart from the step's and the engine's, which the floor has.

@@ -15,7 +15,7 @@ use ordo_pm::PmMode;
 use ordo_train::kge::backends::pm::{PmConfig, PmNegatives, PmRun, train_pm};
 use ordo_train::kge::data::dataset::Dataset;
 use ordo_train::kge::model::score::ScoreFn;
-use ordo_train::kge::training::train::{Mode, TrainConfig, train};
+use ordo_train::kge::training::train::{TrainConfig, TrainMode, train};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -105,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cfg.batch_size,
         cfg.seed
     );
-    let single = train(&d, &cfg, Mode::Sync, &mut |_| {}, None)?;
+    let single = train(&d, &cfg, TrainMode::Sync, &mut |_| {}, None)?;
     let single_tps = single.triples_per_s(d.train.len());
     let base = (single.test.mrr, single_tps);
     let pm = |mode, nodes, intent_offset| -> Result<PmRun, Box<dyn std::error::Error>> {

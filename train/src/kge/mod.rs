@@ -11,7 +11,7 @@
 //! - [`eval`]: filtered metrics ([`eval::ranking`]), and the same metrics over a table read one
 //!   part at a time ([`eval::eval_stream`]).
 //! - [`run`]: what a run is and answers: its hyper-parameters ([`TrainConfig`]), the trainer's
-//!   modes ([`Mode`]), the [`Event`]s it tells its observer, its [`RunResult`], and the metrics of
+//!   modes ([`TrainMode`]), the [`Event`]s it tells its observer, its [`RunResult`], and the metrics of
 //!   its embeddings ([`run::measure`]).
 //! - [`io`]: embeddings saved and loaded ([`io::npy`]), checkpoints ([`io::checkpoint`]) and the
 //!   manifest that ties their files together, the CSV and figures ([`io::plot`]), and
@@ -41,7 +41,7 @@ pub mod training;
 pub use run::config::TrainConfig;
 pub use run::event::Event;
 pub use run::measure::{metrics, metrics_of_embeddings};
-pub use run::mode::Mode;
+pub use run::mode::TrainMode;
 pub use run::results::{EpochStats, RunResult};
 pub use training::error::TrainError;
 pub use training::replay::replay;

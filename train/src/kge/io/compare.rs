@@ -1,14 +1,14 @@
 //! Time-to-accuracy comparison of modes run on the same data, seed and hyper-parameters: each
 //! mode against 95% of sync's best valid MRR (the OAC paper's time-to-accuracy metric).
 
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::RunResult;
 
 /// One mode's row of a comparison.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModeRow {
     /// The mode.
-    pub mode: Mode,
+    pub mode: TrainMode,
     /// Training triples per second over the run.
     pub triples_per_s: f64,
     /// `triples_per_s` over sync's.
@@ -32,7 +32,7 @@ pub struct ModeRow {
 /// The comparison of `results` (one must be sync), with `target = 0.95 ×` sync's best valid MRR.
 /// `None` without a sync run.
 pub fn compare(results: &[RunResult], n_train: usize) -> Option<(f64, Vec<ModeRow>)> {
-    let sync = results.iter().find(|r| r.mode == Mode::Sync)?;
+    let sync = results.iter().find(|r| r.mode == TrainMode::Sync)?;
     let target = 0.95 * sync.best_valid_mrr();
     let sync_tps = sync.triples_per_s(n_train);
     let sync_s = sync.first_reaching(target).map(|e| e.wall_s);
@@ -144,7 +144,7 @@ pub fn median_interval(values: &[f64], confidence: f64) -> Option<(f64, f64)> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepeatedRow {
     /// The mode.
-    pub mode: Mode,
+    pub mode: TrainMode,
     /// Runs of this mode.
     pub runs: usize,
     /// Training triples per second.
@@ -163,7 +163,7 @@ pub struct RepeatedRow {
 /// whether that mode's parameters equalled sync's ([`same_bits_as`]). Modes in the order of the
 /// first comparison.
 pub fn repeated(runs: &[(Vec<ModeRow>, Vec<bool>)]) -> Vec<RepeatedRow> {
-    let modes: Vec<Mode> =
+    let modes: Vec<TrainMode> =
         runs.first().map(|(rows, _)| rows.iter().map(|r| r.mode).collect()).unwrap_or_default();
     modes
         .into_iter()
@@ -328,7 +328,7 @@ mod tests {
     use crate::kge::eval::ranking::Metrics;
     use crate::kge::run::results::EpochStats;
 
-    fn run(mode: Mode, curve: &[(f64, f64)]) -> RunResult {
+    fn run(mode: TrainMode, curve: &[(f64, f64)]) -> RunResult {
         let epochs = curve
             .iter()
             .enumerate()
@@ -356,9 +356,9 @@ mod tests {
 
     #[test]
     fn time_to_target_is_measured_against_sync() {
-        let sync = run(Mode::Sync, &[(1.0, 0.5), (2.0, 0.8), (3.0, 1.0)]);
-        let oac = run(Mode::Oac, &[(0.5, 0.5), (1.0, 0.8), (1.5, 0.96)]);
-        let hog = run(Mode::Async, &[(0.4, 0.3), (0.8, 0.5), (1.2, 0.6)]);
+        let sync = run(TrainMode::Sync, &[(1.0, 0.5), (2.0, 0.8), (3.0, 1.0)]);
+        let oac = run(TrainMode::Oac, &[(0.5, 0.5), (1.0, 0.8), (1.5, 0.96)]);
+        let hog = run(TrainMode::Async, &[(0.4, 0.3), (0.8, 0.5), (1.2, 0.6)]);
         let (target, rows) = compare(&[sync, oac, hog], 30).unwrap();
         assert_eq!(target, 0.95);
         assert_eq!((rows[0].epochs_to_target, rows[0].s_to_target), (Some(3), Some(3.0)));
@@ -368,7 +368,7 @@ mod tests {
         let md = markdown(&rows);
         assert!(md.contains("| oac | 60 | 2.00 | 0.500 | 3 | 1.50 | 2.00× |"), "{md}");
         assert!(text(target, &rows).contains("never"));
-        assert!(compare(&[run(Mode::Oac, &[])], 1).is_none());
+        assert!(compare(&[run(TrainMode::Oac, &[])], 1).is_none());
     }
 
     #[test]
@@ -378,14 +378,14 @@ mod tests {
         assert_eq!(Spread::of([]), None);
         // Two comparisons: oac twice as fast, then 1.5x; async reaches the target only once.
         let first = [
-            run(Mode::Sync, &[(1.0, 0.5), (2.0, 1.0)]),
-            run(Mode::Oac, &[(0.5, 0.5), (1.0, 1.0)]),
-            run(Mode::Async, &[(0.5, 0.5), (1.0, 0.9)]),
+            run(TrainMode::Sync, &[(1.0, 0.5), (2.0, 1.0)]),
+            run(TrainMode::Oac, &[(0.5, 0.5), (1.0, 1.0)]),
+            run(TrainMode::Async, &[(0.5, 0.5), (1.0, 0.9)]),
         ];
         let second = [
-            run(Mode::Sync, &[(1.5, 0.5), (3.0, 1.0)]),
-            run(Mode::Oac, &[(1.0, 0.5), (2.0, 1.0)]),
-            run(Mode::Async, &[(1.0, 0.5), (2.0, 0.96)]),
+            run(TrainMode::Sync, &[(1.5, 0.5), (3.0, 1.0)]),
+            run(TrainMode::Oac, &[(1.0, 0.5), (2.0, 1.0)]),
+            run(TrainMode::Async, &[(1.0, 0.5), (2.0, 0.96)]),
         ];
         let runs = vec![
             (compare(&first, 30).unwrap().1, vec![true, true, false]),
@@ -394,7 +394,7 @@ mod tests {
         let rows = repeated(&runs);
         assert_eq!(
             rows.iter().map(|r| r.mode).collect::<Vec<_>>(),
-            [Mode::Sync, Mode::Oac, Mode::Async]
+            [TrainMode::Sync, TrainMode::Oac, TrainMode::Async]
         );
         let oac = &rows[1];
         assert_eq!((oac.runs, oac.reached, oac.same_bits_as_sync), (2, 2, 1));
@@ -413,18 +413,18 @@ mod tests {
 
     #[test]
     fn same_bits_compares_every_parameter_bit_for_bit() {
-        let a = run(Mode::Sync, &[]);
-        let mut b = run(Mode::Oac, &[]);
-        assert_eq!(same_bits_as(&a, &[run(Mode::Oac, &[])]), [true]);
+        let a = run(TrainMode::Sync, &[]);
+        let mut b = run(TrainMode::Oac, &[]);
+        assert_eq!(same_bits_as(&a, &[run(TrainMode::Oac, &[])]), [true]);
         b.dense = vec![-0.0];
-        let mut a2 = run(Mode::Sync, &[]);
+        let mut a2 = run(TrainMode::Sync, &[]);
         a2.dense = vec![0.0];
         assert_eq!(
             same_bits_as(&a2, &[b]),
             [false],
             "0.0 and -0.0 compare equal as floats, not as bits"
         );
-        let mut c = run(Mode::Oac, &[]);
+        let mut c = run(TrainMode::Oac, &[]);
         c.entities = ordo::store::RowStore::zeros(1, 1);
         assert_eq!(same_bits_as(&a, &[c]), [false]);
     }

@@ -19,7 +19,7 @@ use crate::kge::io::plot;
 use crate::kge::model::gpu::check_device;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::event::Event;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::RunResult;
 use crate::kge::training::error::TrainError;
 use crate::kge::training::train::{Resumable, Tune, train_resumable};
@@ -100,7 +100,7 @@ fn train_job(plan: &Job, d: &Dataset) -> Result<(), BoxError> {
     let subcommand = plan.command.is_some();
     // With compare, each mode has its own directory under each of --save, --checkpoint and
     // --resume.
-    let per_mode = |dir: &PathBuf, mode: Mode| {
+    let per_mode = |dir: &PathBuf, mode: TrainMode| {
         if subcommand { dir.join(mode.name()) } else { dir.clone() }
     };
     // Before any output is touched: the checkpoints to resume (locked, then checked without
@@ -134,7 +134,7 @@ fn train_job(plan: &Job, d: &Dataset) -> Result<(), BoxError> {
             );
         }
         if repeats > 1
-            && let Some(sync) = results.iter().find(|r| r.mode == Mode::Sync)
+            && let Some(sync) = results.iter().find(|r| r.mode == TrainMode::Sync)
             && let Some((_, rows)) = compare::compare(&results, d.train.len())
         {
             runs.push((rows, compare::same_bits_as(sync, &results)));
@@ -153,7 +153,7 @@ fn train_modes(
     o: &Options,
     d: &Dataset,
     cfg: &TrainConfig,
-    modes: &[Mode],
+    modes: &[TrainMode],
     per_mode: &DirOf<'_>,
 ) -> Result<Vec<RunResult>, BoxError> {
     let mut results = Vec::new();
@@ -176,7 +176,7 @@ fn train_modes(
             test_metrics(d, &r.test),
             r.triples_per_s(d.train.len())
         );
-        if mode == Mode::Oac {
+        if mode == TrainMode::Oac {
             println!(
                 "oac: validation replaced {} stale row reads with newer values from its cache",
                 r.rows_replaced
@@ -194,7 +194,7 @@ fn train_modes(
 
 /// Where each mode of a run writes under an output directory the options name: the directory
 /// itself, or (with `compare`) its subdirectory named after the mode.
-type DirOf<'a> = dyn Fn(&PathBuf, Mode) -> PathBuf + 'a;
+type DirOf<'a> = dyn Fn(&PathBuf, TrainMode) -> PathBuf + 'a;
 
 /// What `ordo-train kge` does with its output directories before training, in its order: the
 /// checkpoints to resume, locked, then checked without their tables; then every directory to
@@ -204,7 +204,7 @@ pub(super) fn hold_outputs(
     o: &Options,
     d: &Dataset,
     cfg: &TrainConfig,
-    modes: &[Mode],
+    modes: &[TrainMode],
     dir_of: &DirOf<'_>,
 ) -> Result<(Held, Option<OutputLock>), BoxError> {
     let mut held = Held::default();
@@ -238,7 +238,7 @@ pub(super) fn resumable(
     o: &Options,
     d: &Dataset,
     cfg: &TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
     dir_of: &DirOf<'_>,
 ) -> Result<Resumable, BoxError> {
     Ok(Resumable {
@@ -269,7 +269,7 @@ pub(super) fn write_out(
 fn train_with_progress(
     d: &Dataset,
     cfg: &TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
     resumable: Resumable,
     quiet: bool,
     has_valid: bool,

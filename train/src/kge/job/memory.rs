@@ -5,7 +5,7 @@ use super::options::Options;
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::run::config::TrainConfig;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::memory::{Budget, Estimate, n, product};
 use crate::options::OptionError;
 
@@ -24,7 +24,7 @@ impl Options {
         cfg: &TrainConfig,
         d: &Dataset,
         pm: Option<&PmConfig>,
-        modes: &[Mode],
+        modes: &[TrainMode],
         budget: Budget,
     ) -> Result<u64, OptionError> {
         cfg.sampling(d)
@@ -87,7 +87,7 @@ impl Options {
         e.add(o, v, "batches in flight", in_flight(pos_bytes));
         let (o, v) = blame(&[negatives_of, batch_of, dim_of]);
         e.add(o, v, "negatives in flight", in_flight(neg_bytes));
-        if pm.is_none() && modes.contains(&Mode::Bounded) {
+        if pm.is_none() && modes.contains(&TrainMode::Bounded) {
             let per_batch = pos_bytes.and_then(|p| p.checked_add(neg_bytes?));
             let bytes = per_batch.and_then(|b| b.checked_mul(n(cfg.staleness)));
             let (o, v) = blame(&[

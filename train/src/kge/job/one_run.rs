@@ -9,7 +9,7 @@ use crate::kge::data::dataset::Dataset;
 use crate::kge::io::npy;
 use crate::kge::model::gpu::check_device;
 use crate::kge::run::config::TrainConfig;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::RunResult;
 use crate::kge::training::error::TrainError;
 use crate::kge::training::train::Resumable;
@@ -29,7 +29,7 @@ pub struct OneRun {
     /// The training configuration.
     pub config: TrainConfig,
     /// `--mode`.
-    pub mode: Mode,
+    pub mode: TrainMode,
     /// `--save`, if given.
     pub save: Option<PathBuf>,
     /// The options, for the output directories and the memory limit.
@@ -69,7 +69,7 @@ impl OneRun {
         check_device(cfg.device).map_err(TrainError::Cuda)?;
         o.check_memory(cfg, d, None, &[self.mode], Budget::of_process(o.memory_limit))?;
         cfg.init_model(d)?;
-        let same = |dir: &PathBuf, _: Mode| dir.clone();
+        let same = |dir: &PathBuf, _: TrainMode| dir.clone();
         let (held, out) = hold_outputs(o, d, cfg, &[self.mode], &same)?;
         let resumable = resumable(o, d, cfg, self.mode, &same)?;
         Ok(Prepared { resumable, save: o.save.clone(), out, held })

@@ -10,7 +10,7 @@ use crate::kge::model::init::Init;
 use crate::kge::model::optim::Optimizer;
 use crate::kge::model::score::{Loss, Regularizer, ScoreFn};
 use crate::kge::run::config::TrainConfig;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use ordo_pm::PmMode;
 use std::path::{Path, PathBuf};
 
@@ -96,7 +96,7 @@ pub struct Options {
     pub seed: Option<u64>,
     /// Mode of a single run [default: oac].
     #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
+    pub mode: Option<TrainMode>,
     /// Engine reader threads and writer threads (each) [default: 1].
     #[arg(long)]
     pub threads: Option<usize>,
@@ -322,8 +322,8 @@ impl Options {
     }
 
     /// `--mode`, or its default.
-    pub fn mode(&self) -> Mode {
-        self.mode.unwrap_or(Mode::Oac)
+    pub fn mode(&self) -> TrainMode {
+        self.mode.unwrap_or(TrainMode::Oac)
     }
 
     /// The training configuration these options give, each unset one at its default.

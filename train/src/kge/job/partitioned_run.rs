@@ -6,7 +6,7 @@ use crate::kge::backends::partitioned::{self, PartitionOpts};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::npy;
 use crate::kge::run::config::TrainConfig;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 
 /// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
 /// validation MRR, the I/O and the test metrics, all evaluated from the storage; with `save`,
@@ -15,7 +15,7 @@ pub(super) fn run_partitioned(
     d: &Dataset,
     cfg: &TrainConfig,
     opts: &PartitionOpts,
-    mode: Mode,
+    mode: TrainMode,
     save: Option<&std::path::Path>,
 ) -> Result<(), BoxError> {
     let sampled = sampled(cfg);

@@ -9,7 +9,7 @@ use crate::kge::data::batch::NegSampling;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::model::gpu::Device;
 use crate::kge::run::config::TrainConfig;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::memory::Budget;
 use crate::options::OptionError;
 use std::path::{Path, PathBuf};
@@ -166,9 +166,9 @@ impl Job {
     }
 
     /// The modes this job trains, in order.
-    pub fn modes(&self) -> Vec<Mode> {
+    pub fn modes(&self) -> Vec<TrainMode> {
         match self.command {
-            Some(Command::Compare) => Mode::ALL.to_vec(),
+            Some(Command::Compare) => TrainMode::ALL.to_vec(),
             _ => vec![self.opts.mode()],
         }
     }

@@ -9,7 +9,7 @@ use crate::kge::backends::partitioned::StorageKind;
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::cli::KgeArgs;
 use crate::kge::data::batch::NegSampling;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use clap::Parser;
 use std::path::PathBuf;
 
@@ -114,7 +114,7 @@ fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>,
 #[test]
 fn one_run_takes_the_cli_flags_and_refuses_what_one_run_cannot_do() {
     let plan = plan_run(["--dim", "20", "--mode", "sync", "--save", "x"]).unwrap();
-    assert_eq!((plan.config.dim, plan.mode, plan.dataset.as_str()), (20, Mode::Sync, "umls"));
+    assert_eq!((plan.config.dim, plan.mode, plan.dataset.as_str()), (20, TrainMode::Sync, "umls"));
     assert_eq!(plan.save, Some(PathBuf::from("x")));
     let clap = |r: Result<OneRun, BoxError>| r.unwrap_err().downcast::<clap::Error>().is_ok();
     assert!(clap(plan_run(["--dimm", "20"])), "a misspelt flag is clap's error");

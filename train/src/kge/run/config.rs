@@ -48,7 +48,7 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Engine reader and writer threads.
     pub threads: usize,
-    /// Staleness bound of [`Mode::Bounded`](super::mode::Mode::Bounded) (batches in flight).
+    /// Staleness bound of [`TrainMode::Bounded`](super::mode::TrainMode::Bounded) (batches in flight).
     pub staleness: usize,
     /// Evaluate on at most the first this many valid and test triples (0 = all).
     pub eval_limit: usize,

@@ -7,7 +7,7 @@ use ordo::engine;
 /// How batches go through the pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Mode {
+pub enum TrainMode {
     /// One batch in flight: the reference.
     Sync,
     /// Hogwild: no validation; lost updates possible.
@@ -18,30 +18,31 @@ pub enum Mode {
     Oac,
 }
 
-impl Mode {
+impl TrainMode {
     /// All modes, in the order `compare` runs them.
-    pub const ALL: [Mode; 4] = [Mode::Sync, Mode::Async, Mode::Bounded, Mode::Oac];
+    pub const ALL: [TrainMode; 4] =
+        [TrainMode::Sync, TrainMode::Async, TrainMode::Bounded, TrainMode::Oac];
 
     /// The lower-case name used on the command line and in outputs.
     pub fn name(self) -> &'static str {
         match self {
-            Mode::Sync => "sync",
-            Mode::Async => "async",
-            Mode::Bounded => "bounded",
-            Mode::Oac => "oac",
+            TrainMode::Sync => "sync",
+            TrainMode::Async => "async",
+            TrainMode::Bounded => "bounded",
+            TrainMode::Oac => "oac",
         }
     }
 }
 
-impl Mode {
+impl TrainMode {
     /// The engine mode this runs as (`Bounded` with the configured staleness bound; `Async`
     /// adds each step's delta to the store like Marius' and DGL-KE's `+=`).
     pub fn engine_mode(self, cfg: &TrainConfig) -> engine::Mode {
         match self {
-            Mode::Sync => engine::Mode::Sync,
-            Mode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
-            Mode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
-            Mode::Oac => engine::Mode::Oac,
+            TrainMode::Sync => engine::Mode::Sync,
+            TrainMode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
+            TrainMode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
+            TrainMode::Oac => engine::Mode::Oac,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! What a run hands back: its per-epoch records, test metrics, computation orders and final
 //! parameters.
 
-use super::mode::Mode;
+use super::mode::TrainMode;
 use crate::kge::eval::ranking::Metrics;
 use ordo::store::RowStore;
 
@@ -24,7 +24,7 @@ pub struct EpochStats {
 #[derive(Debug)]
 pub struct RunResult {
     /// The mode that ran.
-    pub mode: Mode,
+    pub mode: TrainMode,
     /// Per-epoch records.
     pub epochs: Vec<EpochStats>,
     /// Filtered test metrics of the final embeddings.

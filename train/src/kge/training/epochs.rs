@@ -10,7 +10,7 @@ use crate::kge::io::checkpoint::{Checkpoint, EntityRows, Identity};
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::event::Event;
 use crate::kge::run::measure::metrics_of_embeddings;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::{EpochStats, RunResult, store_embeddings};
 use ordo::store::RowStore;
 use std::path::Path;
@@ -189,7 +189,7 @@ impl<'a> Epochs<'a> {
     /// The run's result: the final `store` and `model`, evaluated on the test triples.
     pub(super) fn finish(
         self,
-        mode: Mode,
+        mode: TrainMode,
         model: &Stepper,
         store: RowStore,
     ) -> Result<RunResult, TrainError> {

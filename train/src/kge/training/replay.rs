@@ -8,7 +8,7 @@ use crate::kge::data::dataset::Dataset;
 use crate::kge::model::gpu::Device;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::event::Event;
-use crate::kge::run::mode::Mode;
+use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::RunResult;
 use ordo::engine;
 use ordo::store::RowStore;
@@ -48,5 +48,5 @@ pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunR
     }
     let store = RowStore::from_values(d.entities.len(), cfg.row_width(), &table)
         .expect("the table is entities × row_width");
-    run.finish(Mode::Sync, &model, store)
+    run.finish(TrainMode::Sync, &model, store)
 }

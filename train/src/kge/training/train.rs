@@ -4,8 +4,8 @@
 //! a recorded order.
 //!
 //! The items a run is described and answered with live in their own modules and are re-exported
-//! here, so `kge::training::train::{TrainConfig, Mode, …}` keeps naming them: [`TrainConfig`]
-//! ([`crate::kge::run::config`]), [`Mode`] ([`crate::kge::run::mode`]), [`TrainError`]
+//! here, so `kge::training::train::{TrainConfig, TrainMode, …}` keeps naming them: [`TrainConfig`]
+//! ([`crate::kge::run::config`]), [`TrainMode`] ([`crate::kge::run::mode`]), [`TrainError`]
 //! ([`super::error`]), [`RunResult`] and [`EpochStats`] ([`crate::kge::run::results`]), [`Event`]
 //! ([`crate::kge::run::event`]), [`metrics`] and [`metrics_of_embeddings`]
 //! ([`crate::kge::run::measure`]), [`replay`] ([`super::replay`](mod@super::replay)).
@@ -15,7 +15,7 @@ pub use super::replay::replay;
 pub use crate::kge::run::config::TrainConfig;
 pub use crate::kge::run::event::Event;
 pub use crate::kge::run::measure::{metrics, metrics_of_embeddings};
-pub use crate::kge::run::mode::Mode;
+pub use crate::kge::run::mode::TrainMode;
 pub use crate::kge::run::results::{EpochStats, RunResult};
 
 use super::epochs::{Checkpoints, Epochs, Resumed, Rows, Trained};
@@ -47,7 +47,7 @@ pub type Tune<'a> = dyn Fn(EngineConfig) -> EngineConfig + 'a;
 pub fn train(
     d: &Dataset,
     cfg: &TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
     observe: &mut dyn FnMut(Event<'_>),
     tune: Option<&Tune<'_>>,
 ) -> Result<RunResult, TrainError> {
@@ -75,7 +75,7 @@ pub struct Resumable {
 pub fn train_resumable(
     d: &Dataset,
     cfg: &TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
     mut resumable: Resumable,
     observe: &mut dyn FnMut(Event<'_>),
     tune: Option<&Tune<'_>>,
@@ -170,7 +170,7 @@ fn queue_depth(batch_size: usize) -> usize {
 struct Session<'a> {
     d: &'a Dataset,
     cfg: &'a TrainConfig,
-    mode: Mode,
+    mode: TrainMode,
     tune: Option<&'a Tune<'a>>,
     /// [`Resumable::stop`].
     stop: Option<&'a AtomicBool>,
@@ -209,7 +209,7 @@ impl Session<'_> {
         // the other modes, and the GPU's queue, whose cache validates every batch, always
         // submit.
         let policy = self.stages;
-        let inline_ok = self.mode == Mode::Oac && cfg.device == Device::Cpu;
+        let inline_ok = self.mode == TrainMode::Oac && cfg.device == Device::Cpu;
         let mut stages = match policy {
             StagesPolicy::Auto if inline_ok => Some(StageChoice::default()),
             _ => None,
@@ -296,7 +296,7 @@ mod tests {
         let d = Dataset::load("nations").unwrap();
         let cfg =
             TrainConfig { dim: 8, epochs: 3, lr: 1e30, init_scale: 1e18, ..TrainConfig::default() };
-        for mode in Mode::ALL {
+        for mode in TrainMode::ALL {
             let err = train(&d, &cfg, mode, &mut |_| {}, None).unwrap_err();
             assert!(matches!(err, TrainError::Diverged { epoch: 1, .. }), "{mode:?}: {err}");
             assert!(err.to_string().contains("training diverged"), "{err}");
@@ -314,7 +314,7 @@ mod tests {
             TrainConfig { lr: f32::NAN, ..TrainConfig::default() },
         ];
         for cfg in bad {
-            assert!(train(&d, &cfg, Mode::Oac, &mut |_| {}, None).is_err(), "{cfg:?}");
+            assert!(train(&d, &cfg, TrainMode::Oac, &mut |_| {}, None).is_err(), "{cfg:?}");
         }
     }
 
@@ -331,7 +331,7 @@ mod tests {
     fn saved_embeddings_are_numpy_f32_and_load_back_with_the_same_metrics() {
         let d = Dataset::load("nations").unwrap();
         let cfg = TrainConfig { dim: 8, epochs: 2, ..TrainConfig::default() };
-        let r = train(&d, &cfg, Mode::Sync, &mut |_| {}, None).unwrap();
+        let r = train(&d, &cfg, TrainMode::Sync, &mut |_| {}, None).unwrap();
         let dir = std::env::temp_dir().join(format!("ordo-kge-npy-{}", std::process::id()));
         npy::save(&dir, &d, &cfg, &r).unwrap();
         let bytes = std::fs::read(dir.join("entities.npy")).unwrap();
