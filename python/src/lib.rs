@@ -103,7 +103,7 @@ fn unique_rows<'py>(
 fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table::Table>()?;
     m.add_class::<session::Engine>()?;
-    m.add_class::<session::Session>()?;
+    m.add_class::<session::PySession>()?;
     m.add_class::<session::Report>()?;
     m.add_function(wrap_pyfunction!(unique_rows, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;

@@ -108,7 +108,7 @@ impl Engine {
     }
 
     /// Start a session running `step` on the engine's device thread.
-    fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<Session> {
+    fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<PySession> {
         let table = self.table.get();
         let held = table.take("starting another")?;
         let failed = Arc::new(AtomicBool::new(false));
@@ -126,7 +126,7 @@ impl Engine {
         let inner = py
             .detach(move || core.start(CpuDevice::new(), model, store))
             .map_err(|e| to_py(py, e))?;
-        Ok(Session {
+        Ok(PySession {
             inner: Some((inner, held)),
             process: std::process::id(),
             failed,
@@ -198,8 +198,8 @@ impl Report {
 }
 
 /// A running session. Each method waits with the interpreter lock released.
-#[pyclass(module = "ordo")]
-pub struct Session {
+#[pyclass(module = "ordo", name = "Session")]
+pub struct PySession {
     /// The running session, and its table taken for it (given back once it is closed).
     inner: Option<(OwnedSession<PyStep>, TableHeld)>,
     /// The process that started it: in a forked child its threads do not exist.
@@ -223,7 +223,7 @@ enum Wait {
     Again(Batch<Payload>),
 }
 
-impl Session {
+impl PySession {
     fn open(&mut self) -> PyResult<&mut OwnedSession<PyStep>> {
         self.forked()?;
         self.inner.as_mut().map(|(s, _)| s).ok_or_else(closed)
@@ -276,7 +276,7 @@ impl Session {
 }
 
 #[pymethods]
-impl Session {
+impl PySession {
     /// Feed one batch: `ids` (unique row ids, in the order the step sees its rows; see
     /// `ordo.unique_rows`) and an opaque `payload` handed to the step. Blocks while the
     /// pipeline is full, without the lock.
@@ -430,7 +430,7 @@ impl Session {
 
 /// A session dropped by the garbage collector is closed like `close()`: the lock is released
 /// while its threads are joined (the device thread may need it for a step in flight).
-impl Drop for Session {
+impl Drop for PySession {
     fn drop(&mut self) {
         // Release: as in `shut`.
         self.cancel.store(true, Ordering::Release);
