@@ -3,7 +3,7 @@
 //! files it would read given in memory, and stops where work would start.
 
 use crate::memory::Budget;
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 use crate::{amp, kge, sgd};
 use clap::{Parser, Subcommand};
 

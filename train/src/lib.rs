@@ -10,7 +10,7 @@ pub mod cli;
 pub mod cpu_clock;
 pub mod kge;
 pub mod memory;
-pub mod options;
+pub mod option_error;
 pub mod outdir;
 pub mod plot;
 pub mod pool;

@@ -9,7 +9,7 @@
 //! admits allocates its large tables with `try_reserve` so that an error, not an abort, reports
 //! a machine with less memory than it said.
 
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 use std::fmt::Display;
 
 /// Bytes the process may allocate, and where that figure came from.

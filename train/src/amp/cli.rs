@@ -14,7 +14,7 @@ use super::tasks::{
 };
 use super::train::{EpochPoint, Schedule, time_to_target, train};
 use crate::memory::{Budget, Estimate, n, product};
-use crate::options::{MAX_THREADS, OptionError, count, fraction, positive, within};
+use crate::option_error::{MAX_THREADS, OptionError, count, fraction, positive, within};
 use crate::plot::{Chart, Series, line_chart};
 
 /// Which task.

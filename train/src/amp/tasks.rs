@@ -8,7 +8,7 @@ use ordo_mp::optimizer::Optimizer;
 use ordo_mp::{Graph, MpError, Payload, State};
 
 use super::list_reduction::{CLASSES, Example, VOCAB};
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 use crate::rng::SplitMix64;
 use crate::sgd::idx::Split;
 

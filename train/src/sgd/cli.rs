@@ -6,7 +6,9 @@ use super::idx::FashionMnist;
 use super::output::{WORKER_COLUMNS, worker_cells, write_outputs};
 use super::train::{EvalPoint, ModelKind, TrainOptions, train};
 use crate::memory::{Budget, Estimate, n, product};
-use crate::options::{MAX_THREADS, OptionError, count, fraction, non_negative, positive, within};
+use crate::option_error::{
+    MAX_THREADS, OptionError, count, fraction, non_negative, positive, within,
+};
 use ordo::dispatcher::ProbeConfig;
 use ordo::sgd::{Every, Stop};
 use std::path::PathBuf;

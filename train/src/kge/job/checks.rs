@@ -7,7 +7,7 @@ use crate::kge::backends::partitioned::{PartitionOpts, StorageKind};
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::model::gpu::Device;
 use crate::kge::run::config::TrainConfig;
-use crate::options::{MAX_THREADS, OptionError, count, non_negative, positive};
+use crate::option_error::{MAX_THREADS, OptionError, count, non_negative, positive};
 
 impl Options {
     /// `--repeat`: only with `compare` (`compare` says whether this is it), at least 1, and

@@ -7,7 +7,7 @@ use crate::kge::data::dataset::DataError;
 use crate::kge::io::checkpoint::CheckpointError;
 use crate::kge::io::npy::NpyError;
 use crate::kge::training::error::TrainError;
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 use crate::outdir::LockError;
 use std::path::PathBuf;
 

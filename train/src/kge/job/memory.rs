@@ -7,7 +7,7 @@ use crate::kge::data::dataset::Dataset;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::mode::TrainMode;
 use crate::memory::{Budget, Estimate, n, product};
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 
 impl Options {
     /// The memory a run of `modes` on `d` will need, against `budget`: the one place `kge`

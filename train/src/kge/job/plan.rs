@@ -11,7 +11,7 @@ use crate::kge::model::gpu::Device;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::mode::TrainMode;
 use crate::memory::Budget;
-use crate::options::OptionError;
+use crate::option_error::OptionError;
 use std::path::{Path, PathBuf};
 
 /// What `kge` is asked to do: train one mode, or a subcommand with its own options (which
@@ -112,8 +112,8 @@ impl Job {
         let opts = opts.resolve(config)?;
         let cfg = opts.config();
         if let Some(Command::Synth { entities, triples, relations, .. }) = &command {
-            crate::options::count("--entities", *entities as usize, u32::MAX as usize)?;
-            crate::options::count("--relations", *relations as usize, u32::MAX as usize)?;
+            crate::option_error::count("--entities", *entities as usize, u32::MAX as usize)?;
+            crate::option_error::count("--relations", *relations as usize, u32::MAX as usize)?;
             if !(1..=MAX_SYNTH_TRIPLES).contains(triples) {
                 let why = format!("must be in 1..={MAX_SYNTH_TRIPLES}");
                 return Err(OptionError::new("--triples", triples, why).into());

@@ -12,7 +12,7 @@ use std::fmt::Display;
 /// An option whose value cannot be used: its flag, the value as given, and why.
 ///
 /// ```
-/// use ordo_train::options::OptionError;
+/// use ordo_train::option_error::OptionError;
 /// let e = OptionError::new("--lr", f32::NAN, "must be a positive number");
 /// assert_eq!(e.to_string(), "--lr NaN: must be a positive number");
 /// ```
