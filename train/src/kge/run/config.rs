@@ -1,5 +1,5 @@
 //! A run's configuration: every hyper-parameter, and what the batch sampler and the step take
-//! from it. The fresh model and store it describes are built by [`crate::kge::training::start`].
+//! from it. The fresh model and store it describes are built by [`crate::kge::training::initial_state`].
 
 use crate::kge::data::batch::{NegSampling, Sampling};
 use crate::kge::data::dataset::Dataset;
