@@ -1,7 +1,7 @@
 //! The model: the step the engine runs ([`step`], its products in [`matmul`]), the scoring
 //! functions, losses and regularizers ([`score`]), the initial embeddings ([`init`]), Adagrad and
 //! Adam ([`optim`]), how many threads a step runs on ([`step_threads`], its two-way chooser in
-//! [`two_way`]), and the same step on a CUDA GPU ([`gpu`]).
+//! [`way_choice`]), and the same step on a CUDA GPU ([`gpu`]).
 //!
 //! May import [`data`](super::data).
 
@@ -12,4 +12,4 @@ pub mod optim;
 pub mod score;
 pub mod step;
 pub mod step_threads;
-pub mod two_way;
+pub mod way_choice;

@@ -30,7 +30,7 @@
 //! hundreds: it can still tip the probe it falls in, and the next probe, [`FIRST_RUN`] steps
 //! later, undoes that.
 //!
-//! **How it chooses:** as [`TwoWay`] says, over steps, with the schedule [`SCHEDULE`]: probes
+//! **How it chooses:** as [`WayChoice`] says, over steps, with the schedule [`SCHEDULE`]: probes
 //! of [`PROBE_STEPS`] steps on each choice, runs from [`FIRST_RUN`] to [`LONGEST_RUN`] steps
 //! between them, after [`COLD_STEPS`] on two threads. Every switch pays a few slow steps while
 //! the other thread wakes. Timing a step costs two clock reads (tens of nanoseconds) against a
@@ -38,7 +38,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::two_way::{Schedule, TwoWay, Way};
+use super::way_choice::{Schedule, Way, WayChoice};
 
 /// A cycle counts at most this many times the step's own time (see the module docs).
 pub const CYCLE_CAP: u32 = 4;
@@ -93,7 +93,7 @@ impl Way for Threads {
 #[derive(Debug, Clone)]
 pub struct StepThreads {
     /// The choice, from the steps' cycles.
-    choice: TwoWay<Threads>,
+    choice: WayChoice<Threads>,
     /// The step under way: its choice and start, from [`start`](Self::start).
     running: Option<(Threads, Instant)>,
     /// The last step run, whose cycle ends when the next one starts: its choice, start, own
@@ -104,7 +104,7 @@ pub struct StepThreads {
 impl Default for StepThreads {
     /// Starts with [`COLD_STEPS`] steps on two threads, then probes.
     fn default() -> Self {
-        StepThreads { choice: TwoWay::new(Threads::Two, SCHEDULE), running: None, pending: None }
+        StepThreads { choice: WayChoice::new(Threads::Two, SCHEDULE), running: None, pending: None }
     }
 }
 

@@ -10,7 +10,7 @@
 //! (BENCHMARKS.md, "The step chooses by its cycle"). `Session::submit_inline` runs a batch's
 //! read, step and write on the device thread once the pipeline is empty, doing the work sync
 //! does. [`StageChoice`] picks per batch, from the time between one submit's start and the
-//! next's per positive *written* in it, with [`TwoWay`]'s probes over [`SCHEDULE`], and
+//! next's per positive *written* in it, with [`WayChoice`]'s probes over [`SCHEDULE`], and
 //! favours inline ([`FAVOUR_INLINE`]): where the two run equally fast, inline leaves the cores
 //! the pipeline would spend to the machine's other work. Inline is probed only while the
 //! pipeline gets fewer than [`PROBE_BELOW_CORES`] cores, which spares an idle run most inline
@@ -27,7 +27,7 @@
 use std::time::Instant;
 
 use crate::cpu_clock::process_cpu_s;
-use crate::kge::model::two_way::{Schedule, TwoWay, Way};
+use crate::kge::model::way_choice::{Schedule, Way, WayChoice};
 
 /// Which batches of an oac run go where: the environment variable [`STAGES_VAR`] says, read
 /// once per run.
@@ -129,7 +129,7 @@ pub const FAVOUR_INLINE: f64 = 0.03;
 /// those before the second), and a probe divides its time by those.
 #[derive(Debug, Clone)]
 pub struct StageChoice {
-    choice: TwoWay<Stages>,
+    choice: WayChoice<Stages>,
     /// When the current run began: wall clock and process CPU time (see
     /// [`PROBE_BELOW_CORES`]).
     run_began: Option<(Instant, f64)>,
@@ -142,7 +142,7 @@ impl Default for StageChoice {
     /// Starts with [`SCHEDULE`]'s cold batches through the pipeline, then probes.
     fn default() -> Self {
         StageChoice {
-            choice: TwoWay::new(Stages::Pipelined, SCHEDULE),
+            choice: WayChoice::new(Stages::Pipelined, SCHEDULE),
             run_began: None,
             pending: None,
         }

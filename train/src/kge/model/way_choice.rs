@@ -5,7 +5,7 @@
 //! decides them and no setting chosen before the run can know it: how many threads a step runs
 //! on ([`super::step_threads`]) and whether a batch goes through the engine's reader and writer
 //! threads or runs on the device thread ([`crate::kge::training::stages`]). Both give the same bits
-//! either way, so a choice made from wall-clock times keeps every run reproducible; [`TwoWay`]
+//! either way, so a choice made from wall-clock times keeps every run reproducible; [`WayChoice`]
 //! holds the part they share, and each caller says what one unit of work costs (its own clock).
 //!
 //! **How it chooses.** A *probe* runs [`Schedule::probe`] units on each way, in turn (which
@@ -39,7 +39,7 @@ pub trait Way: Copy + Eq + Debug {
     }
 }
 
-/// How long each phase of [`TwoWay`]'s explore-exploit cycle lasts, in units of work.
+/// How long each phase of [`WayChoice`]'s explore-exploit cycle lasts, in units of work.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
     /// Units run on the starting way before the first probe (a run's first units page in its
@@ -73,7 +73,7 @@ struct Probe {
 
 /// The choice between two ways, remade from their timings (see the module docs).
 #[derive(Debug, Clone)]
-pub struct TwoWay<W: Way> {
+pub struct WayChoice<W: Way> {
     schedule: Schedule,
     /// The way that runs between probes.
     chosen: W,
@@ -87,10 +87,10 @@ pub struct TwoWay<W: Way> {
     other_first: bool,
 }
 
-impl<W: Way> TwoWay<W> {
+impl<W: Way> WayChoice<W> {
     /// Starts with `schedule.cold` units on `start`, then probes.
     pub fn new(start: W, schedule: Schedule) -> Self {
-        TwoWay {
+        WayChoice {
             schedule,
             chosen: start,
             run_left: schedule.cold,
@@ -197,7 +197,7 @@ mod tests {
     };
 
     /// Runs `units` units where a unit on `w` costs `cost(w, unit)` µs per positive.
-    fn run(t: &mut TwoWay<Ab>, units: u32, cost: impl Fn(Ab, u32) -> u64) -> Vec<Ab> {
+    fn run(t: &mut WayChoice<Ab>, units: u32, cost: impl Fn(Ab, u32) -> u64) -> Vec<Ab> {
         (0..units)
             .map(|i| {
                 let w = t.next();
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn the_cheaper_way_runs_and_the_other_only_in_probes() {
         for (start, cheaper) in [(Ab::A, Ab::A), (Ab::A, Ab::B), (Ab::B, Ab::A)] {
-            let mut t = TwoWay::new(start, S);
+            let mut t = WayChoice::new(start, S);
             let chose = run(&mut t, 5000, |w, _| if w == cheaper { 10 } else { 12 });
             let dear = chose.iter().filter(|&&w| w != cheaper).count();
             // Probes hold at most `probe` dear units each; runs grow 4× up to `longest_run`,
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn a_change_of_load_changes_the_choice_within_a_longest_run() {
-        let mut t = TwoWay::new(Ab::B, S);
+        let mut t = WayChoice::new(Ab::B, S);
         // B cheaper for 3000 units, then A.
         let cost = |w: Ab, i: u32| match (w, i < 3000) {
             (Ab::B, true) | (Ab::A, false) => 10,
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn noise_within_the_margin_does_not_flap_the_choice() {
-        let mut t = TwoWay::new(Ab::B, S);
+        let mut t = WayChoice::new(Ab::B, S);
         // A 2% cheaper: within the margin, so B stays chosen.
         let chose = run(&mut t, 3000, |w, _| if w == Ab::A { 98 } else { 100 });
         let a = chose.iter().filter(|&&w| w == Ab::A).count();
@@ -253,11 +253,11 @@ mod tests {
         // takes over from B (the start) when it is as fast.
         let favour_a = Schedule { favour: (Ab::A.index(), 0.05), ..S };
         for (b_cost, winner) in [(96, Ab::A), (90, Ab::B)] {
-            let mut t = TwoWay::new(Ab::A, favour_a);
+            let mut t = WayChoice::new(Ab::A, favour_a);
             run(&mut t, 3000, |w, _| if w == Ab::A { 100 } else { b_cost });
             assert_eq!(t.chosen(), winner, "B at {b_cost}");
         }
-        let mut t = TwoWay::new(Ab::B, favour_a);
+        let mut t = WayChoice::new(Ab::B, favour_a);
         run(&mut t, 3000, |_, _| 100);
         assert_eq!(t.chosen(), Ab::A);
     }
@@ -266,7 +266,7 @@ mod tests {
     fn warm_up_units_are_not_timed() {
         // The first `warmup` units after each switch cost 100× (a pipeline filling): A's are
         // dear only then, so A, 10% cheaper once warm, must still be chosen.
-        let mut t = TwoWay::new(Ab::B, S);
+        let mut t = WayChoice::new(Ab::B, S);
         let mut last = None;
         let mut since = 0;
         let chose: Vec<Ab> = (0..3000)
