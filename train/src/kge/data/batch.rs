@@ -28,7 +28,7 @@ pub struct TripleBatch {
     /// Corrupted heads: `negatives` rows per chunk.
     pub neg_heads: Vec<u32>,
     /// Whether the engine runs this batch's stages on the device thread
-    /// (`Session::submit_inline`, [`crate::kge::training::stages`]) rather than through its reader
+    /// (`Session::submit_inline`, [`crate::kge::training::stage_choice`]) rather than through its reader
     /// and writer threads: the step times its thread choice for each case apart. Set by the trainer
     /// when it submits the batch, so a step knows how *its own* batch runs, also while a switch
     /// empties the pipeline of batches submitted the other way. The bits do not depend on it.

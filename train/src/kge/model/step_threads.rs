@@ -122,7 +122,7 @@ impl StepThreads {
     }
 
     /// The steps stop for a while (the trainer runs its batches the other way, see
-    /// [`crate::kge::training::stages`]): the last step's cycle is not recorded, since the next
+    /// [`crate::kge::training::stage_choice`]): the last step's cycle is not recorded, since the next
     /// step's start does not end it.
     pub fn pause(&mut self) {
         self.pending = None;

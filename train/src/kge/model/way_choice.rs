@@ -4,7 +4,7 @@
 //! The trainer has two such choices, each made while it runs because the machine's load
 //! decides them and no setting chosen before the run can know it: how many threads a step runs
 //! on ([`super::step_threads`]) and whether a batch goes through the engine's reader and writer
-//! threads or runs on the device thread ([`crate::kge::training::stages`]). Both give the same bits
+//! threads or runs on the device thread ([`crate::kge::training::stage_choice`]). Both give the same bits
 //! either way, so a choice made from wall-clock times keeps every run reproducible; [`WayChoice`]
 //! holds the part they share, and each caller says what one unit of work costs (its own clock).
 //!

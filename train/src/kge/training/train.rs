@@ -20,7 +20,7 @@ pub use crate::kge::run::results::{EpochStats, RunResult};
 
 use super::epochs::{Checkpoints, Epochs, Resumed, Rows, Trained};
 use super::error::{engine_error, in_epoch};
-use super::stages::{StageChoice, Stages, StagesPolicy};
+use super::stage_choice::{StageChoice, Stages, StagesPolicy};
 use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::checkpoint::{Checkpoint, Identity};
@@ -174,7 +174,7 @@ struct Session<'a> {
     tune: Option<&'a Tune<'a>>,
     /// [`Resumable::stop`].
     stop: Option<&'a AtomicBool>,
-    /// Where oac's batches run ([`super::stages`]).
+    /// Where oac's batches run ([`super::stage_choice`]).
     stages: StagesPolicy,
 }
 
@@ -205,7 +205,7 @@ impl Session<'_> {
         // Acquire: pairs with the Release of whoever sets the flag; only the flag is read.
         let stop = self.stop;
         let stopped = move || stop.is_some_and(|f| f.load(Ordering::Acquire));
-        // Oac on the CPU may run batches inline, as `ORDO_KGE_STAGES` says (`super::stages`);
+        // Oac on the CPU may run batches inline, as `ORDO_KGE_STAGES` says (`super::stage_choice`);
         // the other modes, and the GPU's queue, whose cache validates every batch, always
         // submit.
         let policy = self.stages;
