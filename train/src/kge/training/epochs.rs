@@ -2,8 +2,8 @@
 //! ([`super::train`](mod@super::train)) and the replay ([`super::replay`](mod@super::replay)):
 //! each epoch's evaluation, record and checkpoint, and the [`RunResult`] at the end.
 
+use super::device_step::Stepper;
 use super::error::TrainError;
-use super::stepper::Stepper;
 use crate::kge::data::dataset::{Dataset, Triple};
 use crate::kge::eval::ranking::Filter;
 use crate::kge::io::checkpoint::{Checkpoint, EntityRows, Identity};

@@ -1,9 +1,9 @@
 //! The replay: recorded computation orders stepped sequentially, one batch at a time, with the
 //! per-epoch evaluation of a session run ([`super::train`](mod@super::train)).
 
+use super::device_step::{Step, Stepper};
 use super::epochs::{Checkpoints, Epochs, Rows, Trained};
 use super::error::{TrainError, engine_error};
-use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::model::gpu::Device;
 use crate::kge::run::config::TrainConfig;

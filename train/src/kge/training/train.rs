@@ -18,10 +18,10 @@ pub use crate::kge::run::measure::{metrics, metrics_of_embeddings};
 pub use crate::kge::run::mode::TrainMode;
 pub use crate::kge::run::results::{EpochStats, RunResult};
 
+use super::device_step::{Step, Stepper};
 use super::epochs::{Checkpoints, Epochs, Resumed, Rows, Trained};
 use super::error::{engine_error, in_epoch};
 use super::stage_choice::{StageChoice, Stages, StagesPolicy};
-use super::stepper::{Step, Stepper};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::checkpoint::{Checkpoint, Identity};
 use crate::kge::model::gpu::Device;
