@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod amp;
+pub mod atomic_fs;
 pub mod cli;
 pub mod cpu_clock;
 pub mod kge;
@@ -17,4 +18,3 @@ pub mod pool;
 pub mod rng;
 pub mod sgd;
 pub mod space;
-pub mod staged;

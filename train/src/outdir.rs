@@ -4,7 +4,7 @@
 //! [`OutputLock::take`] is called before any work starts. It creates the directory, checks that
 //! files can be created in it, and takes an exclusive lock on the file `PARENT/.NAME.lock` beside
 //! it (holding the pid of the run, for the message another run gets). The lock is beside the
-//! directory, not inside, because a save replaces the directory itself ([`crate::staged`]); it
+//! directory, not inside, because a save replaces the directory itself ([`crate::atomic_fs`]); it
 //! is released when the process ends, however it ends. A run that ends cleanly (the lock
 //! dropped) removes the lock file while it still holds it; one killed leaves it, and the next
 //! run takes it. A run that opened the file before it was removed finds, once it holds the lock,
@@ -20,7 +20,7 @@
 //! [`OutputLock::complete`] writes it after the last file. A directory holds a complete set of
 //! one run's outputs exactly when it has `COMPLETE`.
 
-use crate::staged::{self, StagedError};
+use crate::atomic_fs::{self, StagedError};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
@@ -127,7 +127,7 @@ impl OutputLock {
         let held = Self::take(dir)?;
         let marker = dir.join(COMPLETE);
         match std::fs::remove_file(&marker) {
-            Ok(()) => staged::fsync_dir(dir)?,
+            Ok(()) => atomic_fs::fsync_dir(dir)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(LockError::Unwritable { path: marker, source }),
         }
@@ -202,7 +202,7 @@ impl OutputLock {
         ] {
             for e in std::fs::read_dir(place).map_err(unwritable(place))?.flatten() {
                 if is_stale(&e.file_name().to_string_lossy()) {
-                    staged::remove_any(&e.path())?;
+                    atomic_fs::remove_any(&e.path())?;
                 }
             }
         }
@@ -216,7 +216,7 @@ impl OutputLock {
 
     /// Mark `--out` complete: write [`COMPLETE`] (atomically, holding the run id).
     pub fn complete(&self) -> Result<(), StagedError> {
-        staged::write_atomic(&self.dir.join(COMPLETE), format!("{}\n", run_id()).as_bytes())
+        atomic_fs::write_atomic(&self.dir.join(COMPLETE), format!("{}\n", run_id()).as_bytes())
     }
 }
 

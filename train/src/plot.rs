@@ -16,7 +16,7 @@
 //! # Ok::<(), ordo_train::plot::PlotError>(())
 //! ```
 
-use crate::staged;
+use crate::atomic_fs;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
@@ -42,9 +42,9 @@ pub enum PlotError {
         /// The cause.
         source: std::io::Error,
     },
-    /// The chart could not be put in place (see [`crate::staged::replace_file`]).
+    /// The chart could not be put in place (see [`crate::atomic_fs::replace_file`]).
     #[error(transparent)]
-    Staged(#[from] crate::staged::StagedError),
+    Staged(#[from] crate::atomic_fs::StagedError),
     /// plotters failed (e.g. the file could not be written).
     #[error("drawing {path}: {message}")]
     Draw {
@@ -148,7 +148,7 @@ pub fn line_chart_styled(
 ) -> Result<(), PlotError> {
     // Drawn beside `path` and renamed over it: a reader (or a crash, or a full disk) never sees
     // half a chart, and one that has the old chart open keeps it whole.
-    staged::replace_file(path, |tmp| draw_lines(tmp, chart, style, series))
+    atomic_fs::replace_file(path, |tmp| draw_lines(tmp, chart, style, series))
 }
 
 fn draw_lines(
@@ -245,7 +245,7 @@ fn draw_lines(
 /// Draw bars: `bars[i] = (category, value)` as a bar chart into the PNG `path` (800×500),
 /// replacing it as [`line_chart_styled`] does.
 pub fn bar_chart(path: &Path, chart: &Chart<'_>, bars: &[(String, f64)]) -> Result<(), PlotError> {
-    staged::replace_file(path, |tmp| draw_bars(tmp, chart, bars))
+    atomic_fs::replace_file(path, |tmp| draw_bars(tmp, chart, bars))
 }
 
 fn draw_bars(path: &Path, chart: &Chart<'_>, bars: &[(String, f64)]) -> Result<(), PlotError> {

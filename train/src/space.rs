@@ -4,9 +4,9 @@
 //!
 //! The check is advisory (another process may fill the disk meanwhile): a write that still
 //! runs out of space fails with the system's error naming its file, and the staged write it is
-//! part of is removed, leaving the previous directory whole ([`crate::staged`]).
+//! part of is removed, leaving the previous directory whole ([`crate::atomic_fs`]).
 
-use crate::staged::StagedError;
+use crate::atomic_fs::StagedError;
 use std::path::{Path, PathBuf};
 
 /// A write of `needed` bytes would not fit in the `available` bytes of its filesystem.

@@ -434,8 +434,8 @@ fn write_outputs(
     emulated: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    // Written beside its name and renamed over it, as the charts are (`staged::replace_file`).
-    crate::staged::replace_file(&dir.join("epochs.csv"), |tmp| {
+    // Written beside its name and renamed over it, as the charts are (`atomic_fs::replace_file`).
+    crate::atomic_fs::replace_file(&dir.join("epochs.csv"), |tmp| {
         let mut csv = csv::Writer::from_path(tmp)?;
         csv.write_record(columns(&EpochPoint::default(), emulated).into_iter().map(|(k, _)| k))?;
         for p in curve {

@@ -1,8 +1,8 @@
 //! `--out DIR`: the run as CSV files and PNG plots.
 
 use super::train::TrainOutcome;
+use crate::atomic_fs::replace_file;
 use crate::plot::{Chart, Series, bar_chart, line_chart};
-use crate::staged::replace_file;
 use std::path::Path;
 
 /// Write `curve.csv` (one row per evaluation), `steps.csv` (one row per step), `workers.csv`
@@ -14,7 +14,7 @@ pub fn write_outputs(
     outcome: &TrainOutcome,
 ) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(dir)?;
-    // Each file is written beside its name and renamed over it (`staged::replace_file`): a
+    // Each file is written beside its name and renamed over it (`atomic_fs::replace_file`): a
     // reader, a crash or a full disk never leaves half a file in place of the last one.
     replace_file(&dir.join("curve.csv"), |tmp| write_curve(tmp, outcome))?;
     replace_file(&dir.join("steps.csv"), |tmp| write_steps(tmp, outcome))?;

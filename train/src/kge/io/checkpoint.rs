@@ -18,7 +18,7 @@
 //!
 //! **Atomicity:** a checkpoint is written into a uniquely named temporary directory beside its
 //! final name, each file and the directory fsynced, and put in place in one step
-//! ([`crate::staged`]); only then is `latest` replaced (temporary name, fsync, rename). A crash
+//! ([`crate::atomic_fs`]); only then is `latest` replaced (temporary name, fsync, rename). A crash
 //! at any point leaves `latest` naming a complete checkpoint; older checkpoint directories are
 //! removed only after `latest` moved on. A run holds `DIR`'s lock ([`crate::outdir`]) while it
 //! writes, and the next holder removes the temporaries of a run that died.
@@ -38,10 +38,10 @@
 
 use super::manifest::{MANIFEST, Manifest, ManifestError, same_names};
 use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
+use crate::atomic_fs::{Staged, StagedError, write_atomic};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::results::EpochStats;
-use crate::staged::{Staged, StagedError, write_atomic};
 use ordo::store::RowStore;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -240,7 +240,7 @@ impl<E: EntityRows> Checkpoint<E> {
         let names: usize = d.entities.iter().chain(d.relations.iter()).map(|s| s.len() + 16).sum();
         let ids: usize = self.orders.iter().map(|o| o.len()).sum();
         let bytes = 4 * floats + 2 * names as u64 + 21 * ids as u64;
-        crate::space::ensure(dir, bytes, 9).map_err(crate::staged::StagedError::from)?;
+        crate::space::ensure(dir, bytes, 9).map_err(crate::atomic_fs::StagedError::from)?;
         let staged = Staged::new(&dir.join(&name))?;
         let tmp = staged.path();
         let (rel, rel_state) = self.dense.split_at((n_rel * rdim).min(self.dense.len()));

@@ -4,12 +4,12 @@
 //! that wrote it (a random run id), the model and its options, the dataset it was trained on
 //! ([`DatasetId`]: sizes and CRC-32s of the entity names, the relation names and the training
 //! triples in file order) and the CRC-32 of every other file in the directory. It is written
-//! last into the staged directory ([`crate::staged`]); a reader checks it first and refuses a
+//! last into the staged directory ([`crate::atomic_fs`]); a reader checks it first and refuses a
 //! directory whose files do not match it, naming the file.
 
+use crate::atomic_fs::StagedError;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::model::score::ScoreFn;
-use crate::staged::StagedError;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;

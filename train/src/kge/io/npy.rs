@@ -7,7 +7,7 @@
 //! a CRC-32 of every file).
 //!
 //! **All or nothing:** the files are written into a temporary directory beside the target and
-//! the whole directory is put in place in one step ([`crate::staged`]), so `--save DIR` names
+//! the whole directory is put in place in one step ([`crate::atomic_fs`]), so `--save DIR` names
 //! either the previous complete save or the new one. **Verified:** [`load`] checks every file
 //! against the manifest, the saved names against the dataset's (line by line: a save is refused
 //! for a dataset whose entities or relations are other, or in another order), and hands back the
@@ -16,13 +16,13 @@
 //! for its names.
 
 use super::manifest::{Manifest, ManifestError, same_names};
+use crate::atomic_fs::Staged;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{DenseParts, EntityParts};
 use crate::kge::eval::ranking::{Filter, Metrics, evaluate};
 use crate::kge::model::score::ScoreFn;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::results::RunResult;
-use crate::staged::Staged;
 use ndarray::Array2;
 use npyz::WriterBuilder;
 use std::fs::File;
@@ -70,7 +70,7 @@ pub enum NpyError {
     Source(String),
     /// A staged directory could not be written or published.
     #[error(transparent)]
-    Staged(#[from] crate::staged::StagedError),
+    Staged(#[from] crate::atomic_fs::StagedError),
 }
 
 impl NpyError {

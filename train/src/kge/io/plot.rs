@@ -20,10 +20,10 @@ pub enum XAxis {
 
 /// One row per (mode, epoch): `mode,epoch,wall_s,epoch_s,loss,mrr,hits1,hits3,hits10,split`
 /// with split `valid`, then one `test` row per mode (its last epoch, no epoch time or loss).
-/// Written beside `path` and renamed over it ([`crate::staged::replace_file`]): a reader, a crash
+/// Written beside `path` and renamed over it ([`crate::atomic_fs::replace_file`]): a reader, a crash
 /// or a full disk never leaves half a file in place of the last one.
 pub fn write_csv(path: &Path, results: &[RunResult]) -> Result<(), PlotError> {
-    crate::staged::replace_file(path, |tmp| write_csv_at(tmp, results))
+    crate::atomic_fs::replace_file(path, |tmp| write_csv_at(tmp, results))
 }
 
 fn write_csv_at(path: &Path, results: &[RunResult]) -> Result<(), PlotError> {
