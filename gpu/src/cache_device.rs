@@ -1,10 +1,10 @@
-//! The engine's device with its validation cache off the host's [`ValidationCache`]: on the GPU
+//! The engine's device with its validation cache off the host's [`CpuValidationCache`]: on the GPU
 //! ([`CudaDevice`](crate::pipeline::CudaDevice)) or in the host port of the GPU's table
 //! ([`SimDevice`](crate::sim_device::SimDevice)), with the model step on the host. Both are one
 //! [`CacheDevice`] over a [`CacheBackend`]: the engine's [`DeviceQueue`] is implemented once,
 //! and each backend supplies only its table.
 //!
-//! [`ValidationCache`]: ordo::engine::validation_cache::ValidationCache
+//! [`CpuValidationCache`]: ordo::engine::validation_cache::CpuValidationCache
 
 use crate::error::GpuError;
 use ordo::engine::{

@@ -1,6 +1,6 @@
 //! The validation cache's bookkeeping, shared by every cache that keeps OAC's rule: which rows
 //! have a live cached update, at which ts, in which inserted block; eviction below a bound.
-//! The CPU [`ValidationCache`](crate::engine::validation_cache::ValidationCache) keeps its values
+//! The [`CpuValidationCache`](crate::engine::validation_cache::CpuValidationCache) keeps its values
 //! in the blocks; `ordo-gpu`'s cache keeps them in device memory and uses this index to plan its
 //! table (capacity, tombstones) on the host before it launches anything.
 

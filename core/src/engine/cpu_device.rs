@@ -6,17 +6,17 @@ use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError, host_ste
 use crate::engine::error::DeviceError;
 use crate::engine::model::{BatchRows, Model};
 use crate::engine::record::Staleness;
-use crate::engine::validation_cache::ValidationCache;
+use crate::engine::validation_cache::CpuValidationCache;
 use std::sync::Arc;
 
-/// The CPU device: a [`ValidationCache`] in host memory, the model step on the thread that
+/// The CPU device: a [`CpuValidationCache`] in host memory, the model step on the thread that
 /// drives the session (a model may use rayon inside its step). A [`DeviceQueue`] of depth 1:
 /// [`evict`](DeviceQueue::evict) evicts, [`submit`](DeviceQueue::submit) validates and steps; the stepped rows stay in the
 /// engine's buffer; [`collected`](DeviceQueue::collected) inserts them into the cache, before
 /// the next submit, since one batch is in flight at most.
 #[derive(Debug, Default)]
 pub struct CpuDevice {
-    cache: ValidationCache,
+    cache: CpuValidationCache,
     /// What the batch in flight's validation measured (`None`: nothing in flight).
     staleness: Option<Staleness>,
 }
@@ -28,7 +28,7 @@ impl CpuDevice {
     }
 
     /// The cache (for inspection).
-    pub fn cache(&self) -> &ValidationCache {
+    pub fn cache(&self) -> &CpuValidationCache {
         &self.cache
     }
 }

@@ -85,7 +85,7 @@ pub enum SubmitError<E = StepError> {
 /// **Checks on a device's own cache.** A queue that keeps its own validation cache should carry
 /// the mutation hooks [`Mutant::EvictStePlusOne`](crate::mutation::Mutant::EvictStePlusOne) (in
 /// its eviction test) and [`Mutant::ValidateGe`](crate::mutation::Mutant::ValidateGe) (in its
-/// comparison) as [`ValidationCache`](crate::engine::validation_cache::ValidationCache) does, so
+/// comparison) as [`CpuValidationCache`](crate::engine::validation_cache::CpuValidationCache) does, so
 /// the engine's checks can be shown to catch those bugs on it too. Run-local stamps are used
 /// throughout (see [`crate::engine`]).
 pub trait DeviceQueue<M: Model> {

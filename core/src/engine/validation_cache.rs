@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 /// Row id → newest device update, with eviction by the safe-to-evict stamp.
 ///
-/// **Invariant (bounded size):** after [`evict_before(ste)`](ValidationCache::evict_before)
+/// **Invariant (bounded size):** after [`evict_before(ste)`](CpuValidationCache::evict_before)
 /// the cache holds only the blocks stamped `ts ≥ ste`. `ste` is the minimum finished prefix
 /// announced by the batches in flight ([`crate::outstanding`]), so the cache holds at most the
 /// rows of the batches that ran while the oldest in-flight batch was between its read and its
@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// reader that stalls pins `ste`, and batches that already finished may still be needed by it,
 /// so they are kept.)
 ///
-/// **Invariant (validation):** [`validate`](ValidationCache::validate) replaces a row exactly
+/// **Invariant (validation):** [`validate`](CpuValidationCache::validate) replaces a row exactly
 /// when the cache holds a newer update than the version the batch read (`cache ts > read ts`);
 /// with eviction below the STE, that is exactly when the store copy the batch read was stale.
 ///
@@ -32,14 +32,14 @@ use std::sync::Arc;
 /// writes are done. Which row points where is the [`CacheIndex`] (shared with `ordo-gpu`'s
 /// device cache).
 #[derive(Default)]
-pub struct ValidationCache {
+pub struct CpuValidationCache {
     index: CacheIndex<Arc<RowBlock>>,
     /// The STE of the last eviction.
     ste: u64,
     peak: usize,
 }
 
-impl ValidationCache {
+impl CpuValidationCache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
@@ -113,9 +113,9 @@ impl ValidationCache {
     }
 }
 
-impl std::fmt::Debug for ValidationCache {
+impl std::fmt::Debug for CpuValidationCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidationCache")
+        f.debug_struct("CpuValidationCache")
             .field("rows", &self.index.held())
             .field("live", &self.index.live())
             .field("ste", &self.ste)
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn validates_only_newer_rows_and_evicts_below_ste() {
-        let mut c = ValidationCache::new();
+        let mut c = CpuValidationCache::new();
         c.insert(0, &block(&[1, 2], 10.0));
         c.insert(1, &block(&[2, 3], 20.0));
         assert_eq!(c.len(), 4, "rows held in blocks");

@@ -221,7 +221,7 @@ mod tests {
         let mut sim = SimValidationCache::new_host(config).unwrap();
         let mut reference = CpuValidationCache::new(config).unwrap();
         // The engine's CPU cache (no capacity): fed only the inserts the others accepted.
-        let mut engine = ordo::validation_cache::ValidationCache::new();
+        let mut engine = ordo::validation_cache::CpuValidationCache::new();
         let mut ts = 0u64;
         for op in ops {
             match op {

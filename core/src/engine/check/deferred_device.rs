@@ -1,19 +1,19 @@
 //! A CPU device with batches in flight, for checking the driver at depth > 1 without a GPU.
 
 use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError, host_step};
-use crate::engine::validation_cache::ValidationCache;
+use crate::engine::validation_cache::CpuValidationCache;
 use crate::engine::{BatchRows, DeviceError, Model, RowBlock, Staleness};
 use std::sync::Arc;
 
 /// A CPU device with up to `depth` batches in flight, the way a GPU queue runs them: a batch is
-/// evicted, validated, stepped and inserted into a host [`ValidationCache`] when it is
+/// evicted, validated, stepped and inserted into a host [`CpuValidationCache`] when it is
 /// submitted, and its stepped values wait until it is collected. For checking the driver at
 /// depth > 1 without a GPU (the simulation, the fuzzer, the mutation table); the insert copies
 /// the rows, which the one-at-a-time [`CpuDevice`](crate::engine::CpuDevice) does not.
 #[derive(Debug)]
 pub struct DeferredCpuDevice {
     depth: usize,
-    cache: ValidationCache,
+    cache: CpuValidationCache,
     done: std::collections::VecDeque<(Vec<f32>, Staleness)>,
 }
 
@@ -22,7 +22,7 @@ impl DeferredCpuDevice {
     pub fn new(depth: usize) -> Self {
         DeferredCpuDevice {
             depth: depth.max(1),
-            cache: ValidationCache::default(),
+            cache: CpuValidationCache::default(),
             done: Default::default(),
         }
     }
