@@ -81,6 +81,7 @@ mod owned_session;
 mod pipeline;
 mod reader;
 mod record;
+mod replay;
 mod row_buffers;
 mod sequencer;
 mod session;
@@ -118,7 +119,8 @@ pub use model::{Batch, BatchRows, Model, StepError};
 pub use observer::{Observer, Progress, ProgressSnapshot, STALENESS_BUCKETS};
 pub use owned_session::{Closed, OwnedSession};
 pub use pipeline::Engine;
-pub use record::{RunReport, Staleness, Stamp, replay, replay_ids, replay_into};
+pub use record::{RunReport, Staleness, Stamp};
+pub use replay::{replay, replay_ids, replay_into};
 pub use session::{Session, TrySubmitError};
 
 use crate::storage::RowStorage;

@@ -1,12 +1,7 @@
-//! What a run records (the computation order, per-batch staleness, telemetry) and the
-//! sequential replay that is the oracle of every equivalence check.
+//! What a run records: the computation order ([`Stamp`]s), per-batch staleness and telemetry
+//! ([`RunReport`]). Its sequential replay is [`replay`](crate::engine::replay()).
 
-use crate::engine::error::{EngineError, StopCause};
 use crate::engine::mode::Mode;
-use crate::engine::model::{Batch, BatchRows, Model};
-use crate::storage::RowStorage;
-use crate::store::RowStore;
-use std::borrow::Borrow;
 use std::time::Duration;
 
 /// How stale a batch was when the device validated it (`Oac` only).
@@ -29,7 +24,8 @@ pub struct Stamp {
     pub ts: u64,
     /// The batch's id.
     pub batch_id: u64,
-    /// Its position in the run's input (what [`replay`] uses, robust to repeated ids).
+    /// Its position in the run's input (what [`replay`](crate::engine::replay) uses, robust to
+    /// repeated ids).
     pub position: usize,
     /// The finished prefix (`MFT + 1`, run-local) it read the store at; 0 for `Async`.
     pub read_prefix: u64,
@@ -44,7 +40,8 @@ pub struct Stamp {
 /// What a run did: the computation order and telemetry.
 ///
 /// The order is what a trainer saves to reproduce a run: [`batch_ids`](RunReport::batch_ids)
-/// with [`replay_ids`] rebuilds the final state from the initial one without the run's input.
+/// with [`replay_ids`](crate::engine::replay_ids) rebuilds the final state from the initial one
+/// without the run's input.
 /// With the `serde` feature the report, its [`Stamp`]s and [`Mode`] serialize, so the whole
 /// order (with its telemetry) can be saved in any serde format and loaded elsewhere.
 ///
@@ -108,7 +105,7 @@ impl RunReport {
         self.order.iter().map(|s| s.batch_id).collect()
     }
 
-    /// Input positions in computation order (the argument of [`replay`]).
+    /// Input positions in computation order (the argument of [`replay`](crate::engine::replay)).
     pub fn positions(&self) -> Vec<usize> {
         self.order.iter().map(|s| s.position).collect()
     }
@@ -132,149 +129,4 @@ impl RunReport {
     pub fn batches_per_sec(&self) -> f64 {
         self.order.len() as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
-}
-
-/// Run `batches[positions[0]]`, `batches[positions[1]]`, … one by one on `table` (row-major,
-/// `rows × width`, the store's initial snapshot) with `model` (a fresh model for the dense
-/// parameters): the synchronous execution of a recorded computation order. `table` ends as the
-/// sequential result; the dense result is `model.dense()`. See [`replay_ids`] to replay by batch
-/// id, without the run's input `Vec`, and [`replay_into`] to replay onto any [`RowStorage`].
-pub fn replay<M: Model>(
-    model: &mut M,
-    table: &mut [f32],
-    batches: &[Batch<M::Data>],
-    positions: &[usize],
-) -> Result<(), EngineError<M::Error>> {
-    on_table(table, model.row_width(), |store| {
-        replay_each(model, store, positions.len(), |i| {
-            batches.get(positions[i]).ok_or(EngineError::Config("replay position out of range"))
-        })
-    })
-}
-
-/// Replay a recorded computation order by batch **id** ([`RunReport::batch_ids`], which a
-/// trainer can save with its checkpoint): `batch_of(id)` supplies each batch (e.g. regenerated
-/// from a seeded data loader, or looked up in a map), so the run's input `Vec` is not needed.
-/// Otherwise as [`replay`]. An id `batch_of` does not know is [`EngineError::UnknownBatch`].
-///
-/// ```
-/// use ordo::engine::{Batch, replay_ids};
-/// # use ordo::engine::{BatchRows, Model, StepError};
-/// # /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
-/// # struct Pull { bias: f32 }
-/// # impl Model for Pull {
-/// #     type Data = f32;
-/// #     type Error = StepError;
-/// #     fn row_width(&self) -> usize { 1 }
-/// #     fn step(&mut self, target: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-/// #         rows.values_mut().iter_mut().for_each(|v| *v += 0.5 * (target - *v) + self.bias);
-/// #         self.bias += 0.01;
-/// #         Ok(())
-/// #     }
-/// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
-/// # }
-/// let batch = |id: u64| (id < 4).then(|| Batch { id, rows: vec![id % 2], data: id as f32 });
-/// let mut table = vec![0.0; 2];
-/// replay_ids(&mut Pull { bias: 0.0 }, &mut table, &[3, 0, 2, 1], batch)?;
-/// assert!(replay_ids(&mut Pull { bias: 0.0 }, &mut table, &[9], batch).is_err());
-/// # Ok::<(), ordo::engine::EngineError>(())
-/// ```
-pub fn replay_ids<M: Model, B: Borrow<Batch<M::Data>>>(
-    model: &mut M,
-    table: &mut [f32],
-    ids: &[u64],
-    batch_of: impl FnMut(u64) -> Option<B>,
-) -> Result<(), EngineError<M::Error>> {
-    on_table(table, model.row_width(), |store| replay_into(model, store, ids, batch_of))
-}
-
-/// [`replay_ids`] onto any [`RowStorage`] (e.g. the trainer's own, over several tables or a
-/// file): each batch's rows are [`read`](RowStorage::read), stepped, and written back with
-/// [`write_if_newer`](RowStorage::write_if_newer) at versions `v, v + 1, …` from the storage's
-/// [`next_version`](RowStorage::next_version) `v`, one batch after the other. A storage failure
-/// is [`EngineError::Storage`]; a failed step is [`EngineError::Stopped`] with the batches before
-/// it applied (its `prefix`).
-///
-/// ```
-/// use ordo::engine::{Batch, BatchRows, Model, replay_into};
-/// use ordo::storage::RowStorage;
-/// use ordo::store::RowStore;
-///
-/// struct Double;
-/// impl Model for Double {
-///     type Data = ();
-///     type Error = std::convert::Infallible;
-///     fn row_width(&self) -> usize { 1 }
-///     fn step(&mut self, _: &(), rows: &mut BatchRows<'_>) -> Result<(), Self::Error> {
-///         rows.values_mut().iter_mut().for_each(|v| *v = 2.0 * *v + 1.0);
-///         Ok(())
-///     }
-/// }
-/// let store = RowStore::zeros(3, 1);
-/// let batch = |id: u64| Some(Batch { id, rows: vec![id % 3], data: () });
-/// replay_into(&mut Double, &store, &[0, 3, 1], batch)?;
-/// assert_eq!(store.snapshot(), vec![3.0, 1.0, 0.0]);
-/// # Ok::<(), ordo::engine::EngineError<std::convert::Infallible>>(())
-/// ```
-pub fn replay_into<M: Model, S: RowStorage + ?Sized, B: Borrow<Batch<M::Data>>>(
-    model: &mut M,
-    storage: &S,
-    ids: &[u64],
-    mut batch_of: impl FnMut(u64) -> Option<B>,
-) -> Result<(), EngineError<M::Error>> {
-    replay_each(model, storage, ids.len(), |i| {
-        batch_of(ids[i]).ok_or(EngineError::UnknownBatch { batch_id: ids[i] })
-    })
-}
-
-/// The flat table as a [`RowStore`] for the replay `f`, copied back after it (also on error).
-fn on_table<E>(
-    table: &mut [f32],
-    width: usize,
-    f: impl FnOnce(&RowStore) -> Result<(), EngineError<E>>,
-) -> Result<(), EngineError<E>> {
-    let rows = table.len().checked_div(width).unwrap_or(0);
-    let store = RowStore::from_values(rows, width, table).map_err(EngineError::Storage)?;
-    let out = f(&store);
-    table.copy_from_slice(&store.snapshot());
-    out
-}
-
-/// Step the `n` batches `batch(0)`, `batch(1)`, … one by one on `storage`.
-fn replay_each<M: Model, S: RowStorage + ?Sized, B: Borrow<Batch<M::Data>>>(
-    model: &mut M,
-    storage: &S,
-    n: usize,
-    mut batch: impl FnMut(usize) -> Result<B, EngineError<M::Error>>,
-) -> Result<(), EngineError<M::Error>> {
-    let width = model.row_width();
-    if width != storage.width() {
-        return Err(EngineError::WidthMismatch { model: width, store: storage.width() });
-    }
-    let base = storage.next_version().map_err(EngineError::Storage)?;
-    let mut values = Vec::new();
-    let mut done = Vec::with_capacity(n);
-    for p in 0..n {
-        let batch = batch(p)?;
-        let batch = batch.borrow();
-        crate::engine::validate_batch(p, batch, storage.rows())?;
-        values.clear();
-        values.resize(batch.rows.len() * width, 0.0);
-        for (&r, out) in batch.rows.iter().zip(values.chunks_mut(width.max(1))) {
-            storage.read(r, out).map_err(EngineError::Storage)?;
-        }
-        let mut view = BatchRows::new(&batch.rows, width, &mut values).expect("sized above");
-        model.step(&batch.data, &mut view).map_err(|source| EngineError::Stopped {
-            cause: StopCause::StepFailed { batch_id: batch.id, source },
-            stamped: p as u64,
-            order: done.clone(),
-            unwritten: Vec::new(),
-            prefix: Some(p as u64),
-        })?;
-        for (&r, row) in batch.rows.iter().zip(values.chunks(width.max(1))) {
-            storage.write_if_newer(r, base + p as u64, row).map_err(EngineError::Storage)?;
-        }
-        done.push(batch.id);
-    }
-    Ok(())
 }
