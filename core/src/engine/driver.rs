@@ -23,7 +23,7 @@ use crate::engine::context::{Progress, RunCtx, at};
 use crate::engine::error::{Stage, StopCause, guarded};
 use crate::engine::hook::{HookPoint, StageHook};
 use crate::engine::model::Batch;
-use crate::engine::reader::{ReadTask, Staged};
+use crate::engine::reader::{ReadBatch, ReadTask};
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::StopState;
 use crate::engine::writer::WriteTask;
@@ -100,7 +100,7 @@ pub(crate) async fn read_batch<W: Waiter, D, S: RowStorage + ?Sized, E>(
     hook: Option<&StageHook>,
     stop: &StopState<E>,
     waiter: &W,
-) -> Result<Option<Staged<D>>, StopCause<E>> {
+) -> Result<Option<ReadBatch<D>>, StopCause<E>> {
     let id = batch.id;
     guarded(Stage::Reader, id, || at(hook, HookPoint::ReadStart, id))?;
     let mut task = ReadTask::new(position, batch, cx.width, &cx.buffers);

@@ -13,7 +13,7 @@ use crate::storage::RowStorage;
 use crate::storage::prefetch_ahead;
 
 /// A batch that has been read: on its way to the device.
-pub(crate) struct Staged<D> {
+pub(crate) struct ReadBatch<D> {
     pub position: usize,
     pub id: u64,
     pub data: D,
@@ -29,7 +29,7 @@ pub(crate) struct Staged<D> {
 
 /// A reader working on one batch, one action (register, or read one row) per [`advance`](ReadTask::advance).
 pub(crate) struct ReadTask<D> {
-    staged: Staged<D>,
+    staged: ReadBatch<D>,
     next_row: usize,
 }
 
@@ -39,7 +39,7 @@ impl<D> ReadTask<D> {
     pub fn new(position: usize, batch: Batch<D>, width: usize, buffers: &RowBuffers) -> Self {
         let n = batch.rows.len();
         ReadTask {
-            staged: Staged {
+            staged: ReadBatch {
                 position,
                 id: batch.id,
                 data: batch.data,
@@ -108,7 +108,7 @@ impl<D> ReadTask<D> {
     }
 
     /// The read batch (call once [`advance`](ReadTask::advance) said `Done`).
-    pub fn into_staged(mut self, mode: Mode) -> Staged<D> {
+    pub fn into_staged(mut self, mode: Mode) -> ReadBatch<D> {
         if mode == Mode::Async(AsyncWrite::AddDelta) {
             self.staged.original = Some(self.staged.values.clone());
         }

@@ -11,7 +11,7 @@ use crate::engine::error::{DeviceError, Stage, StageError, StopCause, guarded};
 use crate::engine::hook::{HookPoint, StageHook};
 use crate::engine::mode::Mode;
 use crate::engine::model::{BatchRows, Model};
-use crate::engine::reader::Staged;
+use crate::engine::reader::ReadBatch;
 use crate::engine::record::{Staleness, Stamp};
 use crate::engine::stop::StopState;
 use crate::mutation::{self, Mutant};
@@ -115,7 +115,7 @@ impl Sequencer {
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
         model: &mut M,
-        job: Staged<M::Data>,
+        job: ReadBatch<M::Data>,
         hook: Option<&StageHook>,
         alone: bool,
     ) -> Result<(), StopCause<M::Error>> {
@@ -129,12 +129,12 @@ impl Sequencer {
         cx: &RunCtx<'_, St>,
         queue: &mut Q,
         model: &mut M,
-        job: Staged<M::Data>,
+        job: ReadBatch<M::Data>,
         hook: Option<&StageHook>,
         alone: bool,
     ) -> Result<(), StopCause<M::Error>> {
         at(hook, HookPoint::Device, job.id)?;
-        let Staged {
+        let ReadBatch {
             position,
             id,
             data,

@@ -18,7 +18,7 @@ use crate::engine::error::{Stage, StageError, StopCause};
 use crate::engine::hook::StageHook;
 use crate::engine::model::{Batch, Model};
 use crate::engine::observer::Observer;
-use crate::engine::reader::Staged;
+use crate::engine::reader::ReadBatch;
 use crate::engine::record::Stamp;
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::{POLL, StopState};
@@ -31,7 +31,7 @@ pub(crate) struct Lanes<D> {
     /// Submitted batches with their positions, to the readers.
     pub feed: Sender<(usize, Batch<D>)>,
     /// Read batches, from the readers to the device loop.
-    pub staged: Receiver<Staged<D>>,
+    pub staged: Receiver<ReadBatch<D>>,
     /// Stamped, stepped batches, from the device loop to the writers.
     pub stamped: Sender<Stamped>,
     /// Written batches, from the writers to the device loop.
@@ -50,7 +50,7 @@ pub(crate) fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized,
     let hook = config.hook.as_ref();
     let observer = config.observer.as_ref().map(|o| &*o.0);
     let (feed_tx, feed_rx) = bounded::<(usize, Batch<D>)>(config.input_depth);
-    let (in_tx, in_rx) = bounded::<Staged<D>>(config.input_depth);
+    let (in_tx, in_rx) = bounded::<ReadBatch<D>>(config.input_depth);
     let (out_tx, out_rx) = bounded::<Stamped>(config.output_depth);
     let (done_tx, done_rx) = unbounded::<Completion>();
     for _ in 0..config.readers {
@@ -76,7 +76,7 @@ pub(crate) fn spawn_stages<'scope, 'env, D: Send + 'env, S: RowStorage + ?Sized,
 fn reader_loop<D, S: RowStorage + ?Sized, E>(
     cx: &RunCtx<'_, S>,
     feed: &Receiver<(usize, Batch<D>)>,
-    staged: &Sender<Staged<D>>,
+    staged: &Sender<ReadBatch<D>>,
     hook: Option<&StageHook>,
     stop: &StopState<E>,
 ) {

@@ -7,7 +7,7 @@
 
 use crate::engine::context::RunCtx;
 use crate::engine::driver::{ModelThreads, admit, block_on, read_batch, write_batch};
-use crate::engine::reader::Staged;
+use crate::engine::reader::ReadBatch;
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::StopState;
 use crate::engine::{Batch, CpuDevice, DeviceQueue, EngineConfig, Model, RunReport};
@@ -81,7 +81,7 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
     let cx = Arc::new(cx);
     let n = batches.len();
     let mut pending: Vec<Option<Batch<M::Data>>> = batches.into_iter().map(Some).collect();
-    let input: Arc<Queue<Staged<M::Data>>> = Arc::new(Queue::new());
+    let input: Arc<Queue<ReadBatch<M::Data>>> = Arc::new(Queue::new());
     let output: Arc<Queue<Stamped>> = Arc::new(Queue::new());
     let stop = Arc::new(StopState::<M::Error>::default());
     let mut handles = Vec::new();

@@ -18,7 +18,7 @@ use crate::engine::check::deferred_device::DeferredCpuDevice;
 use crate::engine::context::RunCtx;
 use crate::engine::device_queue::{DeviceQueue, start};
 use crate::engine::driver::{Waiter, admit, read_batch, write_batch};
-use crate::engine::reader::Staged;
+use crate::engine::reader::ReadBatch;
 use crate::engine::sequencer::{Sequencer, Stamped};
 use crate::engine::stop::StopState;
 use crate::engine::{
@@ -103,8 +103,8 @@ type StageFuture<'s, T> = Pin<Box<dyn Future<Output = T> + 's>>;
 /// A reader: idle, reading a batch, or holding a read batch until the input queue has room.
 enum Reader<'s, D, E> {
     Idle,
-    Reading(StageFuture<'s, Result<Option<Staged<D>>, StopCause<E>>>),
-    Read(Staged<D>),
+    Reading(StageFuture<'s, Result<Option<ReadBatch<D>>, StopCause<E>>>),
+    Read(ReadBatch<D>),
 }
 
 /// The pipeline's stages and queues, advanced by [`step`](Simulation::step).
@@ -116,7 +116,7 @@ pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
     seq: Sequencer,
     feed: VecDeque<(usize, Batch<M::Data>)>,
     readers: Vec<Reader<'s, M::Data, M::Error>>,
-    input: VecDeque<Staged<M::Data>>,
+    input: VecDeque<ReadBatch<M::Data>>,
     output: VecDeque<Stamped>,
     writers: Vec<Option<StageFuture<'s, bool>>>,
     /// Rows of each stamped batch, by ts (for the MFT invariant check).
