@@ -149,3 +149,56 @@ fn the_comparison_rejects_a_perturbed_side() {
         }
     }
 }
+
+/// The step in the CPU step's shape (ordo-gpu's `chunked_step`, the host port of the GPU step
+/// to come: per chunk and side a matrix product against the shared negatives, fixed-order
+/// reductions) equals this trainer's CPU step from the same state, batch by batch through a
+/// whole epoch whose last batch is short (30 triples in batches of 12: 12, 12, 6), for both
+/// models and losses, with and without L2 and chunking.
+#[test]
+fn the_chunked_step_equals_the_cpu_step_through_an_epoch() {
+    use ordo_gpu::kge::chunked_step;
+    use ordo_train::kge::model::gpu::chunked_batch;
+    for (score, loss, chunk, reg) in cases() {
+        let cfg = StepConfig { score, loss, dim: DIM, lr: 0.1, reg, ..StepConfig::default() };
+        let mut model = EmbeddingModel::new(cfg, RELATIONS as usize, 0.5, 9);
+        let mut g = SplitMix64::new(9, 77);
+        let train: Vec<Triple> = (0..30)
+            .map(|_| Triple { h: g.below(ENTITIES), r: g.below(RELATIONS), t: g.below(ENTITIES) })
+            .collect();
+        let s = Sampling {
+            seed: 9,
+            batch_size: 12,
+            negatives: 4,
+            chunk,
+            entities: ENTITIES,
+            neg_sampling: Default::default(),
+        };
+        let shape = device_shape(&cfg, RELATIONS as usize).expect("supported");
+        let hyper = device_hyper(&cfg).expect("supported");
+        let w = 2 * DIM;
+        let mut table = init_entities(ENTITIES as usize, DIM, w, (Init::Uniform, 0.5), 9);
+        let batches = s.epoch_batches(&train, 0);
+        let sizes: Vec<usize> = batches.iter().map(|b| b.data.pos.len()).collect();
+        assert_eq!(sizes, [12, 12, 6], "the epoch ends with a short batch");
+        for b in batches {
+            let tag = format!("{score:?} {loss:?} chunk {chunk} reg {reg} batch {}", b.id);
+            let mut values: Vec<f32> =
+                b.rows.iter().flat_map(|&r| table[r as usize * w..][..w].to_vec()).collect();
+            let (mut ported, mut rel) = (values.clone(), relation_rows(&model.dense(), DIM));
+            let cb = chunked_batch(&b.data, b.rows.len());
+            let port_loss = chunked_step(&shape, &hyper, &cb, &mut ported, &mut rel).unwrap();
+            model.step(&b.data, &mut BatchRows::new(&b.rows, w, &mut values).unwrap()).unwrap();
+            let f64s = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>();
+            close(&format!("{tag} entity rows"), &ported, &f64s(&values)).unwrap();
+            let dense = relation_rows(&model.dense(), DIM);
+            close(&format!("{tag} relation rows"), &rel, &f64s(&dense)).unwrap();
+            let mean = model.take_loss();
+            let port_mean = port_loss / b.data.pos.len() as f64;
+            assert!((mean - port_mean).abs() <= 1e-5 * mean.abs().max(1.0), "{tag}: loss");
+            for (i, &r) in b.rows.iter().enumerate() {
+                table[r as usize * w..][..w].copy_from_slice(&values[i * w..(i + 1) * w]);
+            }
+        }
+    }
+}

@@ -41,9 +41,11 @@
 //! any two f32 orders, so GPU runs are compared with the CPU bit-for-bit only against a replay
 //! *on the GPU*, and with the CPU replay within a tolerance (see `train/tests/gpu_kge.rs`).
 
+mod chunked;
 mod cuda;
 mod reference;
 
+pub use chunked::{ChunkedBatch, chunked_step};
 pub use cuda::{DeviceKgeBatch, KgeKernels};
 pub use reference::{KgeReference, partials, reference_loss, reference_step};
 

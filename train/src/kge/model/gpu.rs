@@ -60,18 +60,26 @@ pub fn check_device(device: Device) -> Result<(), GpuError> {
 /// `(h, r, t), (h, r, t'₁..ₙ)` with the chunk's corrupted tails, then `(h, r, t), (h'₁..ₙ, r, t)`
 /// with its corrupted heads (rows are the batch's local positions, `rows` of them).
 pub fn device_batch(b: &TripleBatch, rows: usize) -> gk::KgeBatch {
-    let n = b.negatives;
-    let mut triples = Vec::with_capacity(b.pos.len() * 2 * (n + 1));
-    for (ci, pos) in b.pos.chunks(b.chunk.max(1)).enumerate() {
+    chunked_batch(b, rows).groups()
+}
+
+/// The batch as ids only, for the step in the CPU step's shape
+/// ([`gk::chunked_step`]): positives and each chunk's shared negatives (tails, then heads).
+pub fn chunked_batch(b: &TripleBatch, rows: usize) -> gk::ChunkedBatch {
+    let chunk = b.chunk.max(1);
+    let mut chunk_negatives = Vec::new();
+    for ci in 0..b.pos.len().div_ceil(chunk) {
         let (tails, heads) = b.chunk_negatives(ci);
-        for &(h, r, t) in pos {
-            triples.push([h, r, t]);
-            triples.extend(tails.iter().map(|&e| [h, r, e]));
-            triples.push([h, r, t]);
-            triples.extend(heads.iter().map(|&e| [e, r, t]));
-        }
+        chunk_negatives.extend_from_slice(tails);
+        chunk_negatives.extend_from_slice(heads);
     }
-    gk::KgeBatch { rows, triples, group: n + 1 }
+    gk::ChunkedBatch {
+        rows,
+        positives: b.pos.iter().map(|&(h, r, t)| [h, r, t]).collect(),
+        chunk,
+        negatives: b.negatives,
+        chunk_negatives,
+    }
 }
 
 /// Why ordo-gpu's kernels cannot run this step, if they cannot: they implement DistMult and
