@@ -235,7 +235,7 @@ impl Slot {
 }
 
 /// The engine's device on CUDA: the validation cache in device memory (with its staging slot
-/// and streams), the model step on the host (the engine's [`Model`](ordo::engine::Model)).
+/// and streams), the model step on the host (the engine's [`Model`]).
 ///
 /// A CUDA failure is returned from the method that met it (the engine stops with it as the
 /// typed source of [`ordo::engine::StageError::Device`]).
