@@ -172,6 +172,11 @@ impl Buckets {
         Buckets { geometry, index }
     }
 
+    /// Batches of `size` triples an epoch holds (a bucket's last batch may be short).
+    pub fn batches(&self, size: usize) -> usize {
+        self.index.iter().map(|b| b.len().div_ceil(size.max(1))).sum()
+    }
+
     /// The batches of state `state` of `plan` in `epoch`, the first of them at position
     /// `first` of the epoch.
     pub fn state_batches(
@@ -221,6 +226,17 @@ impl Buckets {
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub enum Event {
+    /// A buffer state of the epoch was entered: where the epoch stands.
+    Progress {
+        /// 1-based.
+        epoch: usize,
+        /// Batches submitted so far this epoch.
+        done: usize,
+        /// Batches in the epoch.
+        total: usize,
+        /// Wall seconds since the epoch started.
+        seconds: f64,
+    },
     /// An epoch ended.
     Epoch {
         /// 1-based.
@@ -473,6 +489,7 @@ pub fn train(
     let threads = cfg.threads.max(1);
     let engine = Engine::new(EngineConfig::new(mode).threads(threads, threads))?;
     let n = plan.states.len();
+    let total = buckets.batches(sampling.batch_size);
     let evaluation = Evaluation::new(d, cfg);
     let mut train_time = Duration::ZERO;
     let mut test = None;
@@ -506,6 +523,10 @@ pub fn train(
                     }
                 }
                 firsts.push(at);
+                if at > 0 {
+                    let seconds = t.elapsed().as_secs_f64();
+                    observe(Event::Progress { epoch: epoch + 1, done: at, total, seconds });
+                }
                 at += batches.len();
                 for batch in batches {
                     if let Err(e) = s.submit(batch) {
@@ -680,9 +701,10 @@ mod tests {
             let cfg = TrainConfig { eval_sample: sample, ..config(1) };
             let dir = (storage == StorageKind::Disk).then_some(dir.0.as_path());
             let mut valid = Vec::new();
-            let mut seen = |e: Event| {
-                let Event::Epoch { valid: v, .. } = e;
-                valid.push(v.unwrap());
+            let mut progress = Vec::new();
+            let mut seen = |e: Event| match e {
+                Event::Epoch { valid: v, batches, .. } => valid.push((v.unwrap(), batches)),
+                Event::Progress { done, total, .. } => progress.push((done, total)),
             };
             let run = train(&d, &cfg, &opts(storage, dir), engine::Mode::Oac, &mut seen).unwrap();
             let resident = run.storage.resident();
@@ -691,7 +713,12 @@ mod tests {
             let filter = Filter::of(&d);
             let rel = run.model.relations();
             let in_memory = |t: &[_]| crate::kge::metrics(&cfg, &table, rel, t, &filter);
-            assert_eq!(valid, [in_memory(&d.valid)], "{storage:?} valid, sample {sample}");
+            let epoch_batches = valid[0].1;
+            assert_eq!(valid, [(in_memory(&d.valid), epoch_batches)], "{storage:?} valid");
+            // Progress at each state after the first: rising, within the epoch's batches.
+            assert!(!progress.is_empty());
+            assert!(progress.windows(2).all(|w| w[0].0 < w[1].0), "{progress:?}");
+            assert!(progress.iter().all(|&(done, total)| done < total && total == epoch_batches));
             assert_eq!(run.test, in_memory(&d.test), "{storage:?} test, sample {sample}");
             assert!(run.test.mrr > 0.0 && run.test.queries == 2 * d.test.len());
             // One pass for validation and test together: each partition outside the buffer is

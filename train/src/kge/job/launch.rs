@@ -50,7 +50,12 @@ pub fn run(job: Job) -> Result<(), BoxError> {
         eprintln!("{}", d.summary());
     }
     if let Some(popts) = o.partition_opts(plan.command.is_some())? {
-        // The table is on disk: the in-memory estimate does not apply.
+        // The table is in partitions: the disk and the buffer's memory are checked instead
+        // (and `c` picked from --memory-limit without --buffer).
+        let popts = o.fit_partitions(&cfg, &d, popts, Budget::of_process(o.memory_limit))?;
+        if o.buffer.is_none() && o.memory_limit.is_some() {
+            println!("--buffer {} (the largest that fits --memory-limit)", popts.buffer);
+        }
         // The save's directory is locked before anything trains (busy or unwritable: now).
         let mut held = Held::default();
         if let Some(dir) = &o.save {

@@ -1,7 +1,9 @@
 //! The memory a `kge` run will need, estimated from its [`Options`] and the data against the
 //! process's budget before any table is allocated.
 
+use super::error::BoxError;
 use super::options::Options;
+use crate::kge::backends::partitioned::{PartitionOpts, StorageKind};
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::run::config::TrainConfig;
@@ -18,7 +20,9 @@ impl Options {
     /// rayon thread), the recorded order and statistics of every epoch (kept for the replay
     /// and the checkpoint, so `--epochs` is bounded by memory and a huge value is refused
     /// here rather than stalling), the threads' stacks and, with `--pm`, a replica of every row
-    /// on every node.
+    /// on every node. With `--storage` (`partitions`), the entity table is the partition
+    /// buffer's `c + 2` partitions (`c`, one crossing a swap, one being written back) and the
+    /// streamed evaluation's one partition of embeddings and its queries.
     pub(super) fn check_memory(
         &self,
         cfg: &TrainConfig,
@@ -26,6 +30,7 @@ impl Options {
         pm: Option<&PmConfig>,
         modes: &[TrainMode],
         budget: Budget,
+        partitions: Option<&PartitionOpts>,
     ) -> Result<u64, OptionError> {
         cfg.sampling(d)
             .check()
@@ -46,7 +51,22 @@ impl Options {
                 .checked_add(dim.checked_mul(F)?)?
                 .checked_add(copy?.checked_mul(F)?)
         })();
-        e.add("--dim", cfg.dim, "entity table", per_entity.and_then(|b| b.checked_mul(ents)));
+        match partitions {
+            None => e.add(
+                "--dim",
+                cfg.dim,
+                "entity table",
+                per_entity.and_then(|b| b.checked_mul(ents)),
+            ),
+            Some(p) => {
+                let part = ents.div_ceil(n(p.partitions.max(1)));
+                let buffer = words.and_then(|w| product(&[n(p.buffer) + 2, part, w, 8]));
+                e.add("--buffer", p.buffer, "partition buffer (c + 2 partitions)", buffer);
+                let queries = n(d.valid.len() + d.test.len()) * 4;
+                let eval = product(&[part + queries, dim, F]);
+                e.add("--dim", cfg.dim, "streamed evaluation", eval)
+            }
+        };
         // Parameters, optimizer state (at most 2·dim + 1) and gradient of each relation row.
         let per_rel = dim.checked_mul(4).and_then(|x| x.checked_add(1));
         e.add(
@@ -117,5 +137,45 @@ impl Options {
             e.add("--pm-nodes", pm.nodes, "row replicas on every node", replicas);
         }
         e.check(budget)
+    }
+}
+
+impl Options {
+    /// Before a `--storage` run allocates or writes anything: a disk run's folder must have room
+    /// for the partition files and one newer generation of each (a resumed run: the newer
+    /// generations), and the memory the run holds must fit `budget`
+    /// ([`check_memory`](Self::check_memory)). Without `--buffer` and with `--memory-limit`,
+    /// `c` is the largest buffer that fits. Refuses with the figures.
+    pub(super) fn fit_partitions(
+        &self,
+        cfg: &TrainConfig,
+        d: &Dataset,
+        mut opts: PartitionOpts,
+        budget: Budget,
+    ) -> Result<PartitionOpts, BoxError> {
+        if let (StorageKind::Disk, Some(dir)) = (opts.storage, &opts.dir) {
+            let g = ordo::partition::Geometry {
+                rows: d.entities.len(),
+                width: cfg.row_width(),
+                partitions: opts.partitions,
+            };
+            let table = (0..g.partitions).map(|p| g.file_len(p)).fold(0u64, u64::saturating_add);
+            let resumed = dir.join("manifest.json").exists();
+            let files = if resumed { table } else { table.saturating_mul(2) };
+            let dense = n(d.relations.len()).saturating_mul(n(cfg.row_width())).saturating_mul(8);
+            crate::space::ensure(dir, files.saturating_add(dense), 2 * n(g.partitions) + 4)?;
+        }
+        let modes = [self.mode()];
+        if self.buffer.is_none() && self.memory_limit.is_some() {
+            for c in (2..=opts.partitions).rev() {
+                let fits = PartitionOpts { buffer: c, ..opts.clone() };
+                if self.check_memory(cfg, d, None, &modes, budget, Some(&fits)).is_ok() {
+                    return Ok(fits);
+                }
+            }
+            opts.buffer = 2;
+        }
+        self.check_memory(cfg, d, None, &modes, budget, Some(&opts))?;
+        Ok(opts)
     }
 }

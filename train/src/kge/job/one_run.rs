@@ -67,7 +67,7 @@ impl OneRun {
     pub fn prepare(&self, d: &Dataset) -> Result<Prepared, BoxError> {
         let (o, cfg) = (&self.opts, &self.config);
         check_device(cfg.device).map_err(TrainError::Cuda)?;
-        o.check_memory(cfg, d, None, &[self.mode], Budget::of_process(o.memory_limit))?;
+        o.check_memory(cfg, d, None, &[self.mode], Budget::of_process(o.memory_limit), None)?;
         cfg.init_model(d)?;
         let same = |dir: &PathBuf, _: TrainMode| dir.clone();
         let (held, out) = hold_outputs(o, d, cfg, &[self.mode], &same)?;

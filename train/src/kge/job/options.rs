@@ -362,7 +362,8 @@ pub struct Synth {
     /// Entities.
     #[arg(long, default_value_t = 1_000_000)]
     pub entities: u32,
-    /// Triples (98% train, 1% valid, 1% test; at most 10^10).
+    /// Triples: one train triple per entity first, then 98% train, 1% valid, 1% test (at least
+    /// --entities + 2, at most 10^10).
     #[arg(long, default_value_t = 20_000_000)]
     pub triples: u64,
     /// Relations.

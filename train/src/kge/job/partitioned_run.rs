@@ -19,8 +19,26 @@ pub(super) fn run_partitioned(
     save: Option<&std::path::Path>,
 ) -> Result<(), BoxError> {
     let sampled = sampled(cfg);
+    let mut shown = std::time::Instant::now();
     let mut print = |e: partitioned::Event| {
-        let partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } = e;
+        let (epoch, batches, seconds, io_wait, valid, eval_seconds) = match e {
+            partitioned::Event::Progress { epoch, done, total, seconds } => {
+                // At most every 2 s: where the epoch stands, its rate and the time left.
+                if shown.elapsed().as_secs_f64() >= 2.0 {
+                    shown = std::time::Instant::now();
+                    let rate = done as f64 / seconds.max(1e-9);
+                    let left = (total - done) as f64 / rate.max(1e-9);
+                    println!(
+                        "epoch {epoch}: {done}/{total} batches ({:.1}%), {rate:.0} batches/s, about {left:.0} s left",
+                        100.0 * done as f64 / total.max(1) as f64
+                    );
+                }
+                return;
+            }
+            partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } => {
+                (epoch, batches, seconds, io_wait, valid, eval_seconds)
+            }
+        };
         let valid = valid.map_or(String::new(), |m| {
             format!("; valid MRR {:.4}{sampled} ({eval_seconds:.2} s)", m.mrr)
         });

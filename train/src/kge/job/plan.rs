@@ -118,6 +118,14 @@ impl Job {
                 let why = format!("must be in 1..={MAX_SYNTH_TRIPLES}");
                 return Err(OptionError::new("--triples", triples, why).into());
             }
+            let least = *entities as u64 + crate::kge::data::synth::MIN_EXTRA;
+            if *triples < least {
+                let why = format!(
+                    "must be at least --entities + 2 = {least}: one train triple per entity, then \
+                     one each for valid and test"
+                );
+                return Err(OptionError::new("--triples", triples, why).into());
+            }
             return Ok(Job { command, opts, cfg, pm: None, launch });
         }
         opts.validate(&cfg)?;
@@ -180,7 +188,7 @@ impl Job {
             Some(Command::Eval | Command::Synth { .. }) => Ok(()),
             _ => self
                 .opts
-                .check_memory(&self.cfg, d, self.pm.as_ref(), &self.modes(), budget)
+                .check_memory(&self.cfg, d, self.pm.as_ref(), &self.modes(), budget, None)
                 .map(|_| ()),
         }
     }

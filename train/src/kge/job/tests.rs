@@ -358,3 +358,47 @@ fn every_flag_and_config_key_parses_to_the_same_run() {
     missing.retain(|f| !covered.contains(f.as_str()));
     assert!(missing.is_empty(), "flags without a row in RUNS: {missing:?}");
 }
+
+/// A `--storage` run checks its memory and disk before it allocates or writes anything, and
+/// refuses with the figures; without `--buffer`, `--memory-limit` picks `c`. (On the code
+/// before this check, the memory refusal trained instead: a partitioned run skipped the
+/// estimate.)
+#[test]
+fn a_storage_run_that_does_not_fit_its_memory_or_disk_is_refused_with_the_figures() {
+    let dir = std::env::temp_dir().join(format!("ordo-kge-fit-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.join("store");
+    let d = d.to_str().unwrap();
+    let err = super::run(plan(&["--storage", "memory", "--memory-limit", "64K"]).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("can be had (--memory-limit)"), "{err}");
+
+    // 10^8-float rows: about 200 GB of partition files for UMLS, refused before any is written.
+    let huge = ["--storage", "disk", "--storage-dir", d, "--dim", "100000000"];
+    let err = super::run(plan(&huge).unwrap()).unwrap_err().to_string();
+    assert!(err.contains("needs") && err.contains("free"), "{err}");
+    assert!(!dir.exists(), "nothing written");
+
+    // Without --buffer, the largest c whose buffer fits the limit.
+    let d = crate::kge::data::dataset::Dataset::load("umls").unwrap();
+    let job = plan(&["--storage", "memory", "--partitions", "8", "--memory-limit", "1G"]).unwrap();
+    let o = &job.opts;
+    let opts = o.partition_opts(false).unwrap().unwrap();
+    let budget = crate::memory::Budget { bytes: 1 << 30, source: "--memory-limit" };
+    let fit = o.fit_partitions(&job.cfg, &d, opts.clone(), budget).unwrap();
+    assert_eq!(fit.buffer, 8, "UMLS fits whole");
+    let one = o.check_memory(&job.cfg, &d, None, &[o.mode()], budget, Some(&fit)).unwrap();
+    let small = crate::memory::Budget { bytes: one - 1, source: "--memory-limit" };
+    let fit = o.fit_partitions(&job.cfg, &d, opts, small).unwrap();
+    assert!(fit.buffer < 8 && fit.buffer >= 2, "{}", fit.buffer);
+}
+
+/// `kge synth` refuses a graph too small to use every entity and fill valid and test (the old
+/// split wrote one with empty valid and test, or entities no triple uses).
+#[test]
+fn synth_refuses_fewer_triples_than_entities_plus_two() {
+    let err = plan(&["synth", "--out", "g", "--entities", "10", "--triples", "11"]).err().unwrap();
+    assert!(err.to_string().contains("--triples"), "{err}");
+    assert!(plan(&["synth", "--out", "g", "--entities", "10", "--triples", "12"]).is_ok());
+}
