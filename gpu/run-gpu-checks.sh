@@ -236,6 +236,20 @@ check_machine() {
     else
         missing+=("libnvrtc.so* (NVRTC, which compiles the kernels at run time: CUDA toolkit or the nvidia-cuda-nvrtc wheel)")
     fi
+    # cuBLAS (the chunk products, tests/cuda_blas.rs): cudarc opens libcublas.so or .so.12, …;
+    # a CUDA-13-only libcublas.so.13 (e.g. the nvidia-cublas wheel) is linked as libcublas.so.
+    local cublas
+    if cublas=$(find_lib 'libcublas.so') || cublas=$(find_lib 'libcublas.so.12'); then
+        export LD_LIBRARY_PATH="$(dirname "$cublas"):${LD_LIBRARY_PATH:-}"
+        log "cuBLAS: $cublas"
+    elif cublas=$(find_lib 'libcublas.so.[0-9]*'); then
+        mkdir -p "$out/lib"
+        ln -sf "$cublas" "$out/lib/libcublas.so"
+        export LD_LIBRARY_PATH="$PWD/$out/lib:$(dirname "$cublas"):${LD_LIBRARY_PATH:-}"
+        log "cuBLAS: $cublas, linked as $out/lib/libcublas.so"
+    else
+        missing+=("libcublas.so* (cuBLAS, loaded at run time: CUDA toolkit or the nvidia-cublas wheel)")
+    fi
     if [[ $sanitize == 1 ]]; then
         local cs
         cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)

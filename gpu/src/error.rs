@@ -41,6 +41,9 @@ pub enum GpuError {
         /// Requested number of elements.
         elems: usize,
     },
+    /// A cuBLAS call failed.
+    #[error("cuBLAS: {0}")]
+    Blas(#[from] cudarc::cublas::result::CublasError),
     /// The run needs more device memory than is free: refused before anything is allocated.
     #[error(
         "the run needs about {} MiB of device memory and {} MiB are free ({what})",

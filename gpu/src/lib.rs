@@ -23,6 +23,8 @@
 //!   ([`cache_device::CacheDevice`]), written once for both tables below.
 //! * [`sim_device`]: that device over the host port of the cache, for the engine on
 //!   machines without a GPU (tests the device and the table algorithm inside the real engine).
+//! * [`blas`]: cuBLAS (loaded at run time) set up for repeatable strided-batched products, the
+//!   matrix products of the KGE step in the CPU step's shape.
 //! * [`cuda_context`]: opening a CUDA context behind the gate of [`cuda_available`].
 //! * [`bandwidth`]: the measured device-to-device copy (and the rated figure) that the kernels'
 //!   effective bandwidth is reported as a fraction of.
@@ -36,6 +38,7 @@
 #![warn(missing_docs)]
 
 pub mod bandwidth;
+pub mod blas;
 mod buffers;
 pub mod cache;
 pub mod cache_device;
