@@ -456,6 +456,18 @@ fn softmax_exps(x: &[f32], out: &mut [f32]) -> (f32, f32) {
     (m, sum)
 }
 
+/// The softplus loss of a positive (`scores[0]`, divided by `positive_n`) and its negatives
+/// (each divided by `n`), its gradient written into `grad`.
+fn softplus_terms(scores: &[f32], grad: &mut [f32], positive_n: f32, n: f32) -> f32 {
+    let mut loss = softplus(-scores[0]) / positive_n;
+    grad[0] = -sigmoid(-scores[0]) / positive_n;
+    for (g, s) in grad[1..].iter_mut().zip(&scores[1..]) {
+        loss += softplus(*s) / n;
+        *g = sigmoid(*s) / n;
+    }
+    loss
+}
+
 fn softplus(x: f32) -> f32 {
     if x > 0.0 { x + (-x).exp().ln_1p() } else { x.exp().ln_1p() }
 }
@@ -489,25 +501,11 @@ impl Loss {
                 grad[0] -= 1.0;
                 max + sum.ln() - scores[0]
             }
-            Loss::Logistic => {
-                let n = (scores.len() - 1).max(1) as f32;
-                let mut loss = softplus(-scores[0]);
-                grad[0] = -sigmoid(-scores[0]);
-                for (g, s) in grad[1..].iter_mut().zip(&scores[1..]) {
-                    loss += softplus(*s) / n;
-                    *g = sigmoid(*s) / n;
-                }
-                loss
-            }
+            // Dividing by 1 leaves every float as it is: the logistic loss keeps its bits.
+            Loss::Logistic => softplus_terms(scores, grad, 1.0, (scores.len() - 1).max(1) as f32),
             Loss::Softplus => {
                 let n = scores.len() as f32;
-                let mut loss = softplus(-scores[0]) / n;
-                grad[0] = -sigmoid(-scores[0]) / n;
-                for (g, s) in grad[1..].iter_mut().zip(&scores[1..]) {
-                    loss += softplus(*s) / n;
-                    *g = sigmoid(*s) / n;
-                }
-                loss
+                softplus_terms(scores, grad, n, n)
             }
             Loss::Margin => {
                 let n = (scores.len() - 1).max(1) as f32;
