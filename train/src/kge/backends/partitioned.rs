@@ -251,6 +251,10 @@ pub enum Event {
         valid: Option<Metrics>,
         /// Seconds the validation took (after `seconds`).
         eval_seconds: f64,
+        /// Buffer states whose entry had to drain the session (the previous state's batches
+        /// not yet finished, e.g. a state with fewer batches than the pipeline holds): the
+        /// swaps that emptied the pipeline.
+        drains: usize,
     },
 }
 
@@ -505,7 +509,7 @@ pub fn train(
             let state_of = |firsts: &[usize], id: u64| {
                 firsts.partition_point(|&f| f as u64 <= (id & 0xFFFF_FFFF)) - 1
             };
-            let mut at = 0;
+            let (mut at, mut drains) = (0, 0);
             for k in 0..n {
                 let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, at);
                 // Enter the state as soon as its partitions fit beside those the batches in
@@ -517,6 +521,7 @@ pub fn train(
                     if done.is_empty() {
                         order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
                         walk.drained()?;
+                        drains += 1;
                     }
                     for c in done {
                         walk.finished(state_of(&firsts, c.batch_id))?;
@@ -576,6 +581,7 @@ pub fn train(
                 io_wait,
                 valid,
                 eval_seconds,
+                drains,
             });
             orders.push(order);
         }

@@ -21,7 +21,7 @@ pub(super) fn run_partitioned(
     let sampled = sampled(cfg);
     let mut shown = std::time::Instant::now();
     let mut print = |e: partitioned::Event| {
-        let (epoch, batches, seconds, io_wait, valid, eval_seconds) = match e {
+        let (epoch, batches, seconds, io_wait, valid, eval_seconds, drains) = match e {
             partitioned::Event::Progress { epoch, done, total, seconds } => {
                 // At most every 2 s: where the epoch stands, its rate and the time left.
                 if shown.elapsed().as_secs_f64() >= 2.0 {
@@ -35,15 +35,21 @@ pub(super) fn run_partitioned(
                 }
                 return;
             }
-            partitioned::Event::Epoch { epoch, batches, seconds, io_wait, valid, eval_seconds } => {
-                (epoch, batches, seconds, io_wait, valid, eval_seconds)
-            }
+            partitioned::Event::Epoch {
+                epoch,
+                batches,
+                seconds,
+                io_wait,
+                valid,
+                eval_seconds,
+                drains,
+            } => (epoch, batches, seconds, io_wait, valid, eval_seconds, drains),
         };
         let valid = valid.map_or(String::new(), |m| {
             format!("; valid MRR {:.4}{sampled} ({eval_seconds:.2} s)", m.mrr)
         });
         println!(
-            "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%){valid}",
+            "epoch {epoch}: {batches} batches in {seconds:.2} s, I/O wait {:.2} s ({:.1}%), {drains} swaps drained the pipeline{valid}",
             io_wait.as_secs_f64(),
             100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
         );
