@@ -153,6 +153,26 @@ fn oac_equals_its_replay_with_negatives_laid_out() {
     assert!(err.to_string().contains("has 512"), "{err}");
 }
 
+/// PyTorch-BigGraph's negatives, uniform and in-batch ones in one batch (here with sorted rows
+/// and with laid-out ones), keep the equivalence: OAC equals the replay of its order, rows,
+/// relations and curve.
+#[test]
+fn oac_equals_its_replay_with_uniform_and_in_batch_negatives() {
+    let d = Dataset::load("umls").unwrap();
+    for neg_sampling in [NegSampling::Uniform, NegSampling::Distinct] {
+        let cfg = TrainConfig {
+            neg_sampling,
+            batch_negatives: 6,
+            batch_size: 16,
+            negatives: 4,
+            chunk: 8,
+            epochs: 2,
+            ..config()
+        };
+        oac_learns_and_equals_its_replay(&d, &cfg);
+    }
+}
+
 /// The check has teeth: async (Hogwild with additive deltas) on the same data, with the same
 /// delays, is not equal to any replay of its order, because it steps on stale rows.
 #[test]

@@ -71,6 +71,7 @@ fn compare(
         chunk,
         entities: ENTITIES,
         neg_sampling: Default::default(),
+        batch_negatives: 0,
     };
     let mut table = init_entities(ENTITIES as usize, DIM, 2 * DIM, (Init::Uniform, 0.5), seed);
     let shape = device_shape(&cfg, RELATIONS as usize).expect("supported");

@@ -477,9 +477,10 @@ pub fn train(
     mode: engine::Mode,
     observe: &mut dyn FnMut(Event),
 ) -> Result<PartitionedRun, PartitionedError> {
-    if cfg.neg_sampling != NegSampling::Uniform {
+    if cfg.neg_sampling != NegSampling::Uniform || cfg.batch_negatives > 0 {
         // The buckets draw their negatives uniformly from the resident partitions themselves.
-        let why = "--storage draws its negatives uniformly: give --neg-sampling uniform";
+        let why = "--storage draws its negatives uniformly: give --neg-sampling uniform and no \
+                   --batch-negatives";
         return Err(TrainError::Config(why).into());
     }
     let (storage, start_epoch, dense) = open_storage(d, cfg, opts)?;

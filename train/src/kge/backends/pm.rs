@@ -308,8 +308,15 @@ struct Prepared<'a> {
 
 /// Refuse, before anything starts, a negative sampling the PM would not do: the laid-out rows
 /// of [`NegSampling::Distinct`] (the parameter manager keys a batch by its sorted rows), and
-/// any sampling but uniform with local negatives, which a node draws among its own keys.
+/// any sampling but uniform, or in-batch negatives besides, with local negatives, which a node
+/// draws among its own keys.
 fn refuse_sampling(cfg: &TrainConfig, pm: PmConfig) -> Result<(), TrainError> {
+    if cfg.batch_negatives > 0 && pm.negatives == PmNegatives::Local {
+        return Err(TrainError::Config(
+            "--batch-negatives needs --pm-negatives global (local negatives are drawn among the \
+             node's keys)",
+        ));
+    }
     match (cfg.neg_sampling, pm.negatives) {
         (NegSampling::Distinct, _) => {
             Err(TrainError::Config("--neg-sampling distinct does not go with --pm"))

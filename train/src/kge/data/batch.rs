@@ -21,7 +21,8 @@ pub struct TripleBatch {
     pub pos: Vec<(u32, u32, u32)>,
     /// Positives per negative-sharing chunk (the last chunk may be shorter).
     pub chunk: usize,
-    /// Negatives per chunk and side.
+    /// Negatives per chunk and side: [`Sampling::negatives`] drawn as
+    /// [`Sampling::neg_sampling`] says, then [`Sampling::batch_negatives`] in-batch ones.
     pub negatives: usize,
     /// Corrupted tails: `negatives` rows per chunk.
     pub neg_tails: Vec<u32>,
@@ -99,8 +100,15 @@ pub struct Sampling {
     pub chunk: usize,
     /// Number of entities negatives are drawn from.
     pub entities: u32,
-    /// Where negatives come from.
+    /// Where the `negatives` come from.
     pub neg_sampling: NegSampling,
+    /// In-batch negatives per chunk and side, drawn *besides* the `negatives` (PyTorch-BigGraph's
+    /// `num_batch_negs` beside its `num_uniform_negs`): each is drawn (seeded, with replacement)
+    /// from the tails (tail side) or heads (head side) of the batch's own positives, after all
+    /// of the batch's other draws, and follows its chunk's other negatives in the chunk's list.
+    /// They name rows the batch reads anyway, so they cost no row reads. 0 (the default) draws
+    /// nothing more: the batches are bit for bit those of `neg_sampling` alone.
+    pub batch_negatives: usize,
 }
 
 impl Sampling {
@@ -166,14 +174,30 @@ impl Sampling {
                 (0..chunks * n).map(|_| g.below(self.entities)).collect(),
             ),
             NegSampling::Batch => {
-                let b = positives.len() as u32;
+                let [t, h] = in_batch_draws(&mut g, positives.len(), chunks * n);
                 (
-                    (0..chunks * n).map(|_| positives[g.below(b) as usize].t).collect(),
-                    (0..chunks * n).map(|_| positives[g.below(b) as usize].h).collect(),
+                    t.into_iter().map(|p| positives[p].t).collect(),
+                    h.into_iter().map(|p| positives[p].h).collect(),
                 )
             }
         };
-        self.assemble(id, positives, neg_t, neg_h)
+        if self.batch_negatives == 0 {
+            return self.assemble(id, positives, neg_t, neg_h);
+        }
+        let b = self.batch_negatives;
+        let [bt, bh] = in_batch_draws(&mut g, positives.len(), chunks * b);
+        let entity = |side: &[usize], tail: bool| -> Vec<u32> {
+            side.iter().map(|&p| if tail { positives[p].t } else { positives[p].h }).collect()
+        };
+        let neg_t = append_by_chunk(&neg_t, n, &entity(&bt, true), b);
+        let neg_h = append_by_chunk(&neg_h, n, &entity(&bh, false), b);
+        self.assemble_with(id, positives, neg_t, neg_h, n + b)
+    }
+
+    /// Negatives per chunk and side of every batch: [`negatives`](Self::negatives) and
+    /// [`batch_negatives`](Self::batch_negatives) together ([`TripleBatch::negatives`]).
+    pub fn negatives_per_chunk(&self) -> usize {
+        self.negatives + self.batch_negatives
     }
 
     /// Batch `id` from its positives and the global entity ids of its negatives (`negatives`
@@ -185,7 +209,7 @@ impl Sampling {
     /// use ordo_train::kge::data::batch::{NegSampling, Sampling};
     /// use ordo_train::kge::data::dataset::Triple;
     /// let s = Sampling { seed: 0, batch_size: 2, negatives: 1, chunk: 2, entities: 9,
-    ///     neg_sampling: NegSampling::Uniform };
+    ///     neg_sampling: NegSampling::Uniform, batch_negatives: 0 };
     /// let b = s.assemble(0, &[Triple { h: 1, r: 0, t: 5 }], vec![7], vec![3]);
     /// assert_eq!(b.rows, vec![1, 3, 5, 7]);
     /// assert_eq!((b.data.neg_tails[0], b.data.neg_heads[0]), (3, 1)); // rows 7 and 3
@@ -196,6 +220,18 @@ impl Sampling {
         positives: &[Triple],
         neg_t: Vec<u32>,
         neg_h: Vec<u32>,
+    ) -> Batch<TripleBatch> {
+        self.assemble_with(id, positives, neg_t, neg_h, self.negatives)
+    }
+
+    /// [`assemble`](Self::assemble) with `per_chunk` negatives per chunk and side.
+    fn assemble_with(
+        &self,
+        id: u64,
+        positives: &[Triple],
+        neg_t: Vec<u32>,
+        neg_h: Vec<u32>,
+        per_chunk: usize,
     ) -> Batch<TripleBatch> {
         // Every entity reference in its place: heads and tails interleaved, then the negatives.
         let refs: Vec<u32> = positives
@@ -208,18 +244,20 @@ impl Sampling {
         let (pos_local, negs) = local.split_at(2 * positives.len());
         let (nt_local, nh_local) = negs.split_at(neg_t.len());
         let negatives = [nt_local.to_vec(), nh_local.to_vec()];
-        Batch { id, rows, data: self.payload(id, positives, pos_local, negatives, None) }
+        let data = self.payload(id, positives, pos_local, negatives, per_chunk, None);
+        Batch { id, rows, data }
     }
 
     /// Batch `id`'s payload: its positives with their heads and tails as the local ids
-    /// `pos_local` (two per positive), its corrupted tails and heads (local ids), and their
-    /// layout ([`TripleBatch::laid_out`]).
+    /// `pos_local` (two per positive), its corrupted tails and heads (local ids, `negatives`
+    /// per chunk), and their layout ([`TripleBatch::laid_out`]).
     fn payload(
         &self,
         id: u64,
         positives: &[Triple],
         pos_local: &[u32],
         [neg_tails, neg_heads]: [Vec<u32>; 2],
+        negatives: usize,
         laid_out: Option<Vec<u32>>,
     ) -> TripleBatch {
         TripleBatch {
@@ -230,7 +268,7 @@ impl Sampling {
                 .map(|(t, l)| (l[0], t.r, l[1]))
                 .collect(),
             chunk: self.chunk.max(1),
-            negatives: self.negatives,
+            negatives,
             neg_tails,
             neg_heads,
             inline: false,
@@ -285,13 +323,21 @@ impl Sampling {
                 .collect()
         };
         let (neg_t, neg_h) = (draw(per_side), draw(per_side));
+        let b = self.batch_negatives;
+        // In-batch negatives name positives' rows (`local`: head, tail per positive).
+        let [bt, bh] = in_batch_draws(g, positives.len(), chunks * b);
+        let in_batch = [
+            bt.iter().map(|&p| local[2 * p + 1]).collect::<Vec<u32>>(),
+            bh.iter().map(|&p| local[2 * p]).collect::<Vec<u32>>(),
+        ];
         let mut bounds = Vec::with_capacity(2 * chunks + 1);
         bounds.push(first as u32);
         let (mut tails, mut heads) = (Vec::with_capacity(per_side), Vec::with_capacity(per_side));
         let mut theirs = Vec::new();
         for ci in 0..chunks {
             let span = ci * n..(ci + 1) * n;
-            for (drawn, list) in [(&neg_t[span.clone()], &mut tails), (&neg_h[span], &mut heads)] {
+            let sides = [(&neg_t[span.clone()], &mut tails, 0), (&neg_h[span], &mut heads, 1)];
+            for (drawn, list, side) in sides {
                 theirs.clear();
                 for &e in drawn {
                     let (w, b) = bit(e);
@@ -305,10 +351,11 @@ impl Sampling {
                     }
                 }
                 list.extend_from_slice(&theirs);
+                list.extend_from_slice(&in_batch[side][ci * b..(ci + 1) * b]);
                 bounds.push(rows.len() as u32);
             }
         }
-        let data = self.payload(id, positives, &local, [tails, heads], Some(bounds));
+        let data = self.payload(id, positives, &local, [tails, heads], n + b, Some(bounds));
         Batch { id, rows, data }
     }
 
@@ -319,7 +366,7 @@ impl Sampling {
     /// ```
     /// use ordo_train::kge::data::batch::{NegSampling, Sampling};
     /// let s = Sampling { seed: 0, batch_size: 10, negatives: 4, chunk: 5, entities: 16,
-    ///     neg_sampling: NegSampling::Distinct };
+    ///     neg_sampling: NegSampling::Distinct, batch_negatives: 0 };
     /// assert!(s.check().is_ok()); // 2 sides × 2 chunks × 4 negatives = 16
     /// let e = Sampling { entities: 15, ..s }.check().unwrap_err();
     /// assert_eq!((e.needed, e.entities), (16, 15));
@@ -341,6 +388,27 @@ impl Sampling {
     pub fn epoch_batches(&self, train: &[Triple], epoch: usize) -> Vec<Batch<TripleBatch>> {
         self.epoch(train, epoch).collect()
     }
+}
+
+/// In-batch draws for a batch of `positives` positives: `count` positions among them for the
+/// tail side, then `count` for the head side, from `g`.
+fn in_batch_draws(g: &mut SplitMix64, positives: usize, count: usize) -> [Vec<usize>; 2] {
+    let b = positives as u32;
+    let mut side = || (0..count).map(|_| g.below(b) as usize).collect::<Vec<_>>();
+    let tails = side();
+    [tails, side()]
+}
+
+/// Per chunk, `a`'s `n` entries then `extra`'s `m` entries (both lists hold the same number of
+/// chunks).
+fn append_by_chunk(a: &[u32], n: usize, extra: &[u32], m: usize) -> Vec<u32> {
+    let chunks = if m == 0 { 0 } else { extra.len() / m };
+    let mut out = Vec::with_capacity(a.len() + extra.len());
+    for ci in 0..chunks {
+        out.extend_from_slice(&a[ci * n..(ci + 1) * n]);
+        out.extend_from_slice(&extra[ci * m..(ci + 1) * m]);
+    }
+    out
 }
 
 /// The distinct entities of `refs` in increasing order (a batch's rows), and each reference's
@@ -403,7 +471,7 @@ fn number_by_bitmap(refs: &[u32], words: usize) -> (Vec<u64>, Vec<u32>) {
 ///
 /// ```
 /// use ordo_train::kge::data::{batch::{NegSampling, Sampling}, dataset::Triple};
-/// let s = Sampling { seed: 1, batch_size: 2, negatives: 3, chunk: 1, entities: 9, neg_sampling: NegSampling::Uniform };
+/// let s = Sampling { seed: 1, batch_size: 2, negatives: 3, chunk: 1, entities: 9, neg_sampling: NegSampling::Uniform, batch_negatives: 0 };
 /// let train: Vec<Triple> = (0..5).map(|i| Triple { h: i, r: 0, t: 8 - i }).collect();
 /// let mut loader = s.epoch(&train, 1);
 /// assert_eq!(loader.len(), 3);
@@ -480,7 +548,7 @@ mod tests {
             let needed = 2 * chunks * n;
             let entities = (needed + spare).max(1) as u32;
             let s = Sampling { seed: 5, batch_size: size, negatives: n, chunk, entities,
-                neg_sampling: NegSampling::Distinct };
+                neg_sampling: NegSampling::Distinct, batch_negatives: 0 };
             prop_assert!(s.check().is_ok());
             if needed > 0 {
                 let short = Sampling { entities: needed as u32 - 1, ..s };
@@ -529,6 +597,7 @@ mod tests {
             chunk: 2,
             entities: 11,
             neg_sampling: NegSampling::Distinct,
+            batch_negatives: 0,
         };
         s.batch(0, &[Triple { h: 0, r: 0, t: 1 }; 4]);
     }
@@ -544,6 +613,7 @@ mod tests {
             chunk: 2,
             entities: 40,
             neg_sampling: NegSampling::Distinct,
+            batch_negatives: 0,
         };
         let positives: Vec<Triple> = (0..4).map(|i| Triple { h: i, r: 0, t: i + 4 }).collect();
         let mut seen = [0u32; 40];
@@ -603,6 +673,7 @@ mod tests {
             chunk: 2,
             entities: 50,
             neg_sampling: NegSampling::Uniform,
+            batch_negatives: 0,
         }
     }
 
@@ -692,5 +763,53 @@ mod tests {
             // No row beyond the positives' own: the negatives cost no extra reads.
             assert_eq!(b.rows.len(), 2 * b.data.pos.len());
         }
+    }
+
+    /// Each chunk side lists its `sampling`'s negatives, exactly those drawn without in-batch
+    /// ones, then `b` in-batch ones among the batch's positives' entities of that side; every
+    /// row is one the batch reads without them.
+    fn check_in_batch_negatives(base: Sampling, b: usize) {
+        let s = Sampling { batch_negatives: b, ..base };
+        assert_eq!(s.negatives_per_chunk(), base.negatives + b);
+        for (with, without) in
+            s.epoch_batches(&train(), 0).iter().zip(base.epoch_batches(&train(), 0))
+        {
+            assert_eq!(with.rows, without.rows, "in-batch negatives read no rows of their own");
+            assert_eq!(with.data.negatives, base.negatives + b);
+            assert_eq!(with.data.laid_out, without.data.laid_out);
+            let global = |batch: &Batch<TripleBatch>, l: u32| batch.rows[l as usize];
+            let ends: Vec<[u64; 2]> =
+                with.data.pos.iter().map(|p| [global(with, p.0), global(with, p.2)]).collect();
+            for ci in 0..with.data.pos.len().div_ceil(base.chunk) {
+                let (wt, wh) = with.data.chunk_negatives(ci);
+                let (ot, oh) = without.data.chunk_negatives(ci);
+                for (side, w, o) in [(1, wt, ot), (0, wh, oh)] {
+                    assert_eq!(w.len(), base.negatives + b);
+                    let (first, rest) = w.split_at(base.negatives);
+                    assert_eq!(first, o, "the other negatives are drawn as before");
+                    for &l in rest {
+                        assert!(ends.iter().any(|e| e[side] == global(with, l)), "not in batch");
+                    }
+                }
+            }
+        }
+        // The in-batch draws are seeded: some chunk of some batch draws two different entities.
+        let varied = s.epoch_batches(&train(), 0).iter().any(|batch| {
+            let tail = &batch.data.chunk_negatives(0).0[base.negatives..];
+            tail.iter().any(|&l| l != tail[0])
+        });
+        assert!(varied, "in-batch negatives all alike");
+    }
+
+    #[test]
+    fn uniform_and_in_batch_negatives_share_a_batch() {
+        check_in_batch_negatives(sampling(), 3);
+        check_in_batch_negatives(Sampling { neg_sampling: NegSampling::Batch, ..sampling() }, 4);
+    }
+
+    #[test]
+    fn laid_out_negatives_take_in_batch_ones_after_their_own() {
+        let laid = Sampling { neg_sampling: NegSampling::Distinct, negatives: 2, ..sampling() };
+        check_in_batch_negatives(laid, 3);
     }
 }

@@ -342,6 +342,7 @@ impl Options {
             margin: self.margin.unwrap_or(d.margin),
             reciprocal: self.reciprocal.unwrap_or(d.reciprocal),
             neg_sampling: self.neg_sampling.unwrap_or(d.neg_sampling),
+            batch_negatives: d.batch_negatives,
             epochs: self.epochs.unwrap_or(d.epochs),
             batch_size: self.batch_size.unwrap_or(d.batch_size),
             negatives: self.negatives.unwrap_or(d.negatives),

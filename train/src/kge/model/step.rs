@@ -951,6 +951,7 @@ mod tests {
             chunk,
             entities: 8,
             neg_sampling: Default::default(),
+            batch_negatives: 0,
         };
         let batch = s.epoch_batches(&train, 0).remove(0);
         let all = init_entities(8, dim, w, (Init::Uniform, 0.5), 2);
@@ -981,6 +982,7 @@ mod tests {
                 chunk: 4,
                 entities,
                 neg_sampling: NegSampling::Distinct,
+                batch_negatives: 0,
             };
             assert!(s.chunk * (s.negatives + 1) * cfg.dim >= PARALLEL_CHUNK_WORK);
             let train: Vec<Triple> =
@@ -1035,6 +1037,7 @@ mod tests {
             chunk: 10,
             entities,
             neg_sampling: Default::default(),
+            batch_negatives: 0,
         };
         assert!(s.chunk * (s.negatives + 1) * cfg.dim >= PARALLEL_CHUNK_WORK);
         let train: Vec<Triple> = (0..400)

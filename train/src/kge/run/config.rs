@@ -34,8 +34,12 @@ pub struct TrainConfig {
     pub margin: f32,
     /// Inverse relations (tail-only corruption through `r⁻¹` for the head side).
     pub reciprocal: bool,
-    /// Where negatives come from.
+    /// Where the `negatives` come from.
     pub neg_sampling: NegSampling,
+    /// In-batch negatives per positive and side besides the `negatives` (see
+    /// [`Sampling::batch_negatives`]; 0 = none). PyTorch-BigGraph's default setting is 100
+    /// uniform `negatives` and 50 of these.
+    pub batch_negatives: usize,
     /// Passes over the training triples.
     pub epochs: usize,
     /// Positives per batch.
@@ -74,6 +78,7 @@ impl Default for TrainConfig {
             margin: 1.0,
             reciprocal: false,
             neg_sampling: NegSampling::Uniform,
+            batch_negatives: 0,
             epochs: 25,
             batch_size: 128,
             negatives: 64,
@@ -91,10 +96,15 @@ impl Default for TrainConfig {
 impl TrainConfig {
     /// The options that shape the tables or the sequence of batches, as text (model, dim,
     /// optimizer, reciprocal, seed, batch size, negatives, chunk, negative sampling): what a
-    /// checkpoint must agree with, and what a save records.
+    /// checkpoint must agree with, and what a save records. In-batch negatives are named only
+    /// when there are some, so the runs without them read as they always have.
     pub fn shaping(&self) -> String {
+        let in_batch = match self.batch_negatives {
+            0 => String::new(),
+            b => format!(" batch-negatives {b}"),
+        };
         format!(
-            "model {:?} dim {} optimizer {:?} reciprocal {} seed {} batch {} negatives {} chunk {} sampling {:?}",
+            "model {:?} dim {} optimizer {:?} reciprocal {} seed {} batch {} negatives {} chunk {} sampling {:?}{}",
             self.score,
             self.dim,
             self.optimizer,
@@ -103,7 +113,8 @@ impl TrainConfig {
             self.batch_size,
             self.negatives,
             self.chunk,
-            self.neg_sampling
+            self.neg_sampling,
+            in_batch
         )
     }
 
@@ -116,6 +127,7 @@ impl TrainConfig {
             chunk: self.chunk,
             entities: d.entities.len() as u32,
             neg_sampling: self.neg_sampling,
+            batch_negatives: self.batch_negatives,
         }
     }
 
