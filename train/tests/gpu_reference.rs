@@ -174,6 +174,7 @@ fn the_chunked_step_equals_the_cpu_step_through_an_epoch() {
             chunk,
             entities: ENTITIES,
             neg_sampling: Default::default(),
+            batch_negatives: 0,
         };
         let shape = device_shape(&cfg, RELATIONS as usize).expect("supported");
         let hyper = device_hyper(&cfg).expect("supported");

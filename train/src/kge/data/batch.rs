@@ -402,7 +402,7 @@ fn in_batch_draws(g: &mut SplitMix64, positives: usize, count: usize) -> [Vec<us
 /// Per chunk, `a`'s `n` entries then `extra`'s `m` entries (both lists hold the same number of
 /// chunks).
 fn append_by_chunk(a: &[u32], n: usize, extra: &[u32], m: usize) -> Vec<u32> {
-    let chunks = if m == 0 { 0 } else { extra.len() / m };
+    let chunks = extra.len().checked_div(m).unwrap_or(0);
     let mut out = Vec::with_capacity(a.len() + extra.len());
     for ci in 0..chunks {
         out.extend_from_slice(&a[ci * n..(ci + 1) * n]);

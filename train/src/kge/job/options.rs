@@ -67,9 +67,14 @@ pub struct Options {
     /// Positives per chunk sharing one set of negatives (1 = no sharing) [default: 16].
     #[arg(long)]
     pub chunk: Option<usize>,
-    /// Where negatives come from [default: uniform].
+    /// Where the --negatives come from [default: uniform].
     #[arg(long, value_enum)]
     pub neg_sampling: Option<NegSampling>,
+    /// In-batch negatives per positive and side besides the --negatives, drawn from the
+    /// batch's own positives: no extra row reads (PyTorch-BigGraph's setting: --negatives 100
+    /// --batch-negatives 50) [default: 0].
+    #[arg(long)]
+    pub batch_negatives: Option<usize>,
     /// Inverse relations: every query is a tail query, `(?, r, t)` asked as `(t, r⁻¹, ?)`.
     #[arg(long, num_args = 0..=1, default_missing_value = "true")]
     pub reciprocal: Option<bool>,
@@ -237,6 +242,7 @@ macro_rules! option_fields {
             negatives,
             chunk,
             neg_sampling,
+            batch_negatives,
             reciprocal,
             lr,
             optimizer,
@@ -342,7 +348,7 @@ impl Options {
             margin: self.margin.unwrap_or(d.margin),
             reciprocal: self.reciprocal.unwrap_or(d.reciprocal),
             neg_sampling: self.neg_sampling.unwrap_or(d.neg_sampling),
-            batch_negatives: d.batch_negatives,
+            batch_negatives: self.batch_negatives.unwrap_or(d.batch_negatives),
             epochs: self.epochs.unwrap_or(d.epochs),
             batch_size: self.batch_size.unwrap_or(d.batch_size),
             negatives: self.negatives.unwrap_or(d.negatives),

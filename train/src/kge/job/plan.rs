@@ -160,6 +160,18 @@ impl Job {
             let why = format!("does not go with {what}");
             return Err(OptionError::new("--neg-sampling", name, why).into());
         }
+        // In-batch negatives beside the others: the runs that draw their own refuse them too.
+        let in_batch = [
+            (opts.storage.is_some(), "--storage"),
+            (local, "--pm's local negatives (the default; give --pm-negatives global)"),
+        ];
+        if let Some((_, what)) = in_batch.into_iter().find(|(given, _)| *given)
+            && cfg.batch_negatives > 0
+        {
+            let why = format!("does not go with {what}");
+            let value = cfg.batch_negatives.to_string();
+            return Err(OptionError::new("--batch-negatives", value, why).into());
+        }
         Ok(Job { command, opts, cfg, pm, launch })
     }
 

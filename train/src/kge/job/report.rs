@@ -12,13 +12,17 @@ use ordo::engine::{Observer, Stamp};
 /// The configuration line a run in the engine prints before training.
 pub(super) fn print_config(cfg: &TrainConfig) {
     println!(
-        "{:?} dim {}{} · {:?} loss · batch {} · {} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
+        "{:?} dim {}{} · {:?} loss · batch {} · {}{} negatives/side (chunks of {}, {:?}) · {:?} lr {} · init {:?} {} · {:?} {} · {} epochs · seed {} · {:?}",
         cfg.score,
         cfg.dim,
         if cfg.reciprocal { " (reciprocal)" } else { "" },
         cfg.loss,
         cfg.batch_size,
         cfg.negatives,
+        match cfg.batch_negatives {
+            0 => String::new(),
+            b => format!(" + {b} in-batch"),
+        },
         cfg.chunk,
         cfg.neg_sampling,
         cfg.optimizer,

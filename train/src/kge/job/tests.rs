@@ -106,6 +106,32 @@ fn negative_samplings_are_refused_where_they_cannot_run() {
     assert_eq!(p.cfg.neg_sampling, NegSampling::Distinct);
 }
 
+/// In-batch negatives beside the others are refused up front where a run draws its own
+/// negatives (the partition buffer, the PM's local negatives), and taken everywhere else:
+/// with the GPU step and the PM's global negatives, which step the batches as built.
+#[test]
+fn in_batch_negatives_are_refused_where_a_run_draws_its_own() {
+    let dir = std::env::temp_dir().join(format!("ordo-kge-cli-in-batch-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    for (with, named) in [
+        (&["--storage", "disk", "--storage-dir", d][..], "--storage"),
+        (&["--storage", "memory"], "--storage"),
+        (&["--pm", "adapm"], "--pm's local negatives"),
+    ] {
+        let args = [&["--batch-negatives", "50"][..], with].concat();
+        let err = plan(&args).expect_err("refused");
+        let want = format!("--batch-negatives 50: does not go with {named}");
+        assert!(err.to_string().starts_with(&want), "{err}");
+    }
+    for with in [&["--device", "cuda"][..], &["--pm", "adapm", "--pm-negatives", "global"], &[]] {
+        let args = [&["--negatives", "100", "--batch-negatives", "50"][..], with].concat();
+        let p = plan(&args).unwrap();
+        assert_eq!((p.cfg.negatives, p.cfg.batch_negatives), (100, 50));
+    }
+    assert!(plan(&["--batch-negatives", "0", "--storage", "memory"]).is_ok());
+    assert!(!dir.exists(), "planning writes nothing");
+}
+
 fn pm(args: &[&str], launch: Option<(usize, usize)>) -> Result<Option<PmConfig>, ConfigError> {
     let cli = Cli::try_parse_from(std::iter::once("kge").chain(args.iter().copied())).unwrap();
     cli.kge.request().0.resolve(read_config)?.pm_config(false, launch)
@@ -204,6 +230,8 @@ const RUNS: &[(&[&str], Option<&str>)] = &[
     (&["--batch-size", "64"], Some("batch-size = 64")),
     (&["--negatives", "7"], Some("negatives = 7")),
     (&["--chunk", "4"], Some("chunk = 4")),
+    (&["--batch-negatives", "5"], Some("batch-negatives = 5")),
+    (&["--batch-negatives", "5", "--storage", "memory"], None),
     (&["--neg-sampling", "batch"], Some("neg-sampling = \"batch\"")),
     (&["--neg-sampling", "distinct"], Some("neg-sampling = \"distinct\"")),
     (&["--reciprocal"], Some("reciprocal = true")),
