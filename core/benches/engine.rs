@@ -9,7 +9,7 @@ use chacha20::ChaCha8Rng;
 use ordo::engine::{
     AsyncWrite, Batch, BatchRows, Engine, EngineConfig, Mode, Model, RunReport, StepError,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
 use std::time::Instant;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use ordo::mft::Mft;
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 /// The MFT ring is sized to the sample (`iters + 1` timestamps), so no finisher ever waits for
 /// admission: on this shared, oversubscribed 2-core machine a full window makes the bench measure

@@ -13,7 +13,7 @@ use ordo::engine::{
     AsyncWrite, Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
     replay_ids,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
 use std::process::ExitCode;

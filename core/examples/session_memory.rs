@@ -12,7 +12,7 @@
 use ordo::engine::{
     Batch, BatchRows, CpuDevice, Engine, EngineConfig, EngineError, Mode, Model, StepError,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::time::Instant;
 
 const ROWS: u64 = 1024;

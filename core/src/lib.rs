@@ -16,7 +16,7 @@
 //!
 //! 1. **Rows live in a store.** Every parameter that a batch touches sparsely (a user's or an
 //!    item's factor, with its optimizer state if any) is one row of a
-//!    [`RowStore`](store::RowStore) (or of any [`RowStorage`](storage::RowStorage)).
+//!    [`RowStore`](row_store::RowStore) (or of any [`RowStorage`](storage::RowStorage)).
 //! 2. **A batch names its rows.** A [`Batch`](engine::Batch) carries an id, its distinct row
 //!    ids (in the order the step wants its rows; this example sorts them) and the trainer's
 //!    data (the ratings). The example's loader rebuilds any batch from its id.
@@ -46,7 +46,7 @@
 //!
 //! ```
 //! use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError, replay_ids};
-//! use ordo::store::RowStore;
+//! use ordo::row_store::RowStore;
 //!
 //! /// Rank-1 factorization: rows 0..4 are users, 4..8 items; data = (user, item, rating).
 //! struct Mf;
@@ -83,7 +83,7 @@
 //!
 //! # Checking your code with loom
 //!
-//! ordo's primitives ([`RowStore`](store::RowStore), [`Mft`](mft::Mft),
+//! ordo's primitives ([`RowStore`](row_store::RowStore), [`Mft`](mft::Mft),
 //! [`Outstanding`](outstanding::Outstanding), the [dispatchers](dispatcher), the
 //! [`sgd`] block store) take every atomic, fence, `Arc` and spin from
 //! [loom](https://docs.rs/loom) when the build sets `--cfg ordo_loom`: ordo's own cfg, so a
@@ -131,9 +131,9 @@ pub mod mutation;
 pub mod outstanding;
 #[cfg(feature = "partition")]
 pub mod partition;
+pub mod row_store;
 pub mod sgd;
 pub mod storage;
-pub mod store;
 pub(crate) mod sync;
 /// The validation cache lives in the engine (the device stage keeps it, and it caches the
 /// engine's row blocks); re-exported here under its historical path.

@@ -1,6 +1,6 @@
 //! The storage trait: what the engine needs from wherever the rows live.
 //!
-//! [`RowStore`](crate::store::RowStore) (CPU memory, one TID word per row) is one implementation;
+//! [`RowStore`](crate::row_store::RowStore) (CPU memory, one TID word per row) is one implementation;
 //! a sharded store, a device-resident store or a distributed parameter manager (AdaPM, crate
 //! `ordo-pm`) is another, and plugs into the engine without touching it.
 //!
@@ -15,9 +15,9 @@
 //!
 //! ```
 //! use ordo::storage::RowStorage;
-//! use ordo::store::{RowStore, Version};
+//! use ordo::row_store::{RowStore, Version};
 //!
-//! fn bump<S: RowStorage + ?Sized>(s: &S, row: u64, ts: u64) -> Result<bool, ordo::store::StoreError> {
+//! fn bump<S: RowStorage + ?Sized>(s: &S, row: u64, ts: u64) -> Result<bool, ordo::row_store::StoreError> {
 //!     let mut v = vec![0.0; s.width()];
 //!     s.read(row, &mut v)?;
 //!     v.iter_mut().for_each(|x| *x += 1.0);
@@ -29,7 +29,7 @@
 //! assert_eq!(store.version(3), Ok(Version::Written(0)));
 //! ```
 
-use crate::store::{StoreError, Version};
+use crate::row_store::{StoreError, Version};
 
 /// Rows of `f32` with a version each, shared by concurrent readers and writers.
 ///
@@ -165,7 +165,7 @@ pub const PREFETCH_GROUP: usize = 4;
 ///
 /// ```
 /// use ordo::storage::{RowStorage, prefetch_ahead};
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 ///
 /// let store = RowStore::from_fn(16, 4, |r, c| (r * 4 + c) as f32);
 /// let ids = [3, 9, 1, 14, 7, 0];
@@ -184,43 +184,43 @@ pub fn prefetch_ahead<S: RowStorage + ?Sized>(store: &S, ids: &[u64], i: usize) 
     }
 }
 
-impl RowStorage for crate::store::RowStore {
+impl RowStorage for crate::row_store::RowStore {
     fn rows(&self) -> usize {
-        crate::store::RowStore::rows(self)
+        crate::row_store::RowStore::rows(self)
     }
 
     fn width(&self) -> usize {
-        crate::store::RowStore::width(self)
+        crate::row_store::RowStore::width(self)
     }
 
     fn read(&self, row: u64, out: &mut [f32]) -> Result<Version, StoreError> {
-        crate::store::RowStore::read(self, row, out)
+        crate::row_store::RowStore::read(self, row, out)
     }
 
     fn version(&self, row: u64) -> Result<Version, StoreError> {
-        crate::store::RowStore::version(self, row)
+        crate::row_store::RowStore::version(self, row)
     }
 
     fn write_if_newer(&self, row: u64, ts: u64, values: &[f32]) -> Result<bool, StoreError> {
-        crate::store::RowStore::write_if_newer(self, row, ts, values)
+        crate::row_store::RowStore::write_if_newer(self, row, ts, values)
     }
 
     fn prefetch(&self, row: u64) {
-        crate::store::RowStore::prefetch(self, row)
+        crate::row_store::RowStore::prefetch(self, row)
     }
 
-    /// `true`: [`RowStore::write_if_newer`](crate::store::RowStore::write_if_newer) errs only
+    /// `true`: [`RowStore::write_if_newer`](crate::row_store::RowStore::write_if_newer) errs only
     /// in its argument checks, before it touches the row.
     fn write_fails_only_on_bad_arguments(&self) -> bool {
         true
     }
 
     fn snapshot(&self) -> Result<Vec<f32>, StoreError> {
-        Ok(crate::store::RowStore::snapshot(self))
+        Ok(crate::row_store::RowStore::snapshot(self))
     }
 
     fn next_version(&self) -> Result<u64, StoreError> {
-        Ok(crate::store::RowStore::next_version(self))
+        Ok(crate::row_store::RowStore::next_version(self))
     }
 
     fn read_unordered(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {

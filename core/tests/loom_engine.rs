@@ -11,7 +11,7 @@
 
 use ordo::engine::testing::MixModel;
 use ordo::engine::{Batch, DeferredCpuDevice, EngineConfig, Mode, Model, model_harness, replay};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 fn batches() -> Vec<Batch<f32>> {
     vec![

@@ -1,5 +1,5 @@
 #![cfg(ordo_loom)]
-//! loom models of the timestamped row store (`ordo::store::RowStore`), run on the shipped source
+//! loom models of the timestamped row store (`ordo::row_store::RowStore`), run on the shipped source
 //! through ordo's sync shim. Rows are 4 floats wide: two value words of two floats each (the
 //! store packs two floats per atomic word, so a 2-float row would be one word and could not
 //! tear; loom keeps 7 stores per atomic).
@@ -11,7 +11,7 @@
 
 use loom::sync::Arc;
 use loom::thread;
-use ordo::store::{RowStore, Version};
+use ordo::row_store::{RowStore, Version};
 
 /// Floats per row: two value words.
 const ROW: usize = 4;

@@ -10,7 +10,7 @@ use ordo::engine::{
     AsyncWrite, Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError,
     HookAction, HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::mpsc;

@@ -11,7 +11,7 @@
 use ordo::engine::{
     Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError, TrySubmitError,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};

@@ -17,8 +17,8 @@ use ordo::partition::{
     Cursor, DiskFiles, Geometry, MemoryFiles, PartitionError, PartitionFiles, PartitionedStorage,
     Walk,
 };
+use ordo::row_store::RowStore;
 use ordo::storage::RowStorage;
-use ordo::store::RowStore;
 use std::collections::HashMap;
 use std::path::PathBuf;
 

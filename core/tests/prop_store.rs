@@ -1,12 +1,12 @@
 #![cfg(not(ordo_loom))]
-//! proptest checks of `ordo::store::RowStore`:
+//! proptest checks of `ordo::row_store::RowStore`:
 //! * a state machine against a sequential model (per row: version and values), with bad rows,
 //!   bad widths and oversized timestamps, which must be errors that change nothing, and the
 //!   Hogwild view, which shares the values and ignores versions;
 //! * random concurrent writers (plus a reader checking for torn rows): the final state of each row
 //!   is the write with the largest ts.
 
-use ordo::store::{RowStore, StoreError, Version};
+use ordo::row_store::{RowStore, StoreError, Version};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest_state_machine::{ReferenceStateMachine, StateMachineTest, prop_state_machine};

@@ -11,8 +11,8 @@ use ordo::engine::{
     Batch, Engine, EngineConfig, EngineError, HookAction, HookPoint, Mode, StageHook, StopCause,
     replay, testing::MixModel,
 };
+use ordo::row_store::{RowStore, StoreError, Version};
 use ordo::storage::RowStorage;
-use ordo::store::{RowStore, StoreError, Version};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, ThreadId};
 use std::time::Duration;

@@ -10,7 +10,7 @@ use ordo::engine::{
     StageHook, Staleness, StepError, StopCause, Submission, SubmitError, TrySubmitError, replay,
     replay_ids,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use proptest::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -17,7 +17,7 @@ use ordo::engine::testing::MixModel;
 use ordo::engine::{
     Batch, DeferredCpuDevice, EngineConfig, Mode, Model, model_harness, replay_ids,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 const ROWS: usize = 6;
 

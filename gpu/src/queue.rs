@@ -287,7 +287,7 @@ mod tests {
     use crate::workload::Rng;
     use ordo::engine::simulation::Simulation;
     use ordo::engine::{AsyncWrite, StepError};
-    use ordo::store::RowStore;
+    use ordo::row_store::RowStore;
 
     const ROWS: usize = 60;
     const WIDTH: usize = 3;

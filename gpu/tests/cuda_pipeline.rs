@@ -10,7 +10,7 @@ mod require_gpu;
 
 use ordo::engine::simulation::Simulation;
 use ordo::engine::{AsyncWrite, Batch, EngineConfig, Mode};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use ordo_gpu::Gpu;
 use ordo_gpu::cache::CacheConfig;
 use ordo_gpu::kge::{KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};

@@ -39,7 +39,7 @@ fn a_cache_overflow_stops_the_engine_with_the_typed_error() {
 #[test]
 fn batches_stamped_alone_evict_the_device_cache_too() {
     use ordo::engine::{Engine, EngineConfig, Mode};
-    use ordo::store::RowStore;
+    use ordo::row_store::RowStore;
     let mut device = SimDevice::new(CacheConfig::for_in_flight(4096, 4, 3).unwrap()).unwrap();
     let mut cpu = ordo::engine::CpuDevice::new();
     let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();

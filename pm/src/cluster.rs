@@ -12,8 +12,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
+use ordo::row_store::{StoreError, Version};
 use ordo::storage::RowStorage;
-use ordo::store::{StoreError, Version};
 
 use crate::error::PmError;
 use crate::message::{Key, Message, NodeId};

@@ -3,8 +3,8 @@
 //! initial value plus all pushes, has one owner, and every node reads the same value. Also the
 //! `RowStorage` contract of a node handle.
 
+use ordo::row_store::{StoreError, Version};
 use ordo::storage::RowStorage;
-use ordo::store::{StoreError, Version};
 use ordo_pm::PmMode;
 use ordo_pm::cluster::Cluster;
 use ordo_pm::rng::{below, between, seeded};

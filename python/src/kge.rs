@@ -4,10 +4,10 @@
 use crate::errors::OrdoError;
 use clap::ValueEnum;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
-use ordo_train::kge::job::{OneRun, Options, exit_code};
 use ordo_train::kge::data::dataset::{Dataset, Triple};
 use ordo_train::kge::eval::ranking::{Filter, Metrics, evaluate as filtered};
 use ordo_train::kge::io::npy;
+use ordo_train::kge::job::{OneRun, Options, exit_code};
 use ordo_train::kge::model::score::ScoreFn;
 use ordo_train::kge::run::config::TrainConfig;
 use ordo_train::kge::run::event::Event;

@@ -2,7 +2,7 @@
 //! optimizer state, so the state travels with the row and the equivalence covers it.
 
 use numpy::{PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;

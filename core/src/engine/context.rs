@@ -6,8 +6,8 @@ use crate::engine::mode::Mode;
 use crate::engine::row_buffers::RowBuffers;
 use crate::mft::Mft;
 use crate::outstanding::Outstanding;
+use crate::row_store::Version;
 use crate::storage::RowStorage;
-use crate::store::Version;
 use crate::sync::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -3,7 +3,7 @@
 
 use crate::engine::model::StepError;
 use crate::mft::MftError;
-use crate::store::StoreError;
+use crate::row_store::StoreError;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use thiserror::Error;
 
@@ -148,7 +148,7 @@ pub enum EngineError<E = StepError> {
     },
     /// The store refused an operation before the run started (e.g. reading its versions).
     #[error("the store failed: {0}")]
-    Storage(#[source] crate::store::StoreError),
+    Storage(#[source] crate::row_store::StoreError),
     /// A recorded order names a batch id the replay cannot find.
     #[error("batch {batch_id} of the recorded order is unknown to the replay")]
     UnknownBatch {

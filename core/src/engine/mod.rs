@@ -31,7 +31,7 @@
 //!
 //! ```
 //! use ordo::engine::{Batch, BatchRows, Engine, EngineConfig, Mode, Model, StepError, replay};
-//! use ordo::store::RowStore;
+//! use ordo::row_store::RowStore;
 //!
 //! /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
 //! struct Pull { bias: f32 }

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// #     }
 /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
 /// # }
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 /// use std::sync::Arc;
 /// let progress = Arc::new(Progress::default());
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).observe(progress.clone()))?;

@@ -108,7 +108,7 @@ pub struct Closed<M: Model> {
 ///
 /// ```
 /// use ordo::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError, TrySubmitError};
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 /// use std::sync::Arc;
 /// # struct Nudge;
 /// # impl Model for Nudge {
@@ -323,7 +323,7 @@ impl<M: Model> OwnedSession<M> {
     ///
     /// ```
     /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError};
-    /// use ordo::store::RowStore;
+    /// use ordo::row_store::RowStore;
     /// use std::{sync::Arc, time::Duration};
     /// # use ordo::engine::{BatchRows, Model, StepError};
     /// # struct Nudge;
@@ -378,7 +378,7 @@ impl<M: Model> OwnedSession<M> {
     ///
     /// ```
     /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
-    /// use ordo::store::RowStore;
+    /// use ordo::row_store::RowStore;
     /// use std::sync::Arc;
     /// # use ordo::engine::{BatchRows, Model, StepError};
     /// # struct Nudge;

@@ -37,7 +37,7 @@ use crate::sync::host::thread;
 /// #     }
 /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
 /// # }
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 /// assert!(Engine::new(EngineConfig::new(Mode::Oac).threads(0, 1)).is_err());
 ///
 /// let engine = Engine::new(EngineConfig::new(Mode::Oac).threads(2, 2))?;
@@ -105,7 +105,7 @@ impl Engine {
     ///
     /// ```
     /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
-    /// use ordo::store::RowStore;
+    /// use ordo::row_store::RowStore;
     /// # use ordo::engine::{BatchRows, Model, StepError};
     /// # struct Nudge;
     /// # impl Model for Nudge {

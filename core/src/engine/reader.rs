@@ -88,7 +88,7 @@ impl<D> ReadTask<D> {
         prefetch_ahead(cx.store, &self.staged.ids, i);
         let (id, w) = (self.staged.ids[i], cx.width);
         let out = &mut self.staged.values[i * w..(i + 1) * w];
-        let fail = |e: crate::store::StoreError| StopCause::StageFailed {
+        let fail = |e: crate::row_store::StoreError| StopCause::StageFailed {
             stage: Stage::Reader,
             batch_id: self.staged.id,
             source: e.into(),

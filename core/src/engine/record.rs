@@ -61,7 +61,7 @@ pub struct Stamp {
 /// #     }
 /// #     fn dense(&self) -> Vec<f32> { vec![self.bias] }
 /// # }
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 /// let batch = |id: u64| Batch { id, rows: vec![id % 3, 3 + id % 2], data: id as f32 * 0.1 };
 /// let store = RowStore::zeros(5, 1);
 /// let mut model = Pull { bias: 0.0 };

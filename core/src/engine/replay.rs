@@ -3,8 +3,8 @@
 
 use crate::engine::error::{EngineError, StopCause};
 use crate::engine::model::{Batch, BatchRows, Model};
+use crate::row_store::RowStore;
 use crate::storage::RowStorage;
-use crate::store::RowStore;
 use std::borrow::Borrow;
 
 /// Run `batches[positions[0]]`, `batches[positions[1]]`, … one by one on `table` (row-major,
@@ -71,7 +71,7 @@ pub fn replay_ids<M: Model, B: Borrow<Batch<M::Data>>>(
 /// ```
 /// use ordo::engine::{Batch, BatchRows, Model, replay_into};
 /// use ordo::storage::RowStorage;
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 ///
 /// struct Double;
 /// impl Model for Double {

@@ -33,8 +33,8 @@ use crate::engine::stage_loops::{DeviceLoop, Lanes, epoch_local};
 use crate::engine::stop::{POLL, StopState};
 use crate::engine::validate_batch;
 use crate::mutation::{self, Mutant};
+use crate::row_store::RowStore;
 use crate::storage::RowStorage;
-use crate::store::RowStore;
 use crossbeam_channel::{Receiver, Select, TrySendError};
 use std::time::Instant;
 
@@ -60,7 +60,7 @@ pub enum TrySubmitError<D, E = StepError> {
 ///
 /// ```
 /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode, TrySubmitError};
-/// use ordo::store::RowStore;
+/// use ordo::row_store::RowStore;
 /// # use ordo::engine::{BatchRows, Model, StepError};
 /// # struct Nudge;
 /// # impl Model for Nudge {
@@ -173,7 +173,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     ///
     /// ```
     /// use ordo::engine::{Batch, CpuDevice, Engine, EngineConfig, Mode};
-    /// use ordo::store::RowStore;
+    /// use ordo::row_store::RowStore;
     /// # use ordo::engine::{BatchRows, Model, StepError};
     /// # struct Nudge;
     /// # impl Model for Nudge {

@@ -1,7 +1,7 @@
 //! Why opening, creating or swapping a partitioned storage failed.
 
 use super::ordering::PlanError;
-use crate::store::StoreError;
+use crate::row_store::StoreError;
 use std::io;
 
 /// A partitioned storage's error. The geometry and files are checked when a storage is created

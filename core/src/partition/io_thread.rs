@@ -18,7 +18,7 @@ use super::files::{FileName, PartitionFiles};
 use super::geometry::Geometry;
 use super::manifest::FileEntry;
 use crate::mutation::{Mutant, active};
-use crate::store::{RowStore, StoreError, Version};
+use crate::row_store::{RowStore, StoreError, Version};
 use crossbeam_channel::Sender;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

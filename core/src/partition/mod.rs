@@ -28,7 +28,7 @@
 //!
 //! **Why the equivalence holds.** For every row a batch in flight touches, the storage behaves
 //! as one in-memory table: the row's partition is resident, in one copy (each partition is a
-//! [`RowStore`](crate::store::RowStore) with its TID words), from before the batch's read until
+//! [`RowStore`](crate::row_store::RowStore) with its TID words), from before the batch's read until
 //! after its write; a swap moves a row's version and values to disk and back together, and a
 //! reload follows the write-back. So the engine's claim holds over the whole epoch: the `Oac`
 //! run is the synchronous replay of its recorded order, checked in

@@ -28,7 +28,7 @@
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use ordo::engine::SubmitError;
 use ordo::engine::{AsyncWrite, Mode};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
 use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};

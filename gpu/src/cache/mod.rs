@@ -38,7 +38,7 @@ use ledger::{InsertPlan, Ledger};
 // The core catalog's hooks: `mutation::active` is a constant `false` unless `ordo/mutants` is
 // on (this crate's feature `mutants`), so nothing is compiled in for a normal build.
 use ordo::mutation::{self, Mutant};
-use ordo::store::Version;
+use ordo::row_store::Version;
 
 /// Largest row id a cache accepts (keys are stored as `row + 1`; `0` and `u64::MAX` mark empty
 /// and evicted slots).

@@ -5,7 +5,7 @@ use ordo::engine::{
     Batch, BatchRows, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model, StepError,
     replay,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 /// Pull every row of the batch towards the batch's target; a dense bias counts the steps.
 pub struct Pull {

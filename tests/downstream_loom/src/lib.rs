@@ -8,7 +8,7 @@ use ordo::engine::{
     Batch, BatchRows, CpuDevice, DeviceQueue, Engine, EngineConfig, EngineError, Mode, Model,
     RunReport, StepError,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 /// The user's model: pull every row towards the batch's target.
 pub struct Pull;

@@ -14,7 +14,7 @@
 //! only work inside a `loom::model`), and the loom test is gated on.
 
 use ordo::mft::{Mft, MftError};
-use ordo::store::{RowStore, StoreError, Version};
+use ordo::row_store::{RowStore, StoreError, Version};
 
 /// Why a batch's write failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -8,7 +8,7 @@
 use loom::sync::Arc;
 use loom::thread;
 use ordo::mft::Mft;
-use ordo::store::{RowStore, Version};
+use ordo::row_store::{RowStore, Version};
 use ordo_downstream_ordo_loom::{read_finished, write_batch};
 
 /// The values batch `ts` writes (distinct per batch, never the initial 0).

@@ -7,8 +7,8 @@
 //! the rest of the workspace cannot lend them anything a user would not have.
 
 use ordo::engine::{Batch, BatchRows, Model};
+use ordo::row_store::{StoreError, Version};
 use ordo::storage::RowStorage;
-use ordo::store::{StoreError, Version};
 use std::io;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

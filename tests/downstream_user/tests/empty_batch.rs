@@ -6,7 +6,7 @@ use ordo::engine::{
     Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError, Mode, Model,
     StepError,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::sync::Arc;
 
 /// The user's model: moves every row halfway to the batch's target.

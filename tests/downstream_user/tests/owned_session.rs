@@ -6,7 +6,7 @@ use ordo::engine::{
     Batch, BatchRows, Closed, CpuDevice, Engine, EngineConfig, Mode, Model, Observer, OwnedSession,
     Stamp, StepError, TrySubmitError, replay_ids,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::sync::{Arc, Mutex};
 
 const ROWS: u64 = 32;

@@ -2,7 +2,7 @@
 //! back from the engine, typed, with its `io::ErrorKind`.
 
 use ordo::engine::{Engine, EngineConfig, EngineError, Mode, Stage, StageError, StopCause};
-use ordo::store::StoreError;
+use ordo::row_store::StoreError;
 use ordo_downstream_user::{Factors, TwoTables, batch};
 use std::io::ErrorKind;
 

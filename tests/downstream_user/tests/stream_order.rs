@@ -6,7 +6,7 @@ use ordo::engine::{
     Batch, BatchRows, CpuDevice, Engine, EngineConfig, EngineError, Mode, Model, StepError,
     replay_ids,
 };
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 const ROWS: u64 = 64;
 

@@ -25,8 +25,8 @@ use crate::engine::{
     Batch, CpuDevice, EngineConfig, EngineError, Mode, Model, RunReport, StepError, StopCause,
     prepare, replay,
 };
+use crate::row_store::RowStore;
 use crate::storage::RowStorage;
-use crate::store::RowStore;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;

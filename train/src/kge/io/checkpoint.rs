@@ -42,7 +42,7 @@ use crate::atomic_fs::{Staged, StagedError, write_atomic};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::results::EpochStats;
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::path::{Path, PathBuf};

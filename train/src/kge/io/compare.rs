@@ -345,7 +345,7 @@ mod tests {
             epochs,
             test: Metrics::default(),
             order: vec![],
-            entities: ordo::store::RowStore::zeros(0, 1),
+            entities: ordo::row_store::RowStore::zeros(0, 1),
             row_width: 0,
             relation_dim: 0,
             relations: vec![],
@@ -425,7 +425,7 @@ mod tests {
             "0.0 and -0.0 compare equal as floats, not as bits"
         );
         let mut c = run(TrainMode::Oac, &[]);
-        c.entities = ordo::store::RowStore::zeros(1, 1);
+        c.entities = ordo::row_store::RowStore::zeros(1, 1);
         assert_eq!(same_bits_as(&a, &[c]), [false]);
     }
 }

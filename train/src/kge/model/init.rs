@@ -4,7 +4,7 @@
 //! tables bit for bit (the checkpoint and replay tests rely on it).
 
 use crate::kge::data::batch::SplitMix64;
-use ordo::store::{RowStore, StoreError};
+use ordo::row_store::{RowStore, StoreError};
 use std::f32::consts::PI;
 
 /// The initial distribution of embedding values.

@@ -3,7 +3,7 @@
 
 use super::mode::TrainMode;
 use crate::kge::eval::ranking::Metrics;
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 /// One epoch's record.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -12,7 +12,7 @@ use crate::kge::run::event::Event;
 use crate::kge::run::measure::metrics_of_embeddings;
 use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::{EpochStats, RunResult, store_embeddings};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::path::Path;
 
 /// Where a resumed run stands: the epoch records, the computation orders and the rows replaced

@@ -22,7 +22,7 @@ pub enum TrainError {
     /// The entity table could not be allocated (the machine has less memory than the
     /// run's estimate was checked against).
     #[error("entity table: {0}")]
-    Memory(ordo::store::StoreError),
+    Memory(ordo::row_store::StoreError),
     /// A model step failed (e.g. the loss became NaN).
     #[error("training failed: {0}")]
     Step(StepError),

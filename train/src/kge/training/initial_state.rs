@@ -9,7 +9,7 @@ use crate::kge::model::init::{entity_store, init_relations};
 use crate::kge::model::score::ScoreFn;
 use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 
 impl TrainConfig {
     /// A fresh model and entity store, initialized from the seed.

@@ -11,7 +11,7 @@ use crate::kge::run::event::Event;
 use crate::kge::run::mode::TrainMode;
 use crate::kge::run::results::RunResult;
 use ordo::engine;
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::time::Instant;
 
 /// Replay recorded computation orders (one list of batch ids per epoch) sequentially

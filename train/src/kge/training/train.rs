@@ -27,7 +27,7 @@ use crate::kge::io::checkpoint::{Checkpoint, Identity};
 use crate::kge::model::gpu::Device;
 use crate::kge::model::step::EmbeddingModel;
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
-use ordo::store::RowStore;
+use ordo::row_store::RowStore;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;

@@ -32,7 +32,7 @@ const LOCK: u64 = 1 << 63;
 /// shared error).
 ///
 /// ```
-/// use ordo::store::StoreError;
+/// use ordo::row_store::StoreError;
 /// let disk = std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "short read");
 /// let err = StoreError::from(disk);
 /// assert!(matches!(&err, StoreError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof));
@@ -161,7 +161,7 @@ impl Version {
 /// concurrent writers on real threads).
 ///
 /// ```
-/// use ordo::store::{RowStore, Version};
+/// use ordo::row_store::{RowStore, Version};
 /// let store = RowStore::zeros(2, 3);
 /// assert_eq!(store.write_if_newer(1, 7, &[1.0, 2.0, 3.0]), Ok(true));
 /// assert_eq!(store.write_if_newer(1, 5, &[9.0; 3]), Ok(false)); // older: skipped
@@ -264,7 +264,7 @@ impl RowStore {
     /// table against the memory it may use gets an error, never an allocation abort.
     ///
     /// ```
-    /// use ordo::store::{RowStore, StoreError};
+    /// use ordo::row_store::{RowStore, StoreError};
     /// assert_eq!(RowStore::try_from_fn(2, 3, |r, c| (r * 3 + c) as f32).unwrap().rows(), 2);
     /// let huge = RowStore::try_from_fn(usize::MAX / 2, 64, |_, _| 0.0);
     /// assert!(matches!(huge, Err(StoreError::TooLarge { .. })));
@@ -305,7 +305,7 @@ impl RowStore {
     /// `Written(ts)` with `ts ≥ 2⁶³ − 1` is [`StoreError::TimestampTooLarge`].
     ///
     /// ```
-    /// use ordo::store::{RowStore, Version};
+    /// use ordo::row_store::{RowStore, Version};
     /// let s = RowStore::try_from_rows(2, 2, |r, out| {
     ///     out.fill(r as f32);
     ///     Ok(if r == 1 { Version::Written(9) } else { Version::Initial })
