@@ -135,6 +135,7 @@ pub mod row_store;
 pub mod sgd;
 pub mod storage;
 pub(crate) mod sync;
+pub mod tables;
 /// The validation cache lives in the engine (the device stage keeps it, and it caches the
 /// engine's row blocks); re-exported here under its historical path.
 pub use engine::validation_cache;
