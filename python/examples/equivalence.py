@@ -6,6 +6,9 @@ loop run over the engine's recorded computation order, bit for bit (``same_bits`
 unique row ids as ``uint64``); ``batches.per_epoch`` is the number of batches of an epoch.
 ``model(batch_id, ids, rows, payload)`` updates ``rows`` (``len(ids) x width`` float32) in
 place.
+
+The table may also be several named tables: ``init`` a dict of arrays (each its own width),
+``ids`` and ``rows`` dicts by table name, as ``ordo.Engine`` takes and lends them.
 """
 
 import numpy as np
@@ -35,7 +38,10 @@ class EpochBatches:
 
 
 def plain_loop(init, order, batches, model):
-    """The plain PyTorch loop: a dense tensor, each batch's rows gathered, stepped, scattered."""
+    """The plain PyTorch loop: a dense tensor (one per table), each batch's rows gathered,
+    stepped, scattered."""
+    if isinstance(init, dict):
+        return plain_loop_named(init, order, batches, model)
     table = torch.from_numpy(init.copy())
     for batch_id in order:
         ids, payload = batches(int(batch_id))
@@ -46,12 +52,28 @@ def plain_loop(init, order, batches, model):
     return table.numpy()
 
 
+def plain_loop_named(init, order, batches, model):
+    """`plain_loop` over several named tables: every table's rows of the batch gathered (none
+    for a table the batch does not name), the step given dicts, each table scattered back."""
+    tables = {name: torch.from_numpy(a.copy()) for name, a in init.items()}
+    for batch_id in order:
+        ids, payload = batches(int(batch_id))
+        ids = {n: np.asarray(ids.get(n, []), dtype=np.uint64) for n in tables}
+        idx = {n: torch.from_numpy(ids[n].astype(np.int64)) for n in tables}
+        rows = {n: tables[n][idx[n]].contiguous() for n in tables}
+        model(int(batch_id), ids, {n: r.numpy() for n, r in rows.items()}, payload)
+        for n in tables:
+            tables[n][idx[n]] = rows[n]
+    return {n: t.numpy() for n, t in tables.items()}
+
+
 def through_ordo(mode, init, batches, model, total):
     """The batches `0..total` through an engine session in `mode`, one `finish` per epoch: the
     final table, the recorded computation order and each epoch's `ordo.Report`."""
-    table = ordo.Table(init.shape[0], init.shape[1], init=init)
+    named = isinstance(init, dict)
+    tables = {n: ordo.Table(a.shape[0], a.shape[1], init=a) for n, a in (init if named else {"": init}).items()}
     order, reports = [], []
-    with ordo.Engine(table, mode=mode).session(model) as s:
+    with ordo.Engine(tables if named else tables[""], mode=mode).session(model) as s:
         for epoch in range(total // batches.per_epoch):
             for b in range(epoch * batches.per_epoch, (epoch + 1) * batches.per_epoch):
                 ids, payload = batches(b)
@@ -59,10 +81,15 @@ def through_ordo(mode, init, batches, model, total):
             report = s.finish()
             order.extend(report.order.tolist())
             reports.append(report)
-    return table.numpy(), order, reports
+    final = {n: t.numpy() for n, t in tables.items()}
+    return (final if named else final[""]), order, reports
 
 
 def same_bits(a, b):
-    """Whether two float32 arrays or tensors hold the same bits (so -0.0 != 0.0, NaN == NaN)."""
+    """Whether two float32 arrays or tensors (or dicts of them) hold the same bits (so
+    -0.0 != 0.0, NaN == NaN)."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(
+            same_bits(a[n], b[n]) for n in a)
     a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
     return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))

@@ -2,9 +2,9 @@
 engine.
 
 A rating is predicted as mu + b_user + b_item + <p_user, q_item> (mu: the training mean). The
-users' and items' rows share one `ordo.Table` (users first, then items), each row
-`[factors | bias | Adagrad sums of factors and bias]`, so the optimizer state travels with the
-row. The same batches are trained three ways:
+users and the items are two named tables of one engine (`ordo.Engine({"users": ..., "items":
+...})`), each row `[factors | bias | Adagrad sums of factors and bias]`, so the optimizer state
+travels with the row. The same batches are trained three ways:
 
 1. a plain PyTorch loop over a dense tensor, batch after batch;
 2. ordo `sync` (must equal 1 bit for bit: same order);
@@ -100,20 +100,19 @@ def read_csv(path):
 
 class Batches(EpochBatches):
     """Batch `b` of epoch `b // per_epoch`, rebuilt from its id alone (seeded generators): the
-    sorted unique rows it touches (users, then items offset by `users`) and, as positions into
-    those rows, its users, its items and their ratings."""
+    sorted unique users and items it touches (`{"users": ..., "items": ...}`) and, as positions
+    into those rows, its users, its items and their ratings."""
 
-    def __init__(self, train, users, args):
+    def __init__(self, train, args):
         super().__init__(train, args.batch_size, args.seed)
-        self.users = users
 
     def __call__(self, batch_id):
         chosen = self.epoch_rows(batch_id)
-        user = chosen[:, 0].astype(np.int64)
-        item = chosen[:, 1].astype(np.int64) + self.users
-        ids = np.unique(np.concatenate([user, item])).astype(np.uint64)
-        pos = lambda x: torch.from_numpy(np.searchsorted(ids, x).astype(np.int64))
-        return ids, (pos(user), pos(item), torch.from_numpy(chosen[:, 2].astype(np.float32)))
+        user, item = chosen[:, 0].astype(np.int64), chosen[:, 1].astype(np.int64)
+        users, items = np.unique(user).astype(np.uint64), np.unique(item).astype(np.uint64)
+        pos = lambda ids, x: torch.from_numpy(np.searchsorted(ids, x).astype(np.int64))
+        rating = torch.from_numpy(chosen[:, 2].astype(np.float32))
+        return {"users": users, "items": items}, (pos(users, user), pos(items, item), rating)
 
 
 class MatrixFactorization:
@@ -126,28 +125,32 @@ class MatrixFactorization:
     def __call__(self, batch_id, ids, rows, payload):
         user, item, rating = payload
         k = self.rank
-        table = torch.from_numpy(rows)  # the batch's rows, lent for this call only
-        param = table[:, : k + 1].clone().requires_grad_(True)
-        pu, qi = param[user], param[item]
+        # Each table's rows of the batch, lent for this call only.
+        tables = [torch.from_numpy(rows["users"]), torch.from_numpy(rows["items"])]
+        params = [t[:, : k + 1].clone().requires_grad_(True) for t in tables]
+        pu, qi = params[0][user], params[1][item]
         predicted = self.mean + pu[:, k] + qi[:, k] + (pu[:, :k] * qi[:, :k]).sum(1)
         loss = ((predicted - rating) ** 2).sum() + self.l2 * ((pu[:, :k] ** 2).sum() + (qi[:, :k] ** 2).sum())
         loss.backward()
         with torch.no_grad():
-            g = param.grad
-            acc = table[:, k + 1 :]
-            acc += g * g
-            table[:, : k + 1] -= self.lr * g / (acc.sqrt() + 1e-10)
+            for table, param in zip(tables, params):
+                g = param.grad
+                acc = table[:, k + 1 :]
+                acc += g * g
+                table[:, : k + 1] -= self.lr * g / (acc.sqrt() + 1e-10)
 
 
 def initial_rows(users, items, args):
+    """The two tables' initial rows: random factors (users' drawn first), zero bias and sums."""
     g = torch.Generator().manual_seed(args.seed)
     rows = torch.zeros(users + items, 2 * (args.rank + 1))
     rows[:, : args.rank] = torch.randn(users + items, args.rank, generator=g) * args.init_scale
-    return rows.numpy()
+    rows = rows.numpy()
+    return {"users": rows[:users].copy(), "items": rows[users:].copy()}
 
 
-def rmse(table, test, users, mean, rank):
-    p, q = table[test[:, 0].astype(np.int64)], table[users + test[:, 1].astype(np.int64)]
+def rmse(tables, test, mean, rank):
+    p, q = tables["users"][test[:, 0].astype(np.int64)], tables["items"][test[:, 1].astype(np.int64)]
     predicted = mean + p[:, rank] + q[:, rank] + (p[:, :rank] * q[:, :rank]).sum(1)
     return float(np.sqrt(np.mean((predicted - test[:, 2]) ** 2)))
 
@@ -164,7 +167,7 @@ def main():
     n_test = max(1, int(len(ratings) * args.test_fraction))
     test, train = ratings[shuffled[:n_test]], ratings[shuffled[n_test:]]
     mean = np.float32(train[:, 2].mean())
-    batches = Batches(train, users, args)
+    batches = Batches(train, args)
     total = batches.per_epoch * args.epochs
     init = initial_rows(users, items, args)
     print(f"{users} users, {items} items, {len(train)} training and {len(test)} test ratings; "
@@ -173,7 +176,7 @@ def main():
 
     def report(name, final, seconds):
         rate = len(train) * args.epochs / seconds
-        print(f"{name:>6}: test RMSE {rmse(final, test, users, mean, args.rank):.4f}  "
+        print(f"{name:>6}: test RMSE {rmse(final, test, mean, args.rank):.4f}  "
               f"({seconds:.1f} s, {rate:,.0f} ratings/s)")
 
     start = time.perf_counter()

@@ -1,13 +1,27 @@
 """Type stubs of ordo's Rust extension (``ordo._ordo``)."""
 
 from types import TracebackType
-from typing import Any, Callable, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import numpy as np
 import numpy.typing as npt
 
 RowIds = Union[npt.NDArray[np.uint64], npt.NDArray[np.int64], Sequence[int]]
-Step = Callable[[int, npt.NDArray[np.uint64], npt.NDArray[np.float32], Any], Any]
+BatchIds = Union[RowIds, Mapping[str, RowIds]]
+"""A batch's row ids: an array for an engine of one table; for an engine of several named
+tables, a dict ``{name: ids}`` (each table's ids within it; a table may be left out)."""
+Tables = Union["Table", Mapping[str, "Table"]]
+"""One ``Table``, or several named ones (a dict, each table once; their order is the order the
+step's dicts list them in)."""
+Step = Callable[
+    [
+        int,
+        Union[npt.NDArray[np.uint64], Dict[str, npt.NDArray[np.uint64]]],
+        Union[npt.NDArray[np.float32], Dict[str, npt.NDArray[np.float32]]],
+        Any,
+    ],
+    Any,
+]
 """``step(batch_id, ids, rows, payload)``: updates ``rows`` (``len(ids) x width`` float32,
 writable, the step's only during the call) in place, in the computation order.
 
@@ -16,7 +30,12 @@ of it (the array, a view, a memoryview, a tensor over it) is refused (``StepFail
 batch) but never reaches the table. Its return value is ignored. Any exception it raises,
 ``BaseException`` included (``KeyboardInterrupt``, ``SystemExit``), stops the run as
 ``StepFailed`` with that exception as ``__cause__``; so does changing the array's dtype or size
-in place (reshaping it in place to the same size is fine)."""
+in place (reshaping it in place to the same size is fine).
+
+With several named tables, ``ids`` and ``rows`` are dicts with every table's name: each
+table's row ids within it and its rows at its own width (``len(ids[name]) x width``, no rows
+for a table the batch does not name), views of the one array lent for the call, so the same
+rules hold."""
 
 class OrdoError(Exception):
     """Any error of the ordo engine. A stopped run's error (this class, or ``StepFailed``)
@@ -110,7 +129,7 @@ class Session:
 
     def submit(
         self,
-        ids: RowIds,
+        ids: BatchIds,
         payload: Any = None,
         batch_id: Optional[int] = None,
         *,
@@ -145,13 +164,15 @@ class Session:
     ) -> bool: ...
 
 class Engine:
-    """The engine over one table. ``mode``: ``"sync"``, ``"async"`` (last writer wins),
+    """The engine over one table, or over several named ones (``{"users": Table(...),
+    "items": Table(...)}``, each of its own width: batches then name rows of each, and the step
+    gets one array per table). ``mode``: ``"sync"``, ``"async"`` (last writer wins),
     ``"async-add"`` (writes add their delta), ``"bounded"`` (with ``bound=k``) or ``"oac"``
     (full pipelining with the result of the sequential loop)."""
 
     def __init__(
         self,
-        table: Table,
+        table: Tables,
         mode: str = "oac",
         *,
         bound: Optional[int] = None,
@@ -162,24 +183,28 @@ class Engine:
     @property
     def mode(self) -> str: ...
     @property
-    def table(self) -> Table: ...
+    def table(self) -> Table:
+        """The one table (an engine of several raises ``OrdoError``: see ``tables``)."""
+    @property
+    def tables(self) -> Optional[Dict[str, Table]]:
+        """The named tables, in order; ``None`` for an engine of one table."""
     def session(self, step: Step) -> Session:
         """Start a session running ``step`` on the engine's device thread."""
     def replay(
         self,
         order: Sequence[int],
-        batch_of: Callable[[int], Optional[Tuple[RowIds, Any]]],
+        batch_of: Callable[[int], Optional[Tuple[BatchIds, Any]]],
         step: Step,
     ) -> None:
-        """``replay(self.table, order, batch_of, step)``."""
+        """``replay(the engine's table or tables, order, batch_of, step)``."""
 
 def unique_rows(ids: RowIds) -> npt.NDArray[np.uint64]:
     """Sorted, de-duplicated row ids: a batch's ids from any list of ids."""
 
 def replay(
-    table: Table,
+    table: Tables,
     order: Sequence[int],
-    batch_of: Callable[[int], Optional[Tuple[RowIds, Any]]],
+    batch_of: Callable[[int], Optional[Tuple[BatchIds, Any]]],
     step: Step,
 ) -> None:
     """Run the batches of ``order`` one by one onto ``table`` (``batch_of(id) -> (ids,

@@ -5,6 +5,7 @@
 //! only to call the step. The modules bind one concept each:
 //!
 //! * `table`: `ordo.Table`, a row store (parameters and per-row optimizer state).
+//! * `tables`: an engine's one table or several named ones, and a batch's ids over them.
 //! * `step`: the Python step as an [`ordo::engine::Model`], with its rows lent as numpy.
 //! * `session`: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
 //! * `replay`: the sequential replay of a recorded order.
@@ -21,6 +22,7 @@ mod replay;
 mod session;
 mod step;
 mod table;
+mod tables;
 
 use numpy::{PyArray1, PyArrayDescrMethods, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::prelude::*;

@@ -3,7 +3,7 @@
 
 use crate::errors::to_py;
 use crate::step::{Payload, PyStep};
-use crate::table::Table;
+use crate::tables::EngineTables;
 use ordo::engine::{Batch, EngineError, replay_into};
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -12,37 +12,56 @@ use std::sync::atomic::AtomicBool;
 /// Run the batches of `order` (batch ids) one by one onto `table`: `batch_of(id)` returns the
 /// batch as `(ids, payload)` (or `None` for an id it does not know), and `step` is called as
 /// in a session. With the table at the run's initial state, this is the synchronous run.
+/// `table` may be a dict of named tables, as for `ordo.Engine`: `ids` is then a dict too.
 #[pyfunction]
 pub(crate) fn replay(
     py: Python<'_>,
-    table: PyRef<'_, Table>,
+    table: &Bound<'_, PyAny>,
     order: Vec<u64>,
     batch_of: &Bound<'_, PyAny>,
     step: Py<PyAny>,
 ) -> PyResult<()> {
-    let _held = table.take("replaying onto it")?;
+    replay_on(py, &EngineTables::from_py(table)?, order, batch_of, step)
+}
+
+/// [`replay`] onto an engine's tables.
+pub(crate) fn replay_on(
+    py: Python<'_>,
+    tables: &EngineTables,
+    order: Vec<u64>,
+    batch_of: &Bound<'_, PyAny>,
+    step: Py<PyAny>,
+) -> PyResult<()> {
+    let _held = tables.take("replaying onto it")?;
+    let layout = tables.layout();
     let mut model = PyStep {
         step,
-        width: table.store.width(),
+        width: tables.width(),
         failed: Arc::new(AtomicBool::new(false)),
         cancel: Arc::new(AtomicBool::new(false)),
         times: Arc::default(),
+        layout: layout.clone(),
     };
     // An exception of `batch_of` stops the replay and is raised as it is.
     let mut raised: Option<PyErr> = None;
-    let result = replay_into(&mut model, &*table.store, &order, |id| {
+    let batch = |id: u64| {
         let got = batch_of.call1((id,)).and_then(|b| {
             if b.is_none() {
                 return Ok(None);
             }
             let (ids, data): (Bound<'_, PyAny>, Py<PyAny>) = b.extract()?;
-            Ok(Some(Batch { id, rows: crate::row_ids(&ids)?, data: Payload { id, data } }))
+            let rows = crate::tables::batch_ids(layout.as_deref(), id, &ids)?;
+            Ok(Some(Batch { id, rows, data: Payload { id, data } }))
         });
         got.unwrap_or_else(|e| {
             raised = Some(e);
             None
         })
-    });
+    };
+    let result = match tables {
+        EngineTables::One(t) => replay_into(&mut model, &*t.get().store, &order, batch),
+        EngineTables::Named { storage, .. } => replay_into(&mut model, &**storage, &order, batch),
+    };
     match (raised, result) {
         (Some(e), Err(EngineError::UnknownBatch { .. })) => Err(e),
         (_, r) => r.map_err(|e| to_py(py, e)),

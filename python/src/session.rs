@@ -8,6 +8,7 @@
 use crate::errors::{OrdoError, closed, stopped, to_py};
 use crate::step::{Payload, PyStep, StepTimes, StepTimesTaken};
 use crate::table::{Table, TableHeld};
+use crate::tables::EngineTables;
 use numpy::PyArray1;
 use ordo::engine::{
     AsyncWrite, Batch, CpuDevice, Engine as Core, EngineConfig, Mode, OwnedSession, RunReport,
@@ -65,11 +66,11 @@ fn parse_mode(mode: &str, bound: Option<usize>) -> PyResult<Mode> {
     })
 }
 
-/// The engine over one table: its mode and threads.
+/// The engine over one table, or over several named ones: its mode and threads.
 #[pyclass(module = "ordo", frozen)]
 pub struct Engine {
     core: Core,
-    table: Py<Table>,
+    tables: EngineTables,
     mode: String,
 }
 
@@ -78,13 +79,14 @@ impl Engine {
     #[new]
     #[pyo3(signature = (table, mode = "oac", *, bound = None, readers = 2, writers = 2, depth = 4))]
     fn new(
-        table: Py<Table>,
+        table: &Bound<'_, PyAny>,
         mode: &str,
         bound: Option<usize>,
         readers: usize,
         writers: usize,
         depth: usize,
     ) -> PyResult<Self> {
+        let tables = EngineTables::from_py(table)?;
         let parsed = parse_mode(mode, bound)?;
         let config = EngineConfig::new(parsed).threads(readers, writers).depths(depth, depth);
         let core = Core::new(config).map_err(|e| PyValueError::new_err(e.to_string()))?;
@@ -92,7 +94,7 @@ impl Engine {
             Some(k) => format!("bounded({k})"),
             None => mode.to_string(),
         };
-        Ok(Engine { core, table, mode })
+        Ok(Engine { core, tables, mode })
     }
 
     /// The mode, as given.
@@ -101,33 +103,47 @@ impl Engine {
         &self.mode
     }
 
-    /// The engine's table.
+    /// The engine's table (an engine of several tables raises `OrdoError`: see `tables`).
     #[getter]
-    fn table(&self, py: Python<'_>) -> Py<Table> {
-        self.table.clone_ref(py)
+    fn table(&self, py: Python<'_>) -> PyResult<Py<Table>> {
+        self.tables.one(py)
+    }
+
+    /// The engine's named tables as a dict, in their order; `None` for an engine of one table.
+    #[getter]
+    fn tables<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyDict>>> {
+        self.tables.named(py)
     }
 
     /// Start a session running `step` on the engine's device thread.
     fn session(&self, py: Python<'_>, step: Py<PyAny>) -> PyResult<PySession> {
-        let table = self.table.get();
-        let held = table.take("starting another")?;
+        let held = self.tables.take("starting another")?;
         let failed = Arc::new(AtomicBool::new(false));
         let cancel = Arc::new(AtomicBool::new(false));
         let times = Arc::new(StepTimes::default());
         let model = PyStep {
             step,
-            width: table.store.width(),
+            width: self.tables.width(),
             failed: failed.clone(),
             cancel: cancel.clone(),
             times: times.clone(),
+            layout: self.tables.layout(),
         };
-        let store = table.store.clone();
         let core = self.core.clone();
-        let inner = py
-            .detach(move || core.start(CpuDevice::new(), model, store))
-            .map_err(|e| to_py(py, e))?;
+        let inner = match &self.tables {
+            EngineTables::One(t) => {
+                let store = t.get().store.clone();
+                py.detach(move || core.start(CpuDevice::new(), model, store))
+            }
+            EngineTables::Named { storage, .. } => {
+                let store = storage.clone();
+                py.detach(move || core.start(CpuDevice::new(), model, store))
+            }
+        }
+        .map_err(|e| to_py(py, e))?;
         Ok(PySession {
             inner: Some((inner, held)),
+            tables: self.tables.layout(),
             process: std::process::id(),
             failed,
             cancel,
@@ -146,12 +162,11 @@ impl Engine {
         batch_of: &Bound<'_, PyAny>,
         step: Py<PyAny>,
     ) -> PyResult<()> {
-        crate::replay::replay(py, self.table.bind(py).borrow(), order, batch_of, step)
+        crate::replay::replay_on(py, &self.tables, order, batch_of, step)
     }
 
     fn __repr__(&self) -> String {
-        let t = &self.table.get().store;
-        format!("Engine(Table(rows={}, width={}), mode='{}')", t.rows(), t.width(), self.mode)
+        format!("Engine({}, mode='{}')", self.tables.describe(), self.mode)
     }
 }
 
@@ -200,8 +215,10 @@ impl Report {
 /// A running session. Each method waits with the interpreter lock released.
 #[pyclass(module = "ordo", name = "Session")]
 pub struct PySession {
-    /// The running session, and its table taken for it (given back once it is closed).
-    inner: Option<(OwnedSession<PyStep>, TableHeld)>,
+    /// The running session, and its tables taken for it (given back once it is closed).
+    inner: Option<(OwnedSession<PyStep>, Vec<TableHeld>)>,
+    /// The engine's named tables, to map a batch's `{name: ids}`; `None` for one table.
+    tables: Option<Arc<ordo::tables::Tables>>,
     /// The process that started it: in a forked child its threads do not exist.
     process: u32,
     /// Set by the step when it fails: the pipeline has halted and `finish` returns why.
@@ -293,8 +310,8 @@ impl PySession {
         batch_id: Option<u64>,
         inline: bool,
     ) -> PyResult<u64> {
-        let rows = crate::row_ids(ids)?;
         let id = batch_id.unwrap_or(self.next_id);
+        let rows = crate::tables::batch_ids(self.tables.as_deref(), id, ids)?;
         let data = Payload { id, data: payload.unwrap_or_else(|| py.None()) };
         let mut batch = Batch { id, rows, data };
         loop {

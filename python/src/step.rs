@@ -3,6 +3,7 @@
 
 use numpy::{PyArray1, PyArray2, PyArrayDescrMethods, PyArrayMethods, PyUntypedArrayMethods};
 use ordo::engine::{BatchRows, Model};
+use ordo::tables::Tables;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -71,6 +72,9 @@ pub(crate) struct PyStep {
     pub(crate) cancel: Arc<AtomicBool>,
     /// The time of each call, for the session's `Report`.
     pub(crate) times: Arc<StepTimes>,
+    /// The named tables the rows come from, to hand the step one array per table; `None`
+    /// for an engine of one table.
+    pub(crate) layout: Option<Arc<Tables>>,
 }
 
 impl Model for PyStep {
@@ -109,7 +113,6 @@ impl PyStep {
         let mut clock = (asked, asked, asked);
         let result = Python::attach(|py| {
             clock.0 = Instant::now();
-            let ids = PyArray1::from_slice(py, rows.ids());
             let (n, width) = (rows.len(), rows.width());
             let array = PyArray2::<f32>::zeros(py, [n, width], false);
             // SAFETY: `array` was just made here, contiguous, and no other reference to it exists.
@@ -117,7 +120,13 @@ impl PyStep {
                 .map_err(|e| PyRuntimeError::new_err(e.to_string()))?
                 .copy_from_slice(rows.values());
             clock.1 = Instant::now();
-            let result = self.step.call1(py, (data.id, ids, &array, data.data.clone_ref(py)));
+            let (ids, lent) = match &self.layout {
+                None => (PyArray1::from_slice(py, rows.ids()).into_any(), array.clone().into_any()),
+                Some(layout) => crate::tables::split_for_step(py, layout, rows.ids(), &array)?,
+            };
+            let result = self.step.call1(py, (data.id, ids, &lent, data.data.clone_ref(py)));
+            // Ours: only what the step kept still refers to the array below.
+            drop(lent);
             clock.2 = Instant::now();
             if let Err(e) = result {
                 // The traceback's frames hold the step's locals, `rows` among them: clear them,
