@@ -127,4 +127,51 @@ pub enum PartitionError {
     /// The I/O threads are gone (one panicked).
     #[error("the partition I/O threads stopped")]
     IoThreadGone,
+    /// A load or write-back panicked on its I/O thread (a bug, or a file store that panics):
+    /// reported to whoever waits for it; the thread serves the next job.
+    #[error("the partition {job} of {path} panicked: {message}")]
+    IoPanicked {
+        /// `load` or `write-back`.
+        job: &'static str,
+        /// The partition's current file when the job failed.
+        path: String,
+        /// The panic's message.
+        message: String,
+    },
+    /// A write-back failed earlier, and was reported then: that partition's changes since it
+    /// was loaded are lost, so the storage refuses to go on (every later admit and checkpoint).
+    /// The files of the last checkpoint are whole: resume from it.
+    #[error(
+        "a partition write-back failed earlier ({first}): its changes are lost, resume from the last checkpoint"
+    )]
+    WriteBackLost {
+        /// The first failure's message.
+        first: String,
+    },
+    /// A partition file does not fit in the free space of its file system. The files the last
+    /// checkpoint names are untouched, and the run resumes from it once there is room.
+    #[error(
+        "{path}: needs {needed} bytes, but its file system is full: free some space or write elsewhere"
+    )]
+    NoSpace {
+        /// The file being written.
+        path: String,
+        /// Bytes the file needs.
+        needed: u64,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl PartitionError {
+    /// A failed write or sync of `needed` bytes to `path`: [`PartitionError::NoSpace`] if its
+    /// file system is full, else [`PartitionError::Io`].
+    pub fn on_write(path: String, needed: u64, source: io::Error) -> Self {
+        if source.kind() == io::ErrorKind::StorageFull {
+            PartitionError::NoSpace { path, needed, source }
+        } else {
+            PartitionError::Io { path, source }
+        }
+    }
 }

@@ -135,6 +135,16 @@ fn io_error(
     move |source| PartitionError::Io { path: files.describe(Some(name)), source }
 }
 
+/// As [`io_error`], for a write or sync of `needed` bytes: a full file system is
+/// [`PartitionError::NoSpace`], naming the bytes.
+pub(crate) fn write_error(
+    files: &dyn PartitionFiles,
+    name: Option<FileName>,
+    needed: u64,
+) -> impl Fn(std::io::Error) -> PartitionError + '_ {
+    move |source| PartitionError::on_write(files.describe(name), needed, source)
+}
+
 /// Rows per chunk for rows of `row_bytes` bytes.
 fn chunk_rows(row_bytes: usize) -> usize {
     (CHUNK_BYTES / row_bytes).max(1)
@@ -174,7 +184,7 @@ pub(crate) fn write_partition(
     let (rows, per) = (geometry.len(p), chunk_rows(rb));
     let mut buf = vec![0u8; per.min(rows) * rb];
     let mut hasher = crc32fast::Hasher::new();
-    let err = io_error(files, name);
+    let err = write_error(files, Some(name), geometry.file_len(p));
     let mut r = 0;
     while r < rows {
         let n = per.min(rows - r);
@@ -345,7 +355,7 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
     let width = shared.geometry.width;
     let rb = shared.geometry.row_bytes();
     let mut values = vec![0.0; width];
-    let (crc, len) = write_partition(files, &shared.geometry, p, name, |r, out| {
+    let written = write_partition(files, &shared.geometry, p, name, |r, out| {
         if active(Mutant::PartitionWriteBackStale) {
             // The bug: write back the copy as it was loaded (the old file), not the buffer's.
             return files
@@ -355,6 +365,11 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
         let version = resident.rows.read(r as u64, &mut values)?;
         encode_row(version, &values, out);
         Ok(())
+    });
+    let (crc, len) = written.inspect_err(|_| {
+        // A part of a generation nothing names (a full disk): its space back, and the
+        // partition's current file stays what it was.
+        let _ = files.remove(name);
     })?;
     shared.bytes_written.fetch_add(len, Ordering::Relaxed); // Relaxed: a counter.
     shared.unsynced.lock().map_err(|_| PartitionError::IoThreadGone)?.push(name);
@@ -401,16 +416,47 @@ fn next_job(shared: &Shared) -> Option<Job> {
     }
 }
 
+/// Run one job's I/O, turning a panic inside it (a bug, or a [`PartitionFiles`] that panics)
+/// into [`PartitionError::IoPanicked`] naming the job and its partition's current file: the
+/// thread lives on and serves the next job, and whoever waits for this one gets the error,
+/// never a wait without end (a load of the partition waits for its write-backs, and every
+/// queued load for a thread to take it).
+fn guarded<T>(
+    shared: &Shared,
+    job: &'static str,
+    partition: usize,
+    io: impl FnOnce() -> Result<T, PartitionError>,
+) -> Result<T, PartitionError> {
+    // A write-back writes the generation after the current one.
+    let next = u64::from(job == "write-back");
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(io)).unwrap_or_else(|payload| {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        let generation =
+            shared.entries.lock().map_or(0, |e| e.get(partition).map_or(0, |e| e.generation));
+        let name = FileName { partition, generation: generation + next };
+        Err(PartitionError::IoPanicked { job, path: shared.files.describe(Some(name)), message })
+    })
+}
+
 /// An I/O thread's loop: serve jobs until the queue is closed and empty.
 pub(crate) fn run(shared: Arc<Shared>) {
     while let Some(job) = next_job(&shared) {
         match job {
             Job::Load(partition, reply) => {
+                let loaded =
+                    guarded(&shared, "load", partition, || load_partition(&shared, partition));
                 // The storage may have stopped waiting (dropped); nothing to do then.
-                let _ = reply.send(load_partition(&shared, partition));
+                let _ = reply.send(loaded);
             }
             Job::WriteBack(partition, resident) => {
-                if let Err(e) = write_back(&shared, partition, &resident)
+                let written = guarded(&shared, "write-back", partition, || {
+                    write_back(&shared, partition, &resident)
+                });
+                if let Err(e) = written
                     && let Ok(mut failed) = shared.failed.lock()
                 {
                     failed.get_or_insert(e);

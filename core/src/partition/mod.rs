@@ -50,6 +50,16 @@
 //! [`MemoryFiles::crashable`], which loses every write not synced). Every sync and rename goes
 //! through [`PartitionFiles`]. Disk use: one extra generation per partition written since
 //! the last checkpoint.
+//!
+//! # Faults
+//!
+//! A write-back or checkpoint that finds its file system full is
+//! [`PartitionError::NoSpace`], naming the file and the bytes it needed; the torn generation
+//! is deleted and the last checkpoint's files stay whole. A load or write-back that panics on
+//! its I/O thread is [`PartitionError::IoPanicked`], delivered to whoever waits for it (the
+//! thread serves the next job). After a failed write-back its partition's changes are lost:
+//! every later admit and checkpoint is [`PartitionError::WriteBackLost`], never a partition
+//! loaded stale from its older file; the run resumes from the last checkpoint.
 mod error;
 mod files;
 mod geometry;

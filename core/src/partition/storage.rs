@@ -316,12 +316,18 @@ impl PartitionedStorage {
         Ok(())
     }
 
-    /// The first write-back failure since the last call, if any.
+    /// The first write-back failure, if any: itself the first time, then
+    /// [`PartitionError::WriteBackLost`] naming it (its partition's changes are lost, so
+    /// nothing may go on from here).
     fn take_failure(&self) -> Result<(), PartitionError> {
-        match self.shared.failed.lock().map_err(poisoned)?.take() {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
+        let mut failed = self.shared.failed.lock().map_err(poisoned)?;
+        let Some(e) = failed.take() else { return Ok(()) };
+        let first = match &e {
+            PartitionError::WriteBackLost { first } => first.clone(),
+            e => e.to_string(),
+        };
+        *failed = Some(PartitionError::WriteBackLost { first });
+        Err(e)
     }
 
     /// Start loading `partition` in the background (into the spare slot) unless it is resident
@@ -366,7 +372,11 @@ impl PartitionedStorage {
             let loaded = rx.recv().map_err(|_| PartitionError::IoThreadGone)?;
             // Relaxed: a counter, read for reports.
             self.wait_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            loaded?
+            let rows = loaded?;
+            // The load followed the partition's write-backs; one that failed (a full disk, a
+            // panic) left an older file, so the rows just read are stale: refuse them.
+            self.take_failure()?;
+            rows
         };
         let resident = Arc::new(Resident { rows, dirty: AtomicBool::new(false) });
         *self.slots[partition].write().map_err(poisoned)? = Some(resident);
@@ -483,10 +493,9 @@ impl PartitionedStorage {
         let entries = self.shared.entries.lock().map_err(poisoned)?.clone();
         for name in written {
             if entries[name.partition].generation == name.generation {
-                self.shared.files.sync(name).map_err(|source| PartitionError::Io {
-                    path: self.shared.files.describe(Some(name)),
-                    source,
-                })?;
+                let needed = self.shared.geometry.file_len(name.partition);
+                let files = &*self.shared.files;
+                files.sync(name).map_err(io_thread::write_error(files, Some(name), needed))?;
             }
         }
         Ok(())
@@ -534,10 +543,12 @@ impl PartitionedStorage {
             files: self.shared.entries.lock().map_err(poisoned)?.clone(),
         };
         let bytes = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
-        let files = &self.shared.files;
-        files
-            .write_manifest(&bytes)
-            .map_err(|source| PartitionError::Io { path: files.describe(None), source })?;
+        let files = &*self.shared.files;
+        files.write_manifest(&bytes).map_err(io_thread::write_error(
+            files,
+            None,
+            bytes.len() as u64,
+        ))?;
         *self.shared.checkpointed.lock().map_err(poisoned)? =
             manifest.files.iter().map(|e| e.generation).collect();
         Ok(())
