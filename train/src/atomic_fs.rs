@@ -11,8 +11,9 @@
 //! of the directory's lock to remove ([`crate::outdir`]).
 //!
 //! **Fault injection:** with `ORDO_CRASH_AT=N` in the environment the process aborts at its
-//! `N`th durability point (each fsync and each rename made here, counted from 1), so a test can
-//! kill a save or a checkpoint at every one of them.
+//! `N`th durability point (each fsync and each rename made here or by a `--storage disk` run's
+//! partition files, counted from 1), so a test can kill a save, a checkpoint or a partitioned
+//! run at every one of them.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -33,8 +34,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StagedError + '_ {
     move |source| StagedError { path: path.to_path_buf(), source }
 }
 
-/// Count a durability point; abort the process at the `ORDO_CRASH_AT`th.
-fn crash_point() {
+/// Count a durability point (call it after an fsync or a rename); abort the process at the
+/// `ORDO_CRASH_AT`th.
+pub fn crash_point() {
     static AT: OnceLock<Option<u64>> = OnceLock::new();
     static SEEN: AtomicU64 = AtomicU64::new(0);
     let at = *AT.get_or_init(|| std::env::var("ORDO_CRASH_AT").ok().and_then(|v| v.parse().ok()));

@@ -376,11 +376,14 @@ fn dense_path(dir: &Path, epoch: u64) -> PathBuf {
 fn write_dense(dir: &Path, epoch: u64, dense: &[f32]) -> Result<(), PartitionError> {
     use std::io::Write;
     let path = dense_path(dir, epoch);
-    let io = |source| PartitionError::Io { path: path.display().to_string(), source };
-    let mut f = std::fs::File::create(&path).map_err(io)?;
     let bytes: Vec<u8> = dense.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let io =
+        |source| PartitionError::on_write(path.display().to_string(), bytes.len() as u64, source);
+    let mut f = std::fs::File::create(&path).map_err(io)?;
     f.write_all(&bytes).map_err(io)?;
-    f.sync_all().map_err(io)
+    f.sync_all().map_err(io)?;
+    crate::atomic_fs::crash_point();
+    Ok(())
 }
 
 fn read_dense(dir: &Path, epoch: u64, len: usize) -> Result<Vec<f32>, PartitionedError> {
@@ -429,7 +432,8 @@ pub fn open_storage(
         (StorageKind::Disk, None) => Err(PartitionedError::NoDir),
         (StorageKind::Disk, Some(dir)) => {
             let files = DiskFiles::new(dir)
-                .map_err(|source| PartitionError::Io { path: dir.display().to_string(), source })?;
+                .map_err(|source| PartitionError::Io { path: dir.display().to_string(), source })?
+                .with_durability_point(crate::atomic_fs::crash_point);
             match PartitionedStorage::open(files.clone(), &id, opts.buffer) {
                 Ok((s, cursor)) => {
                     if s.geometry() != geometry {
