@@ -116,3 +116,54 @@ fn out_that_does_not_fit_is_an_error_naming_the_file_and_is_not_marked_complete(
     assert!(!o_dir.join("COMPLETE").exists(), "a partial --out is marked complete");
     assert_eq!(names_with(&o_dir, ".tmp-"), Vec::<String>::new());
 }
+
+/// The epoch of the checkpoint in the partition folder `dir`'s manifest.
+fn checkpointed_epoch(dir: &Path) -> Option<u64> {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).ok()?).ok()?;
+    m["cursor"]["epoch"].as_u64()
+}
+
+#[test]
+#[ignore = "needs root and mount: cargo test -p ordo-train --test full_disk -- --ignored"]
+fn a_partitioned_run_on_a_full_disk_names_the_bytes_and_resumes_from_its_checkpoint() {
+    let fs = Tmpfs::mount("full-part", "2m");
+    let run_dir = fs.path().join("run");
+    let run = ["--dataset", "umls", "--dim", "64", "--mode", "sync", "--storage", "disk"];
+    let small = ["--partitions", "4", "--buffer", "2", "--storage-dir", s(&run_dir)];
+    let args = |epochs: &str| -> Vec<String> {
+        [&["kge"][..], &run, &small, &["--epochs", epochs, "--quiet"]]
+            .concat()
+            .into_iter()
+            .map(String::from)
+            .collect()
+    };
+    // A long run; once its first checkpoint is written, the disk fills up but for less than a
+    // partition file, so a later write-back or checkpoint does not fit.
+    let child = Command::new(common::bin())
+        .args(args("100000"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while checkpointed_epoch(&run_dir).unwrap_or(0) == 0 {
+        assert!(start.elapsed().as_secs() < 60, "no checkpoint in 60 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let free = ordo_train::space::available(fs.path()).unwrap();
+    let filler = fs.path().join("filler");
+    std::fs::write(&filler, vec![0u8; free.saturating_sub(8 << 10) as usize]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let e = failed_for_space(&o, fs.path(), "partition write-back");
+    assert!(e.contains("needs ") && e.contains(" bytes"), "the bytes needed are not named: {e}");
+    let k = checkpointed_epoch(&run_dir).expect("the last checkpoint's manifest is whole");
+    std::fs::remove_file(&filler).unwrap();
+    // The run resumes from its last checkpoint: it trains epoch k + 1 only.
+    let next = (k + 1).to_string();
+    let o = Command::new(common::bin()).args(args(&next)).output().unwrap();
+    assert!(o.status.success(), "resume after the full disk: {}", err(&o));
+    let printed = common::out(&o);
+    assert!(printed.contains(&format!("epoch {next}:")), "epoch {next} was not trained: {printed}");
+    assert!(!printed.contains(&format!("epoch {k}:")), "epoch {k} was trained again: {printed}");
+}
