@@ -14,8 +14,8 @@ use ordo::engine::{
 };
 use ordo::partition::ordering::{Plan, beta};
 use ordo::partition::{
-    Cursor, DiskFiles, Geometry, MemoryFiles, PartitionError, PartitionFiles, PartitionedStorage,
-    Walk,
+    Cursor, DiskFiles, FileName, Geometry, MemoryFiles, PartitionError, PartitionFiles,
+    PartitionedStorage, Walk,
 };
 use ordo::row_store::RowStore;
 use ordo::storage::RowStorage;
@@ -420,6 +420,145 @@ fn a_crash_losing_unsynced_writes_resumes_equal_to_an_uninterrupted_run() -> Res
     order.extend(train(&disk, &plan, &work, Mode::Sync, cursor.state as usize..total, None)?);
     assert_eq!(order, uninterrupted, "the same batches in the same order");
     assert_eq!(disk.snapshot()?, whole.snapshot()?, "resumed after the crash == uninterrupted");
+    Ok(())
+}
+
+/// Crashable memory files that lose power at their `at`th durability point (counted from 1):
+/// after a partition file's sync, before the manifest is replaced (its temporary synced) and
+/// after. From then on every call fails, as in a process that is gone; [`MemoryFiles::crash`]
+/// then keeps only what was synced.
+#[derive(Clone, Debug)]
+struct PowerLoss {
+    files: MemoryFiles,
+    /// Points seen, the point to lose power at, and whether it was reached.
+    state: std::sync::Arc<std::sync::Mutex<(u64, u64, bool)>>,
+}
+
+impl PowerLoss {
+    fn at(files: &MemoryFiles, at: u64) -> Self {
+        PowerLoss { files: files.clone(), state: std::sync::Arc::new((0, at, false).into()) }
+    }
+
+    fn lost(&self) -> bool {
+        self.state.lock().unwrap().2
+    }
+
+    /// An error once the power is lost.
+    fn alive(&self) -> std::io::Result<()> {
+        if self.lost() { Err(std::io::Error::other("the power is lost")) } else { Ok(()) }
+    }
+
+    /// A durability point: the power is lost here if it is the `at`th.
+    fn point(&self) -> std::io::Result<()> {
+        let mut state = self.state.lock().unwrap();
+        state.0 += 1;
+        state.2 |= state.0 == state.1;
+        drop(state);
+        self.alive()
+    }
+}
+
+impl PartitionFiles for PowerLoss {
+    fn len(&self, name: FileName) -> std::io::Result<Option<u64>> {
+        self.alive()?;
+        self.files.len(name)
+    }
+    fn read_at(&self, name: FileName, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.alive()?;
+        self.files.read_at(name, offset, buf)
+    }
+    fn write_at(&self, name: FileName, offset: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.alive()?;
+        self.files.write_at(name, offset, buf)
+    }
+    fn sync(&self, name: FileName) -> std::io::Result<()> {
+        self.alive()?;
+        self.files.sync(name)?;
+        self.point()
+    }
+    fn remove(&self, name: FileName) -> std::io::Result<()> {
+        self.alive()?;
+        self.files.remove(name)
+    }
+    fn list(&self) -> std::io::Result<Vec<FileName>> {
+        self.alive()?;
+        self.files.list()
+    }
+    fn read_manifest(&self) -> std::io::Result<Option<Vec<u8>>> {
+        self.alive()?;
+        self.files.read_manifest()
+    }
+    fn write_manifest(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.point()?; // its temporary is synced, not yet renamed
+        self.files.write_manifest(bytes)?;
+        self.point() // renamed
+    }
+    fn describe(&self, name: Option<FileName>) -> String {
+        self.files.describe(name)
+    }
+}
+
+/// Create (or open) the storage in `files` and train the global states from its checkpoint's
+/// cursor to `total`, checkpointing at each epoch's end as the trainer does. Returns the
+/// recorded order of what it trained.
+fn run_with_checkpoints(
+    files: impl PartitionFiles + Clone,
+    plan: &Plan,
+    work: &Work,
+    total: usize,
+) -> Result<(PartitionedStorage, Vec<u64>), Error> {
+    let (storage, from) = match PartitionedStorage::open(files.clone(), "power", BUFFER) {
+        Ok((s, cursor)) => (s, cursor.state as usize),
+        Err(PartitionError::NoManifest { .. }) => {
+            (PartitionedStorage::create(files, geometry(), BUFFER, "power", init)?, 0)
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let n = plan.states.len();
+    let mut order = Vec::new();
+    let mut k = from;
+    while k < total {
+        let end = (k / n + 1) * n;
+        order.extend(train(&storage, plan, work, Mode::Sync, k..end, Some(end - 1))?);
+        k = end;
+    }
+    Ok((storage, order))
+}
+
+/// Power lost at each of the store's fsyncs and renames in turn (creating the files, and each
+/// epoch's checkpoint), losing every write not synced: the run restarted from what survived
+/// ends with the uninterrupted run's table, bit for bit, having trained each batch once after
+/// its last checkpoint.
+#[test]
+fn power_lost_at_every_fsync_and_rename_resumes_to_the_uninterrupted_table() -> Result<(), Error> {
+    let plan = beta(PARTITIONS, BUFFER)?;
+    let epochs = 2;
+    let work = work(&plan, epochs);
+    let total = plan.states.len() * epochs;
+    let (whole, order) = run_with_checkpoints(MemoryFiles::default(), &plan, &work, total)?;
+    let whole = whole.snapshot()?;
+    let mut losses = 0;
+    for at in 1.. {
+        let files = MemoryFiles::crashable();
+        let faulty = PowerLoss::at(&files, at);
+        match run_with_checkpoints(faulty.clone(), &plan, &work, total) {
+            Ok((s, got)) => {
+                assert!(!faulty.lost(), "point {at}: the power was lost, yet the run went on");
+                assert_eq!(got, order);
+                assert_eq!(s.snapshot()?, whole);
+                break;
+            }
+            Err(e) => assert!(faulty.lost(), "point {at}: {e}"),
+        }
+        losses += 1;
+        files.crash();
+        let (s, _) = run_with_checkpoints(files.clone(), &plan, &work, total)?;
+        assert_eq!(s.snapshot()?, whole, "power lost at point {at}: the resumed table differs");
+    }
+    // Creating the files: 4 syncs and the manifest's 2 points; each epoch's checkpoint: the
+    // partitions written since the last one and the manifest's 2.
+    assert!(losses >= 4 + 2 + 2 * 3, "only {losses} durability points");
+    eprintln!("power lost at {losses} fsyncs and renames, each resumed to the uninterrupted table");
     Ok(())
 }
 
