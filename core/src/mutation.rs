@@ -313,7 +313,7 @@ crate::mutation_catalog! {
     /// partition leaves the buffer while a batch of an earlier state that touches it is still in
     /// flight, which breaks *a partition leaves the buffer only when no unwritten batch touches
     /// it*.
-    PartitionEvictUnfinished = "partition-evict-unfinished", killed_by: [Proptest, Model];
+    PartitionEvictUnfinished = "partition-evict-unfinished", killed_by: [Proptest, Model, Shuttle];
     /// An owned session's device thread takes the stamps into the caller's outbox while it
     /// holds the outbox lock, running the device work that is ready (model steps) under it: a
     /// step that waits for a lock its caller holds while reading the outbox (a binding's

@@ -68,6 +68,35 @@ pub(crate) mod host {
     pub use std::thread;
 }
 
+/// The partition buffer's blocking primitives: its locks, condition variable, I/O threads and
+/// their reply channels. Shuttle's under `ordo_shuttle`, so `core/tests/shuttle_partition.rs`
+/// schedules the real `PartitionedStorage`, its callers and its I/O threads together; std's
+/// (and crossbeam-channel's) otherwise, loom included: loom's `Condvar` has no `wait_while`,
+/// and no loom model drives the I/O threads. The storage's own atomics (a dirty flag, counters)
+/// stay std's: shuttle treats every access as sequentially consistent anyway.
+#[cfg(feature = "partition")]
+pub(crate) mod blocking {
+    #[cfg(all(ordo_shuttle, not(ordo_loom)))]
+    pub use shuttle::sync::mpsc::{Receiver, SyncSender as Sender};
+    #[cfg(all(ordo_shuttle, not(ordo_loom)))]
+    pub use shuttle::sync::{Condvar, Mutex, RwLock};
+    #[cfg(all(ordo_shuttle, not(ordo_loom)))]
+    pub use shuttle::thread::{Builder, JoinHandle};
+
+    /// A channel of `cap` messages (the I/O threads' reply to one load).
+    #[cfg(all(ordo_shuttle, not(ordo_loom)))]
+    pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+        shuttle::sync::mpsc::sync_channel(cap)
+    }
+
+    #[cfg(not(all(ordo_shuttle, not(ordo_loom))))]
+    pub use crossbeam_channel::{Receiver, Sender, bounded};
+    #[cfg(not(all(ordo_shuttle, not(ordo_loom))))]
+    pub use std::sync::{Condvar, Mutex, RwLock};
+    #[cfg(not(all(ordo_shuttle, not(ordo_loom))))]
+    pub use std::thread::{Builder, JoinHandle};
+}
+
 /// Back off inside a spin or CAS-retry loop.
 ///
 /// Under loom this yields to the scheduler (a spin loop that never yields makes loom explore

@@ -19,10 +19,10 @@ use super::geometry::Geometry;
 use super::manifest::FileEntry;
 use crate::mutation::{Mutant, active};
 use crate::row_store::{RowStore, StoreError, Version};
-use crossbeam_channel::Sender;
+use crate::sync::blocking::{Condvar, Mutex, Sender};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
 
 /// I/O threads per storage: a load can run while another thread writes a partition back.
 pub(crate) const IO_THREADS: usize = 2;

@@ -10,11 +10,10 @@ use super::ordering::{BufferState, check_geometry};
 use crate::mutation::{Mutant, active};
 use crate::row_store::{RowStore, StoreError, Version};
 use crate::storage::RowStorage;
-use crossbeam_channel::Receiver;
+use crate::sync::blocking::{self, Condvar, JoinHandle, Mutex, Receiver, RwLock};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What the storage's I/O cost so far.
@@ -124,7 +123,7 @@ impl PartitionedStorage {
         let threads = (0..io_thread::IO_THREADS)
             .map(|i| {
                 let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
+                blocking::Builder::new()
                     .name(format!("ordo-partition-io-{i}"))
                     .spawn(move || io_thread::run(shared))
                     .expect("spawn a partition I/O thread")
@@ -339,7 +338,7 @@ impl PartitionedStorage {
         }
         let mut pending = self.pending.lock().map_err(poisoned)?;
         if let std::collections::hash_map::Entry::Vacant(slot) = pending.entry(partition) {
-            let (reply, rx) = crossbeam_channel::bounded(1);
+            let (reply, rx) = blocking::bounded(1);
             self.send(Request::Load { partition, reply })?;
             slot.insert(rx);
         }
