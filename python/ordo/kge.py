@@ -10,6 +10,11 @@
   about a second with ``KeyboardInterrupt``: the batches in flight are written, the threads
   joined, the epoch in progress neither checkpointed nor saved (resume from the last
   checkpoint).
+  ``storage="disk"`` (with ``storage_dir``, ``partitions``, ``buffer``) keeps the entity table
+  in a partition buffer as ``--storage disk`` does, with its checks (free disk, the buffer's
+  memory against ``memory_limit``); the folder checkpoints every epoch and a run started on it
+  again resumes there (``checkpoint``, ``resume`` and ``out`` are refused). ``storage="memory"``
+  is its in-memory twin. A partitioned run takes Ctrl-C and a callback's exception when it ends.
 * ``evaluate(score, entities, relations, queries, known)``: filtered link prediction on numpy
   arrays, as the command line evaluates.
 * ``load_dataset(name_or_path)``: ``umls``, ``kinships``, ``nations`` (vendored) or a directory

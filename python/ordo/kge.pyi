@@ -31,7 +31,8 @@ class Run:
     def relations(self) -> npt.NDArray[np.float32]: ...
     @property
     def history(self) -> List[Dict[str, Any]]:
-        """Per epoch: ``epoch``, ``loss``, ``valid_mrr``, ``wall_s``, ``epoch_s``."""
+        """Per epoch: ``epoch``, ``loss`` (``None`` with ``storage``), ``valid_mrr``, ``wall_s``,
+        ``epoch_s``."""
     @property
     def test(self) -> Dict[str, float]: ...
     @property

@@ -4,10 +4,12 @@
 use crate::errors::OrdoError;
 use clap::ValueEnum;
 use numpy::{IntoPyArray, PyArray2, PyArrayMethods, PyReadonlyArray2, PyUntypedArrayMethods};
+use ordo_train::kge::backends::partitioned::{self, PartitionedRun, StoredEntities};
 use ordo_train::kge::data::dataset::{Dataset, Triple};
+use ordo_train::kge::eval::eval_stream::EntityParts;
 use ordo_train::kge::eval::ranking::{Filter, Metrics, evaluate as filtered};
 use ordo_train::kge::io::npy;
-use ordo_train::kge::job::{OneRun, Options, exit_code};
+use ordo_train::kge::job::{OneRun, Options, exit_code, save_partitioned};
 use ordo_train::kge::model::score::ScoreFn;
 use ordo_train::kge::run::config::TrainConfig;
 use ordo_train::kge::run::event::Event;
@@ -125,76 +127,147 @@ fn metrics_dict<'py>(py: Python<'py>, m: &Metrics) -> PyResult<Bound<'py, PyDict
 pub(crate) struct KgeRun {
     dataset: Dataset,
     config: TrainConfig,
-    result: RunResult,
+    trained: Trained,
+}
+
+/// What a run trained: a table in memory, or (with `storage`) a partition buffer.
+enum Trained {
+    Table(RunResult),
+    Parts {
+        run: PartitionedRun,
+        mode: &'static str,
+        /// Per epoch trained by this call.
+        history: Vec<Epoch>,
+    },
+}
+
+/// One entry of `Run.history`.
+struct Epoch {
+    epoch: usize,
+    /// `None` in a partitioned run (it does not sum its loss).
+    loss: Option<f64>,
+    valid_mrr: Option<f64>,
+    wall_s: f64,
+    epoch_s: f64,
+}
+
+impl Epoch {
+    fn of(e: &EpochStats, has_valid: bool) -> Epoch {
+        let valid_mrr = has_valid.then_some(e.valid.mrr);
+        Epoch {
+            epoch: e.epoch,
+            loss: Some(e.loss),
+            valid_mrr,
+            wall_s: e.wall_s,
+            epoch_s: e.epoch_s,
+        }
+    }
 }
 
 #[pymethods]
 impl KgeRun {
-    /// Entity embeddings, `entities x dim` float32 (without the optimizer state).
+    /// Entity embeddings, `entities x dim` float32 (without the optimizer state); a
+    /// partitioned run's are read from its storage, one partition at a time.
     #[getter]
     fn entities<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
         let dim = self.config.dim;
-        numpy::PyArray1::from_vec(py, self.result.entity_embeddings(dim))
-            .reshape([self.dataset.entities.len(), dim])
+        let table = match &self.trained {
+            Trained::Table(r) => r.entity_embeddings(dim),
+            Trained::Parts { run, .. } => {
+                let parts = StoredEntities { storage: &run.storage, dim };
+                let mut table = Vec::with_capacity(parts.entities() * dim);
+                for k in 0..parts.parts() {
+                    table.extend(parts.part(k).map_err(|e| OrdoError::new_err(e.to_string()))?.1);
+                }
+                table
+            }
+        };
+        numpy::PyArray1::from_vec(py, table).reshape([self.dataset.entities.len(), dim])
     }
 
     /// Relation embeddings, `rows x relation_dim` float32.
     #[getter]
     fn relations<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray2<f32>>> {
-        let rdim = self.result.relation_dim.max(1);
-        let rows = self.result.relations.len() / rdim;
-        numpy::PyArray1::from_vec(py, self.result.relations.clone()).reshape([rows, rdim])
+        let (table, rdim) = match &self.trained {
+            Trained::Table(r) => (r.relations.clone(), r.relation_dim),
+            Trained::Parts { run, .. } => {
+                (run.model.relations().to_vec(), self.config.step_config().relation_dim())
+            }
+        };
+        let rdim = rdim.max(1);
+        let rows = table.len() / rdim;
+        numpy::PyArray1::from_vec(py, table).reshape([rows, rdim])
     }
 
-    /// Per epoch: a dict of `epoch`, `loss`, `valid_mrr` (None without a validation split),
-    /// `wall_s` (since the run started) and `epoch_s`.
+    /// Per epoch: a dict of `epoch`, `loss` (None in a partitioned run), `valid_mrr` (None
+    /// without a validation split), `wall_s` (since the run started) and `epoch_s`.
     #[getter]
     fn history<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
-        let has_valid = !self.dataset.valid.is_empty();
-        self.result.epochs.iter().map(|e| epoch_dict(py, e, has_valid)).collect()
+        match &self.trained {
+            Trained::Table(r) => {
+                let has_valid = !self.dataset.valid.is_empty();
+                r.epochs.iter().map(|e| epoch_dict(py, &Epoch::of(e, has_valid))).collect()
+            }
+            Trained::Parts { history, .. } => history.iter().map(|e| epoch_dict(py, e)).collect(),
+        }
     }
 
     /// Filtered test metrics: `mrr`, `hits1`, `hits3`, `hits10`, `queries`.
     #[getter]
     fn test<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        metrics_dict(py, &self.result.test)
+        match &self.trained {
+            Trained::Table(r) => metrics_dict(py, &r.test),
+            Trained::Parts { run, .. } => metrics_dict(py, &run.test),
+        }
     }
 
-    /// The computation order, one `uint64` array of batch ids per epoch.
+    /// The computation order, one `uint64` array of batch ids per epoch (in a partitioned
+    /// run, per epoch trained by this call).
     #[getter]
     fn order<'py>(&self, py: Python<'py>) -> Vec<Bound<'py, numpy::PyArray1<u64>>> {
-        self.result.order.iter().map(|o| numpy::PyArray1::from_slice(py, o)).collect()
+        let orders = match &self.trained {
+            Trained::Table(r) => &r.order,
+            Trained::Parts { run, .. } => &run.orders,
+        };
+        orders.iter().map(|o| numpy::PyArray1::from_slice(py, o)).collect()
     }
 
     /// The mode's name.
     #[getter]
     fn mode(&self) -> &'static str {
-        self.result.mode.name()
+        match &self.trained {
+            Trained::Table(r) => r.mode.name(),
+            Trained::Parts { mode, .. } => mode,
+        }
     }
 
     /// Save in the CLI's layout (`entities.npy`, `relations.npy`, names, manifest), as `--save`
     /// does: the directory locked for the write (a concurrent run is refused, naming it), the
-    /// files staged in a temporary directory and moved into place whole.
+    /// files staged in a temporary directory and moved into place whole (a partitioned run's
+    /// streamed from its storage).
     fn save(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
-        py.detach(|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        py.detach(|| -> Result<(), String> {
             let mut held = Held::default();
-            held.hold(&dir, false)?;
-            npy::save(&dir, &self.dataset, &self.config, &self.result)?;
-            Ok(())
+            held.hold(&dir, false).map_err(|e| e.to_string())?;
+            match &self.trained {
+                Trained::Table(r) => {
+                    npy::save(&dir, &self.dataset, &self.config, r).map_err(|e| e.to_string())
+                }
+                Trained::Parts { run, .. } => {
+                    save_partitioned(&dir, &self.dataset, &self.config, run)
+                        .map_err(|e| e.to_string())
+                }
+            }
         })
-        .map_err(|e| PyValueError::new_err(e.to_string()))
+        .map_err(PyValueError::new_err)
     }
 }
 
-fn epoch_dict<'py>(
-    py: Python<'py>,
-    e: &EpochStats,
-    has_valid: bool,
-) -> PyResult<Bound<'py, PyDict>> {
+fn epoch_dict<'py>(py: Python<'py>, e: &Epoch) -> PyResult<Bound<'py, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("epoch", e.epoch)?;
     out.set_item("loss", e.loss)?;
-    out.set_item("valid_mrr", has_valid.then_some(e.valid.mrr))?;
+    out.set_item("valid_mrr", e.valid_mrr)?;
     out.set_item("wall_s", e.wall_s)?;
     out.set_item("epoch_s", e.epoch_s)?;
     Ok(out)
@@ -249,6 +322,9 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
     let dataset = py
         .detach(|| Dataset::load(&plan.dataset))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    if plan.partitions.is_some() {
+        return train_parts(py, plan, dataset, on_event);
+    }
     let mut prepared =
         py.detach(|| plan.prepare(&dataset).map_err(|e| described(&*e))).map_err(cli_error)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -269,7 +345,7 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
                 }
                 Event::Batches(n) => f.call1(py, ("batches", n))?,
                 Event::EpochEnd(stats) => {
-                    f.call1(py, ("epoch_end", epoch_dict(py, stats, has_valid)?))?
+                    f.call1(py, ("epoch_end", epoch_dict(py, &Epoch::of(stats, has_valid))?))?
                 }
                 // An event this binding does not know yet is not passed on.
                 _ => return Ok(()),
@@ -317,7 +393,53 @@ fn kge_train(py: Python<'_>, flags: Vec<String>, on_event: Option<Py<PyAny>>) ->
     };
     py.detach(|| prepared.finish(&dataset, &plan.config, &result).map_err(|e| described(&*e)))
         .map_err(cli_error)?;
-    Ok(KgeRun { dataset, config: plan.config, result })
+    Ok(KgeRun { dataset, config: plan.config, trained: Trained::Table(result) })
+}
+
+/// `kge_train` of a `--storage` run: checked, trained and saved by the run layer's
+/// [`OneRun::prepare_parts`] and [`PreparedParts`](ordo_train::kge::job::PreparedParts), as
+/// `ordo-train kge --storage` does, without the interpreter lock. `on_event` is called with
+/// `("epoch_end", history_entry)` after each epoch; its first exception is raised once the run
+/// has ended (a partitioned run is not stopped early: a disk run killed or stopped resumes from
+/// its folder's last epoch).
+fn train_parts(
+    py: Python<'_>,
+    plan: OneRun,
+    dataset: Dataset,
+    on_event: Option<Py<PyAny>>,
+) -> PyResult<KgeRun> {
+    let prepared = py
+        .detach(|| plan.prepare_parts(&dataset).map_err(|e| described(&*e)))
+        .map_err(cli_error)?;
+    let has_valid = !dataset.valid.is_empty();
+    let (mut history, mut wall_s, mut raised) = (Vec::new(), 0.0, None::<PyErr>);
+    let mut observe = |e: partitioned::Event| {
+        let partitioned::Event::Epoch { epoch, seconds, valid, .. } = e else { return };
+        wall_s += seconds;
+        let valid_mrr = valid.filter(|_| has_valid).map(|m| m.mrr);
+        let entry = Epoch { epoch, loss: None, valid_mrr, wall_s, epoch_s: seconds };
+        if let (Some(f), None) = (&on_event, &raised) {
+            let called = Python::attach(|py| -> PyResult<()> {
+                f.call1(py, ("epoch_end", epoch_dict(py, &entry)?))?;
+                Ok(())
+            });
+            raised = called.err();
+        }
+        history.push(entry);
+    };
+    let (config, mode) = (&plan.config, plan.mode);
+    let run = py
+        .detach(|| {
+            let run = prepared.train(&dataset, config, mode, &mut observe);
+            let run = run.and_then(|run| prepared.finish(&dataset, config, &run).map(|()| run));
+            run.map_err(|e| described(&*e))
+        })
+        .map_err(cli_error);
+    if let Some(e) = raised {
+        return Err(e);
+    }
+    let trained = Trained::Parts { run: run?, mode: mode.name(), history };
+    Ok(KgeRun { dataset, config: plan.config, trained })
 }
 
 /// A float32 table handed to Python.

@@ -114,6 +114,7 @@ impl Options {
                 "--checkpoint or --resume (a disk storage checkpoints itself)",
             ),
             (self.load.is_some(), "--load"),
+            (self.out.is_some(), "--out (a partitioned run writes no metrics or plots)"),
             (self.device.is_some_and(|d| d != Device::Cpu), "--device other than cpu"),
         ];
         if let Some((_, what)) = others.into_iter().find(|(given, _)| *given) {

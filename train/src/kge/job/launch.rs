@@ -4,7 +4,7 @@
 
 use super::error::BoxError;
 use super::options::Options;
-use super::partitioned_run::run_partitioned;
+use super::partitioned_run::{prepare_partitioned, run_partitioned};
 use super::plan::{Command, Job};
 use super::pm_run::{Output, run_pm};
 use super::report::{
@@ -52,14 +52,9 @@ pub fn run(job: Job) -> Result<(), BoxError> {
     if let Some(popts) = o.partition_opts(plan.command.is_some())? {
         // The table is in partitions: the disk and the buffer's memory are checked instead
         // (and `c` picked from --memory-limit without --buffer).
-        let popts = o.fit_partitions(&cfg, &d, popts, Budget::of_process(o.memory_limit))?;
+        let (popts, _held) = prepare_partitioned(o, &cfg, &d, popts)?;
         if o.buffer.is_none() && o.memory_limit.is_some() {
             println!("--buffer {} (the largest that fits --memory-limit)", popts.buffer);
-        }
-        // The save's directory is locked before anything trains (busy or unwritable: now).
-        let mut held = Held::default();
-        if let Some(dir) = &o.save {
-            held.hold(dir, false)?;
         }
         return run_partitioned(&d, &cfg, &popts, plan.opts.mode(), o.save.as_deref());
     }

@@ -12,7 +12,7 @@
 //! - [`plan`]: [`Request`], [`Job`] and [`check`].
 //! - `launch`: [`run`] and the output directories; `pm_run` and `partitioned_run`, the runs of
 //!   `--pm` and `--storage`; `report`, what a run prints.
-//! - [`one_run`]: [`OneRun`] and [`Prepared`].
+//! - [`one_run`]: [`OneRun`], [`Prepared`] and [`PreparedParts`].
 //! - [`error`]: [`ConfigError`] and [`exit_code`].
 //!
 //! The top room: may import every other room of [`kge`](super).
@@ -33,6 +33,7 @@ mod tests;
 pub use crate::kge::backends::pm::mpi_launch;
 pub use error::{BoxError, ConfigError, exit_code};
 pub use launch::run;
-pub use one_run::{OneRun, Prepared};
+pub use one_run::{OneRun, Prepared, PreparedParts};
 pub use options::{Options, Synth};
+pub use partitioned_run::save_partitioned;
 pub use plan::{Inputs, Job, Request, check};

@@ -1,10 +1,13 @@
 //! One training run in one process for a caller that drives the training itself
-//! ([`OneRun`]): checked, its outputs locked before and written after by the run layer.
+//! ([`OneRun`]): checked, its outputs locked before and written after by the run layer; its
+//! table in memory ([`Prepared`]) or in a partition buffer ([`PreparedParts`]).
 
 use super::error::{BoxError, ConfigError};
 use super::launch::{hold_outputs, resumable, write_out};
 use super::options::Options;
+use super::partitioned_run::{prepare_partitioned, save_partitioned};
 use super::plan::{Job, Request};
+use crate::kge::backends::partitioned::{self, PartitionOpts, PartitionedRun};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::npy;
 use crate::kge::model::gpu::check_device;
@@ -21,7 +24,9 @@ use std::path::PathBuf;
 /// `ordo.kge.train`): its [`Options`] checked as `ordo-train kge` checks them, and its output
 /// directories (`--save`, `--checkpoint`, `--resume`, `--out`) locked, checked and written by
 /// the same code as the command line's: [`OneRun::prepare`] before training,
-/// [`Prepared::finish`] after.
+/// [`Prepared::finish`] after. With `--storage` the table is in a partition buffer instead:
+/// [`OneRun::prepare_parts`], [`PreparedParts::train`] and [`PreparedParts::finish`], the same
+/// steps as the command line's `--storage` run.
 #[derive(Debug)]
 pub struct OneRun {
     /// `--dataset`: an embedded name or a directory.
@@ -32,22 +37,23 @@ pub struct OneRun {
     pub mode: TrainMode,
     /// `--save`, if given.
     pub save: Option<PathBuf>,
+    /// `--storage`, `--storage-dir`, `--partitions` and `--buffer`, if the table is in
+    /// partitions (`--buffer` not yet fitted to `--memory-limit`: [`OneRun::prepare_parts`]).
+    pub partitions: Option<PartitionOpts>,
     /// The options, for the output directories and the memory limit.
     pub(super) opts: Options,
 }
 
 impl OneRun {
     /// Merge and check `opts` as `ordo-train kge` does ([`Job::new`]), for one run in one
-    /// process, its table in memory: a `--pm`, `--load` or `--storage` run is refused
-    /// ([`ConfigError::Unsupported`]).
+    /// process: a `--pm` or `--load` run is refused ([`ConfigError::Unsupported`]); a
+    /// `--storage` run's options are checked as the command line checks them.
     pub fn new(opts: Options) -> Result<OneRun, BoxError> {
         let job = Job::new(opts, Request::Train, None)?;
         let o = &job.opts;
-        // `--storage` (the table in partitions) is a run of its own kind (`run_partitioned`),
-        // not a session over an in-memory table: refused rather than silently trained in memory.
-        if job.pm.is_some() || o.load.is_some() || o.partition_opts(false)?.is_some() {
+        if job.pm.is_some() || o.load.is_some() {
             return Err(ConfigError::Unsupported(
-                "one run in one process, its table in memory: no subcommand, --pm, --load or --storage",
+                "one run in one process: no subcommand, --pm or --load",
             )
             .into());
         }
@@ -56,16 +62,37 @@ impl OneRun {
             config: job.cfg,
             mode: o.mode(),
             save: o.save.clone(),
+            partitions: o.partition_opts(false)?,
             opts: job.opts,
         })
+    }
+
+    /// What `ordo-train kge --storage` does between loading the dataset `d` and training, in
+    /// its order: the storage folder's free disk and the buffer's memory checked against what
+    /// the run will write and hold (`--buffer` picked from `--memory-limit` when not given),
+    /// then `--save`'s directory locked. Refused ([`ConfigError::Unsupported`]) for a run
+    /// without `--storage`.
+    pub fn prepare_parts(&self, d: &Dataset) -> Result<PreparedParts, BoxError> {
+        let popts = self.partitions.clone().ok_or(ConfigError::Unsupported(
+            "prepare_parts is for a --storage run (its table in partitions)",
+        ))?;
+        let (opts, held) = prepare_partitioned(&self.opts, &self.config, d, popts)?;
+        Ok(PreparedParts { opts, save: self.save.clone(), held })
     }
 
     /// What `ordo-train kge` does between loading the dataset `d` and training, in its order:
     /// the device checked, the run's memory estimated against the limit, the options checked by
     /// building the model, the output directories locked (a checkpoint to resume checked
     /// first, `--out` marked incomplete), and the checkpoint to resume read.
+    /// Refused ([`ConfigError::Unsupported`]) for a `--storage` run: [`OneRun::prepare_parts`].
     pub fn prepare(&self, d: &Dataset) -> Result<Prepared, BoxError> {
         let (o, cfg) = (&self.opts, &self.config);
+        if self.partitions.is_some() {
+            return Err(ConfigError::Unsupported(
+                "a --storage run's table is in partitions: prepare it with prepare_parts",
+            )
+            .into());
+        }
         check_device(cfg.device).map_err(TrainError::Cuda)?;
         o.check_memory(cfg, d, None, &[self.mode], Budget::of_process(o.memory_limit), None)?;
         cfg.init_model(d)?;
@@ -97,6 +124,45 @@ impl Prepared {
         }
         if let Some(lock) = &self.out {
             write_out(lock, d, cfg, std::slice::from_ref(r))?;
+        }
+        drop(self.held);
+        Ok(())
+    }
+}
+
+/// A [`OneRun`] with `--storage`, ready to train: its disk and memory checked, `--buffer`
+/// fitted, `--save`'s directory locked (until [`PreparedParts::finish`] or a drop).
+#[derive(Debug)]
+pub struct PreparedParts {
+    /// The partition buffer the run trains with (`--buffer` fitted to `--memory-limit`).
+    pub opts: PartitionOpts,
+    save: Option<PathBuf>,
+    held: Held,
+}
+
+impl PreparedParts {
+    /// Train `d` as `ordo-train kge --storage` does ([`partitioned::train`]): a disk run
+    /// checkpoints at every epoch's end and resumes from its folder's checkpoint.
+    pub fn train(
+        &self,
+        d: &Dataset,
+        cfg: &TrainConfig,
+        mode: TrainMode,
+        observe: &mut dyn FnMut(partitioned::Event),
+    ) -> Result<PartitionedRun, BoxError> {
+        Ok(partitioned::train(d, cfg, &self.opts, mode.engine_mode(cfg), observe)?)
+    }
+
+    /// After training, what `ordo-train kge --storage` writes: `--save`, streamed from the
+    /// storage partition by partition; then the directory is unlocked.
+    pub fn finish(
+        self,
+        d: &Dataset,
+        cfg: &TrainConfig,
+        run: &PartitionedRun,
+    ) -> Result<(), BoxError> {
+        if let Some(dir) = &self.save {
+            save_partitioned(dir, d, cfg, run)?;
         }
         drop(self.held);
         Ok(())

@@ -1,12 +1,49 @@
 //! `kge --storage`: a run with the entity table in a partition buffer, and what it prints.
 
 use super::error::BoxError;
+use super::options::Options;
 use super::report::{sampled, test_metrics};
-use crate::kge::backends::partitioned::{self, PartitionOpts};
+use crate::kge::backends::partitioned::{self, PartitionOpts, PartitionedRun};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::npy;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::mode::TrainMode;
+use crate::memory::Budget;
+use crate::outdir::Held;
+use std::path::Path;
+
+/// What `ordo-train kge --storage` does between loading the dataset `d` and training, in its
+/// order: the storage folder's free disk and the buffer's memory checked against what the run
+/// will write and hold (and `c` picked from `--memory-limit` without `--buffer`), then the
+/// save's directory locked (busy or unwritable: now, not after training). The options the run
+/// trains with, and the lock, held until it is dropped.
+pub(super) fn prepare_partitioned(
+    o: &Options,
+    cfg: &TrainConfig,
+    d: &Dataset,
+    popts: PartitionOpts,
+) -> Result<(PartitionOpts, Held), BoxError> {
+    let popts = o.fit_partitions(cfg, d, popts, Budget::of_process(o.memory_limit))?;
+    let mut held = Held::default();
+    if let Some(dir) = &o.save {
+        held.hold(dir, false)?;
+    }
+    Ok((popts, held))
+}
+
+/// Save the embeddings of a finished partitioned `run` in `dir` as `--save` does (the caller
+/// holds its lock), streamed from its storage partition by partition.
+pub fn save_partitioned(
+    dir: &Path,
+    d: &Dataset,
+    cfg: &TrainConfig,
+    run: &PartitionedRun,
+) -> Result<(), BoxError> {
+    let entities = partitioned::StoredEntities { storage: &run.storage, dim: cfg.dim };
+    let relations = (run.model.relations(), cfg.step_config().relation_dim());
+    npy::save_parts(dir, d, cfg, &entities, relations)?;
+    Ok(())
+}
 
 /// `kge --storage`: train with the entity table in a partition buffer; print each epoch's
 /// validation MRR, the I/O and the test metrics, all evaluated from the storage; with `save`,
@@ -73,9 +110,7 @@ pub(super) fn run_partitioned(
     );
     println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
     if let Some(dir) = save {
-        let entities = partitioned::StoredEntities { storage: &run.storage, dim: cfg.dim };
-        let relations = (run.model.relations(), cfg.step_config().relation_dim());
-        npy::save_parts(dir, d, cfg, &entities, relations)?;
+        save_partitioned(dir, d, cfg, &run)?;
         println!("saved embeddings to {} (streamed from the storage)", dir.display());
     }
     Ok(())

@@ -9,6 +9,7 @@ use crate::kge::backends::partitioned::StorageKind;
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::cli::KgeArgs;
 use crate::kge::data::batch::NegSampling;
+use crate::kge::data::dataset::Dataset;
 use crate::kge::run::mode::TrainMode;
 use clap::Parser;
 use std::path::PathBuf;
@@ -152,12 +153,68 @@ fn one_run_takes_the_cli_flags_and_refuses_what_one_run_cannot_do() {
         (Some("c".as_ref()), Some("r".as_ref()))
     );
     assert_eq!(o.out.as_deref(), Some("o".as_ref()), "--out is the plan's, written by finish");
-    let disk = ["--storage", "disk", "--storage-dir", "x"];
     assert!(clap(plan_run(["compare"])), "no subcommand: not a flag");
-    for refused in [&["--load", "x"][..], &["--pm", "adapm"], &disk] {
+    for refused in [&["--load", "x"][..], &["--pm", "adapm"]] {
         let e = plan_run(refused.iter().copied()).unwrap_err();
         assert!(matches!(e.downcast_ref(), Some(ConfigError::Unsupported(_))), "{refused:?}: {e}");
     }
+    // A --storage run is taken, its options checked as the command line checks them.
+    let disk = plan_run(["--storage", "disk", "--storage-dir", "x", "--partitions", "4"]).unwrap();
+    let p = disk.partitions.as_ref().expect("a partitioned run");
+    assert_eq!((p.partitions, p.buffer, p.dir.as_deref()), (4, 4, Some("x".as_ref())));
+    assert!(disk.prepare(&Dataset::load("umls").unwrap()).is_err(), "its table is not in memory");
+    for refused in [
+        &["--storage", "disk"][..],
+        &["--storage", "disk", "--storage-dir", "x", "--checkpoint", "c"],
+        &["--storage", "memory", "--out", "o"],
+        &["--storage", "memory", "--partitions", "4", "--buffer", "5"],
+    ] {
+        assert!(plan_run(refused.iter().copied()).is_err(), "{refused:?}");
+    }
+}
+
+/// A `--storage` run of [`OneRun`] (the Python package's) is the command line's: the same
+/// checks before work starts (a `--memory-limit` the buffer does not fit is refused, naming
+/// `--buffer`; without `--buffer` the largest that fits is picked) and the same table.
+#[test]
+fn a_partitioned_one_run_is_checked_and_trained_as_the_command_line_s() {
+    let d = Dataset::load("umls").unwrap();
+    let flags = [
+        "--storage",
+        "memory",
+        "--partitions",
+        "4",
+        "--dim",
+        "8",
+        "--epochs",
+        "1",
+        "--mode",
+        "sync",
+    ];
+    let tight = plan_run(flags.into_iter().chain(["--buffer", "4", "--memory-limit", "1K"]));
+    let e = tight.unwrap().prepare_parts(&d).unwrap_err();
+    assert!(e.to_string().contains("--memory-limit"), "{e}");
+    assert_eq!(super::error::exit_code(&*e), 2, "bad input: {e}");
+    let run = plan_run(flags.into_iter().chain(["--memory-limit", "1G"])).unwrap();
+    let prepared = run.prepare_parts(&d).unwrap();
+    assert_eq!(prepared.opts.buffer, 4, "the largest buffer that fits");
+    let trained = prepared.train(&d, &run.config, run.mode, &mut |_| {}).unwrap();
+    let cli = crate::kge::backends::partitioned::train(
+        &d,
+        &run.config,
+        &prepared.opts,
+        run.mode.engine_mode(&run.config),
+        &mut |_| {},
+    )
+    .unwrap();
+    let table = |r: &crate::kge::backends::partitioned::PartitionedRun| {
+        (0..4)
+            .flat_map(|p| r.storage.columns(p, 0..8).unwrap())
+            .map(f32::to_bits)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&trained), table(&cli));
+    assert_eq!(trained.test.mrr.to_bits(), cli.test.mrr.to_bits());
 }
 
 #[test]
