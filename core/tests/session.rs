@@ -6,9 +6,9 @@
 use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
     Batch, BatchRows, CpuDevice, DeferredCpuDevice, DeviceError, DeviceQueue, Engine, EngineConfig,
-    EngineError, HookAction, HookPoint, Mode, Model, RowBlock, RunReport, Stage, StageError,
-    StageHook, Staleness, StepError, StopCause, Submission, SubmitError, TrySubmitError, replay,
-    replay_ids,
+    EngineError, HookAction, HookPoint, Mode, Model, QueueCache, RowBlock, RunReport, Stage,
+    StageError, StageHook, Staleness, StepError, StopCause, Submission, SubmitError,
+    TrySubmitError, replay, replay_ids,
 };
 use ordo::row_store::RowStore;
 use proptest::prelude::*;
@@ -195,25 +195,35 @@ fn a_failure_halts_the_session_and_finish_says_which_batches_were_stamped() {
     }
 }
 
-/// The CPU device, except that the cache insert of the `nth` stamped batch fails.
-struct FailingInsert {
-    inner: CpuDevice,
-    nth: u64,
+/// A device `D`, except that the cache insert of the batch stamped `insert_fails` and the
+/// collect of the batch stamped `collect_fails` fail (`u64::MAX`: never).
+struct Failing<D> {
+    inner: D,
+    insert_fails: u64,
+    collect_fails: u64,
+    collected: u64,
+}
+
+impl<D> Failing<D> {
+    fn on_insert(inner: D, ts: u64) -> Self {
+        Failing { inner, insert_fails: ts, collect_fails: u64::MAX, collected: 0 }
+    }
+
+    fn on_collect(inner: D, ts: u64) -> Self {
+        Failing { inner, insert_fails: u64::MAX, collect_fails: ts, collected: 0 }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 #[error("device memory exhausted")]
 struct OutOfMemory;
 
-impl<M: Model> DeviceQueue<M> for FailingInsert {
+impl<M: Model, D: DeviceQueue<M>> DeviceQueue<M> for Failing<D> {
     fn reset(&mut self) -> Result<(), DeviceError> {
-        DeviceQueue::<M>::reset(&mut self.inner)
+        self.inner.reset()
     }
     fn depth(&self) -> usize {
-        DeviceQueue::<M>::depth(&self.inner)
-    }
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        DeviceQueue::<M>::evict(&mut self.inner, ste)
+        self.inner.depth()
     }
     fn submit(
         &mut self,
@@ -224,16 +234,23 @@ impl<M: Model> DeviceQueue<M> for FailingInsert {
         self.inner.submit(model, job, rows)
     }
     fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
-        DeviceQueue::<M>::collect(&mut self.inner, rows)
-    }
-    fn collected(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
-        if ts == self.nth {
+        self.collected += 1;
+        if self.collected - 1 == self.collect_fails {
             return Err(Box::new(OutOfMemory));
         }
-        DeviceQueue::<M>::collected(&mut self.inner, ts, rows)
+        self.inner.collect(rows)
     }
-    fn cache_len(&self) -> usize {
-        DeviceQueue::<M>::cache_len(&self.inner)
+    fn collected(&mut self, ts: u64, rows: &Arc<RowBlock>) -> Result<(), DeviceError> {
+        if ts == self.insert_fails {
+            return Err(Box::new(OutOfMemory));
+        }
+        self.inner.collected(ts, rows)
+    }
+    fn cache(&self) -> &dyn QueueCache {
+        self.inner.cache()
+    }
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        self.inner.cache_mut()
     }
 }
 
@@ -256,7 +273,7 @@ fn one_epoch<M: Model>(
 fn a_failed_cache_insert_stops_after_its_batch_is_written_with_a_typed_source() {
     let store = RowStore::zeros(4, 1);
     let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
-    let mut device = FailingInsert { inner: CpuDevice::new(), nth: 3 };
+    let mut device = Failing::on_insert(CpuDevice::new(), 3);
     let work = (0..20).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
     let err = one_epoch(&engine, &mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");
@@ -306,48 +323,11 @@ fn a_device_with_batches_in_flight_equals_the_replay_every_epoch() {
     assert_eq!(gate.held(), 3, "every epoch's first write waited for later reads");
 }
 
-/// [`DeferredCpuDevice`], except that collecting the batch stamped `nth` fails.
-struct FailingCollect {
-    inner: DeferredCpuDevice,
-    next: u64,
-    nth: u64,
-}
-
-impl<M: Model> DeviceQueue<M> for FailingCollect {
-    fn reset(&mut self) -> Result<(), DeviceError> {
-        DeviceQueue::<M>::reset(&mut self.inner)
-    }
-    fn depth(&self) -> usize {
-        DeviceQueue::<M>::depth(&self.inner)
-    }
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        DeviceQueue::<M>::evict(&mut self.inner, ste)
-    }
-    fn submit(
-        &mut self,
-        model: &mut M,
-        job: Submission<'_, M::Data>,
-        rows: &mut BatchRows<'_>,
-    ) -> Result<(), SubmitError<M::Error>> {
-        self.inner.submit(model, job, rows)
-    }
-    fn collect(&mut self, rows: &mut BatchRows<'_>) -> Result<Staleness, DeviceError> {
-        self.next += 1;
-        if self.next - 1 == self.nth {
-            return Err(Box::new(OutOfMemory));
-        }
-        DeviceQueue::<M>::collect(&mut self.inner, rows)
-    }
-    fn cache_len(&self) -> usize {
-        DeviceQueue::<M>::cache_len(&self.inner)
-    }
-}
-
 #[test]
 fn a_failed_collect_stops_and_names_every_batch_it_left_unwritten() {
     let store = RowStore::zeros(4, 1);
     let engine = Engine::new(EngineConfig::new(Mode::Oac).depths(4, 4)).unwrap();
-    let mut device = FailingCollect { inner: DeferredCpuDevice::new(3), next: 0, nth: 6 };
+    let mut device = Failing::on_collect(DeferredCpuDevice::new(3), 6);
     let work = (0..40).map(|i| Batch { id: i, rows: vec![i % 4], data: i });
     let err = one_epoch(&engine, &mut device, &mut FailOn(u64::MAX), &store, work).unwrap_err();
     let applied = err.applied().expect("a stop");

@@ -8,8 +8,8 @@
 
 use crate::error::GpuError;
 use ordo::engine::{
-    BatchRows, DeviceError, DeviceQueue, Model, RowBlock, Staleness, Submission, SubmitError,
-    host_step,
+    BatchRows, DeviceError, DeviceQueue, Model, QueueCache, RowBlock, Staleness, Submission,
+    SubmitError, host_step,
 };
 use std::sync::Arc;
 
@@ -52,12 +52,9 @@ pub(crate) fn apply_validation(
     repaired(version_words(read), replaced)
 }
 
-/// A validation cache table as a [`CacheDevice`] uses it, with the engine's run-local stamps.
-pub trait CacheBackend {
-    /// Forget every cached row.
-    fn clear(&mut self) -> Result<(), GpuError>;
-    /// Evict cached rows with `ts < ste`.
-    fn evict(&mut self, ste: u64) -> Result<(), GpuError>;
+/// A validation cache table as a [`CacheDevice`] uses it, with the engine's run-local stamps
+/// (emptied, evicted and counted as every device's cache is: [`QueueCache`]).
+pub trait CacheBackend: QueueCache {
     /// Replace every row of `rows` whose cached ts is newer than the ts it was read at
     /// (`read[i]`, `None` for a value from before the run); what was repaired.
     fn validate(
@@ -67,8 +64,6 @@ pub trait CacheBackend {
     ) -> Result<Staleness, GpuError>;
     /// Cache the stepped rows of the batch stamped `ts`.
     fn insert(&mut self, ts: u64, block: &RowBlock) -> Result<(), GpuError>;
-    /// Rows cached now.
-    fn cached_rows(&self) -> usize;
 }
 
 /// The engine's device over a cache `C`: a [`DeviceQueue`] of depth 1 whose
@@ -100,15 +95,11 @@ impl<C> CacheDevice<C> {
 impl<M: Model, C: CacheBackend> DeviceQueue<M> for CacheDevice<C> {
     fn reset(&mut self) -> Result<(), DeviceError> {
         self.staleness = None;
-        Ok(self.cache.clear()?)
+        self.cache.clear()
     }
 
     fn depth(&self) -> usize {
         1
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        Ok(self.cache.evict(ste)?)
     }
 
     fn submit(
@@ -135,7 +126,11 @@ impl<M: Model, C: CacheBackend> DeviceQueue<M> for CacheDevice<C> {
         Ok(self.cache.insert(ts, block)?)
     }
 
-    fn cache_len(&self) -> usize {
-        self.cache.cached_rows()
+    fn cache(&self) -> &dyn QueueCache {
+        &self.cache
+    }
+
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        &mut self.cache
     }
 }

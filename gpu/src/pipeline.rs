@@ -39,7 +39,8 @@ use crate::error::GpuError;
 use crate::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels};
 use cudarc::driver::{CudaEvent, CudaStream, PinnedHostSlice};
 use ordo::engine::{
-    BatchRows, DeviceError, DeviceQueue, Model, RowBlock, Staleness, Submission, SubmitError,
+    BatchRows, DeviceError, DeviceQueue, Model, QueueCache, RowBlock, Staleness, Submission,
+    SubmitError,
 };
 use std::sync::Arc;
 
@@ -266,15 +267,21 @@ impl CudaDevice {
     }
 }
 
+impl QueueCache for StagedCudaCache {
+    fn clear(&mut self) -> Result<(), DeviceError> {
+        QueueCache::clear(&mut self.cache)
+    }
+
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        QueueCache::evict(&mut self.cache, ste)
+    }
+
+    fn cached_rows(&self) -> usize {
+        self.cache.len()
+    }
+}
+
 impl CacheBackend for StagedCudaCache {
-    fn clear(&mut self) -> Result<(), GpuError> {
-        self.cache.clear()
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), GpuError> {
-        self.cache.evict(ste).map(drop)
-    }
-
     fn validate(
         &mut self,
         read: &[Option<u64>],
@@ -301,10 +308,6 @@ impl CacheBackend for StagedCudaCache {
         self.slot.downloaded.record(&self.streams.compute)?;
         self.slot.pending = true;
         Ok(())
-    }
-
-    fn cached_rows(&self) -> usize {
-        self.cache.len()
     }
 }
 
@@ -576,21 +579,11 @@ impl<M: DeviceModel> DeviceQueue<M> for Pipeline {
         if !self.in_flight.is_empty() {
             return Err(GpuError::Pipeline("a session needs an idle pipeline").into());
         }
-        if let Some(cache) = self.cache.as_mut() {
-            cache.clear()?;
-        }
-        Ok(())
+        self.cache.clear()
     }
 
     fn depth(&self) -> usize {
         self.slots.len()
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        if let Some(cache) = self.cache.as_mut() {
-            cache.evict(ste)?;
-        }
-        Ok(())
     }
 
     fn submit(
@@ -620,8 +613,12 @@ impl<M: DeviceModel> DeviceQueue<M> for Pipeline {
         Ok(staleness)
     }
 
-    fn cache_len(&self) -> usize {
-        self.cache.as_ref().map_or(0, CudaValidationCache::len)
+    fn cache(&self) -> &dyn QueueCache {
+        &self.cache
+    }
+
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        &mut self.cache
     }
 }
 

@@ -8,8 +8,8 @@ use crate::cache::{CacheConfig, HostBatch, SimValidationCache, check_len, check_
 use crate::cache_device::{repaired, version_words};
 use crate::error::GpuError;
 use ordo::engine::{
-    Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, Staleness,
-    Submission, SubmitError, host_step, validate_batch,
+    Batch, BatchRows, DeviceError, DeviceQueue, Engine, EngineConfig, Mode, Model, QueueCache,
+    Staleness, Submission, SubmitError, host_step, validate_batch,
 };
 use ordo::storage::RowStorage;
 use std::collections::VecDeque;
@@ -223,21 +223,11 @@ impl<M: Model> DeviceQueue<M> for SimQueue {
         if !self.in_flight.is_empty() {
             return Err(GpuError::Pipeline("a session needs an idle queue").into());
         }
-        if let Some(cache) = self.cache.as_mut() {
-            cache.clear()?;
-        }
-        Ok(())
+        self.cache.clear()
     }
 
     fn depth(&self) -> usize {
         self.slots.len()
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        if let Some(cache) = self.cache.as_mut() {
-            cache.evict(ste)?;
-        }
-        Ok(())
     }
 
     fn submit(
@@ -275,8 +265,12 @@ impl<M: Model> DeviceQueue<M> for SimQueue {
         Ok(staleness)
     }
 
-    fn cache_len(&self) -> usize {
-        self.cache.as_ref().map_or(0, SimValidationCache::len)
+    fn cache(&self) -> &dyn QueueCache {
+        &self.cache
+    }
+
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        &mut self.cache
     }
 }
 

@@ -19,14 +19,6 @@ impl SimDevice {
 }
 
 impl CacheBackend for SimValidationCache {
-    fn clear(&mut self) -> Result<(), GpuError> {
-        Ok(SimValidationCache::clear(self)?)
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), GpuError> {
-        Ok(SimValidationCache::evict(self, ste).map(drop)?)
-    }
-
     fn validate(
         &mut self,
         read: &[Option<u64>],
@@ -44,9 +36,5 @@ impl CacheBackend for SimValidationCache {
     fn insert(&mut self, ts: u64, rows: &RowBlock) -> Result<(), GpuError> {
         let b = HostBatch::new(rows.ids().to_vec(), vec![0; rows.len()], rows.values().to_vec());
         Ok(SimValidationCache::insert(self, &b, ts)?)
-    }
-
-    fn cached_rows(&self) -> usize {
-        SimValidationCache::len(self)
     }
 }

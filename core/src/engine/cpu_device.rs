@@ -5,6 +5,7 @@ use crate::engine::block::RowBlock;
 use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError, host_step};
 use crate::engine::error::DeviceError;
 use crate::engine::model::{BatchRows, Model};
+use crate::engine::queue_cache::QueueCache;
 use crate::engine::record::Staleness;
 use crate::engine::validation_cache::CpuValidationCache;
 use std::sync::Arc;
@@ -44,11 +45,6 @@ impl<M: Model> DeviceQueue<M> for CpuDevice {
         1
     }
 
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        self.cache.evict_before(ste);
-        Ok(())
-    }
-
     fn submit(
         &mut self,
         model: &mut M,
@@ -73,7 +69,11 @@ impl<M: Model> DeviceQueue<M> for CpuDevice {
         Ok(())
     }
 
-    fn cache_len(&self) -> usize {
-        self.cache.len()
+    fn cache(&self) -> &dyn QueueCache {
+        &self.cache
+    }
+
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        &mut self.cache
     }
 }

@@ -21,6 +21,7 @@
 use crate::engine::block::RowBlock;
 use crate::engine::error::{DeviceError, EngineError, panic_message};
 use crate::engine::model::{BatchRows, Model, StepError};
+use crate::engine::queue_cache::QueueCache;
 use crate::engine::record::Staleness;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -100,7 +101,11 @@ pub trait DeviceQueue<M: Model> {
     /// submission, in every mode (the STE is 0 outside `Oac`, so nothing goes): the rule
     /// "evict what is older than the STE, validate, step, insert" is the sequencer's, the same
     /// for every device, and a device cannot skip the eviction on some batches.
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError>;
+    ///
+    /// The default evicts [`cache_mut`](DeviceQueue::cache_mut) now.
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        self.cache_mut().evict(ste)
+    }
 
     /// Take the batch `job` with its rows as read (`rows`, which the engine keeps unchanged
     /// until the batch is collected): validate (if `job.validate`) against a cache evicted by
@@ -125,8 +130,17 @@ pub trait DeviceQueue<M: Model> {
         Ok(())
     }
 
+    /// The device's validation cache ([`reset`](DeviceQueue::reset) empties it,
+    /// [`evict`](DeviceQueue::evict) evicts it).
+    fn cache(&self) -> &dyn QueueCache;
+
+    /// The device's validation cache, to empty or evict.
+    fn cache_mut(&mut self) -> &mut dyn QueueCache;
+
     /// Rows in the cache now.
-    fn cache_len(&self) -> usize;
+    fn cache_len(&self) -> usize {
+        self.cache().cached_rows()
+    }
 }
 
 /// Make `device` ready for a session: it must hold at least one batch, and its cache and
@@ -179,6 +193,12 @@ impl<M: Model, Q: DeviceQueue<M> + ?Sized> DeviceQueue<M> for &mut Q {
     }
     fn collected(&mut self, ts: u64, block: &Arc<RowBlock>) -> Result<(), DeviceError> {
         (**self).collected(ts, block)
+    }
+    fn cache(&self) -> &dyn QueueCache {
+        (**self).cache()
+    }
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        (**self).cache_mut()
     }
     fn cache_len(&self) -> usize {
         (**self).cache_len()

@@ -8,7 +8,9 @@
 
 use crate::engine::block::RowBlock;
 pub use crate::engine::cache_index::{CacheIndex, CachedRows};
+use crate::engine::error::DeviceError;
 use crate::engine::model::BatchRows;
+use crate::engine::queue_cache::QueueCache;
 use crate::engine::record::Staleness;
 use crate::mutation::{self, Mutant};
 use std::sync::Arc;
@@ -154,5 +156,21 @@ mod tests {
         c.evict_before(2);
         assert!(c.is_empty());
         assert_eq!(c.peak(), 4);
+    }
+}
+/// The engine's view of the cache between batches: empty, evict below the STE, count.
+impl QueueCache for CpuValidationCache {
+    fn clear(&mut self) -> Result<(), DeviceError> {
+        CpuValidationCache::clear(self);
+        Ok(())
+    }
+
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        self.evict_before(ste);
+        Ok(())
+    }
+
+    fn cached_rows(&self) -> usize {
+        self.len()
     }
 }

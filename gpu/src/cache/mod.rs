@@ -37,6 +37,7 @@ pub use host_table::{HostBatch, HostTable, SimValidationCache};
 use ledger::{InsertPlan, Ledger};
 // The core catalog's hooks: `mutation::active` is a constant `false` unless `ordo/mutants` is
 // on (this crate's feature `mutants`), so nothing is compiled in for a normal build.
+use ordo::engine::{DeviceError, QueueCache};
 use ordo::mutation::{self, Mutant};
 use ordo::row_store::Version;
 
@@ -182,6 +183,24 @@ pub trait TableBackend {
 pub struct ValidationCache<B> {
     backend: B,
     ledger: Ledger,
+}
+
+/// The engine's view of the cache between batches: empty, evict below the STE, count.
+impl<B: TableBackend> QueueCache for ValidationCache<B>
+where
+    B::Error: Into<DeviceError>,
+{
+    fn clear(&mut self) -> Result<(), DeviceError> {
+        ValidationCache::clear(self).map_err(Into::into)
+    }
+
+    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
+        ValidationCache::evict(self, ste).map(drop).map_err(Into::into)
+    }
+
+    fn cached_rows(&self) -> usize {
+        self.len()
+    }
 }
 
 impl<B: TableBackend> ValidationCache<B> {

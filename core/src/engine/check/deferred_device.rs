@@ -2,7 +2,7 @@
 
 use crate::engine::device_queue::{DeviceQueue, Submission, SubmitError, host_step};
 use crate::engine::validation_cache::CpuValidationCache;
-use crate::engine::{BatchRows, DeviceError, Model, RowBlock, Staleness};
+use crate::engine::{BatchRows, DeviceError, Model, QueueCache, RowBlock, Staleness};
 use std::sync::Arc;
 
 /// A CPU device with up to `depth` batches in flight, the way a GPU queue runs them: a batch is
@@ -37,11 +37,6 @@ impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
 
     fn depth(&self) -> usize {
         self.depth
-    }
-
-    fn evict(&mut self, ste: u64) -> Result<(), DeviceError> {
-        self.cache.evict_before(ste);
-        Ok(())
     }
 
     fn submit(
@@ -79,7 +74,11 @@ impl<M: Model> DeviceQueue<M> for DeferredCpuDevice {
         Ok(staleness)
     }
 
-    fn cache_len(&self) -> usize {
-        self.cache.len()
+    fn cache(&self) -> &dyn QueueCache {
+        &self.cache
+    }
+
+    fn cache_mut(&mut self) -> &mut dyn QueueCache {
+        &mut self.cache
     }
 }
