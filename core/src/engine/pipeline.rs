@@ -11,7 +11,7 @@ use crate::engine::model::{Batch, Model};
 use crate::engine::prepare;
 use crate::engine::record::RunReport;
 use crate::engine::session::Session;
-use crate::engine::stage_loops::spawn_stages;
+use crate::engine::stage_loops::{DeviceLoop, spawn_stages};
 use crate::engine::stop::StopState;
 use crate::storage::RowStorage;
 use crate::sync::host::thread;
@@ -159,15 +159,16 @@ impl Engine {
         let hook = self.config.hook.as_ref();
         let observer = self.config.observer.as_ref().map(|o| &*o.0);
         if self.config.mode == Mode::Sync {
-            let mut session = Session::new(&cx, &stop, hook, observer, device, model, None);
+            let dev = DeviceLoop::new(&cx, &stop, hook, observer, device, model, None);
+            let mut session = Session::new(dev);
             let out = f(&mut session);
             session.shut_down();
             out
         } else {
             thread::scope(|scope| {
                 let lanes = spawn_stages(scope, &self.config, &cx, &stop);
-                let mut session =
-                    Session::new(&cx, &stop, hook, observer, device, model, Some(lanes));
+                let dev = DeviceLoop::new(&cx, &stop, hook, observer, device, model, Some(lanes));
+                let mut session = Session::new(dev);
                 let out = f(&mut session);
                 session.shut_down();
                 out

@@ -22,15 +22,11 @@
 //! store version of its first batch), exactly as a separate run would.
 
 use crate::engine::completion::Completion;
-use crate::engine::context::RunCtx;
-use crate::engine::device_queue::DeviceQueue;
 use crate::engine::error::EngineError;
-use crate::engine::hook::StageHook;
 use crate::engine::model::{Batch, Model, StepError};
-use crate::engine::observer::Observer;
 use crate::engine::record::{RunReport, Stamp};
-use crate::engine::stage_loops::{DeviceLoop, Lanes, epoch_local};
-use crate::engine::stop::{POLL, StopState};
+use crate::engine::stage_loops::{DeviceLoop, epoch_local};
+use crate::engine::stop::POLL;
 use crate::engine::validate_batch;
 use crate::mutation::{self, Mutant};
 use crate::row_store::RowStore;
@@ -103,20 +99,9 @@ pub struct Session<'a, M: Model, S: RowStorage + ?Sized = RowStore> {
 }
 
 impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
-    pub(crate) fn new(
-        cx: &'a RunCtx<'a, S>,
-        stop: &'a StopState<M::Error>,
-        hook: Option<&'a StageHook>,
-        observer: Option<&'a dyn Observer>,
-        device: &'a mut dyn DeviceQueue<M>,
-        model: &'a mut M,
-        lanes: Option<Lanes<M::Data>>,
-    ) -> Self {
-        Session {
-            dev: DeviceLoop::new(cx, stop, hook, observer, device, model, lanes),
-            submitted: 0,
-            epoch_start: Instant::now(),
-        }
+    /// A session over the device loop `dev` (with its lanes to the stage threads, if any).
+    pub(crate) fn new(dev: DeviceLoop<'a, M, S>) -> Self {
+        Session { dev, submitted: 0, epoch_start: Instant::now() }
     }
 
     /// Feed one batch, blocking while the pipeline is full (doing device work meanwhile).
