@@ -119,61 +119,52 @@ impl Sequencer {
         hook: Option<&StageHook>,
         alone: bool,
     ) -> Result<(), StopCause<M::Error>> {
-        let id = job.id;
-        guarded(Stage::Device, id, || self.stamp_and_submit(cx, queue, model, job, hook, alone))
-    }
-
-    /// [`submit`](Sequencer::submit) without the panic guard.
-    fn stamp_and_submit<M: Model, Q: DeviceQueue<M> + ?Sized, St: RowStorage + ?Sized>(
-        &mut self,
-        cx: &RunCtx<'_, St>,
-        queue: &mut Q,
-        model: &mut M,
-        job: ReadBatch<M::Data>,
-        hook: Option<&StageHook>,
-        alone: bool,
-    ) -> Result<(), StopCause<M::Error>> {
-        at(hook, HookPoint::Device, job.id)?;
-        let ReadBatch {
-            position,
-            id,
-            data,
-            ids,
-            mut values,
-            read,
-            registration,
-            read_prefix,
-            original,
-        } = job;
-        let oac = cx.mode == Mode::Oac;
-        // Eviction below the STE computed now: every batch that is registered, or registers
-        // later, has read the store after its writes below the STE were visible.
-        let ste = if oac { cx.outstanding.ste(&cx.mft) } else { 0 };
-        let validate = oac && !alone && !mutation::active(Mutant::ValidationSkipped);
-        let insert = oac && !alone && !mutation::active(Mutant::CacheInsertSkipped);
-        let ts = self.next_ts;
-        let mut rows = BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
-        // The rule, for every device: evict below the STE, then validate, step and insert. A
-        // batch stamped alone evicts too, so the cache stays bounded through a run of them.
-        queue.evict(ste).map_err(|e| device_failed(id, e))?;
-        let sub = Submission { ts, batch_id: id, validate, insert, read: &read, data: &data };
-        queue.submit(model, sub, &mut rows).map_err(|e| match e {
-            SubmitError::Device(e) => device_failed(id, e),
-            SubmitError::Step(source) => StopCause::StepFailed { batch_id: id, source },
-            SubmitError::StepPanicked(message) => StopCause::StepPanicked { batch_id: id, message },
-        })?;
-        self.next_ts += 1;
-        self.in_flight.push_back(InFlight {
-            ts,
-            ids,
-            values,
-            original,
-            registration,
-            validated: validate,
-            insert,
-            record: Record { ts, batch_id: id, position, read_prefix, ste },
-        });
-        Ok(())
+        guarded(Stage::Device, job.id, || {
+            at(hook, HookPoint::Device, job.id)?;
+            let ReadBatch {
+                position,
+                id,
+                data,
+                ids,
+                mut values,
+                read,
+                registration,
+                read_prefix,
+                original,
+            } = job;
+            let oac = cx.mode == Mode::Oac;
+            // Eviction below the STE computed now: every batch that is registered, or registers
+            // later, has read the store after its writes below the STE were visible.
+            let ste = if oac { cx.outstanding.ste(&cx.mft) } else { 0 };
+            let validate = oac && !alone && !mutation::active(Mutant::ValidationSkipped);
+            let insert = oac && !alone && !mutation::active(Mutant::CacheInsertSkipped);
+            let ts = self.next_ts;
+            let mut rows =
+                BatchRows::new(&ids, cx.width, &mut values).expect("reader sized the rows");
+            // The rule, for every device: evict below the STE, then validate, step and insert. A
+            // batch stamped alone evicts too, so the cache stays bounded through a run of them.
+            queue.evict(ste).map_err(|e| device_failed(id, e))?;
+            let sub = Submission { ts, batch_id: id, validate, insert, read: &read, data: &data };
+            queue.submit(model, sub, &mut rows).map_err(|e| match e {
+                SubmitError::Device(e) => device_failed(id, e),
+                SubmitError::Step(source) => StopCause::StepFailed { batch_id: id, source },
+                SubmitError::StepPanicked(message) => {
+                    StopCause::StepPanicked { batch_id: id, message }
+                }
+            })?;
+            self.next_ts += 1;
+            self.in_flight.push_back(InFlight {
+                ts,
+                ids,
+                values,
+                original,
+                registration,
+                validated: validate,
+                insert,
+                record: Record { ts, batch_id: id, position, read_prefix, ste },
+            });
+            Ok(())
+        })
     }
 
     /// Collect the oldest batch in flight: the stamped batch for the writers, and a failed
