@@ -399,6 +399,15 @@ impl Oac {
         s.batches[b].finished = true;
     }
 
+    /// A writer takes computed batch `b` (the head of the device's output) on its first write
+    /// or finish; a batch already being written stays as it is.
+    fn start_writing(s: &mut OacState, b: usize) {
+        if s.batches[b].phase == Phase::Computed {
+            s.device_out.remove(0);
+            s.batches[b].phase = Phase::Writing;
+        }
+    }
+
     fn deregister(s: &mut OacState, b: usize) {
         let batch = &mut s.batches[b];
         batch.registered = false;
@@ -527,10 +536,7 @@ impl TransitionSystem for Oac {
             OacAction::DeviceRun => self.device_run(&mut n)?,
             OacAction::WriteRow(b) => {
                 let b = b as usize;
-                if n.batches[b].phase == Phase::Computed {
-                    n.device_out.remove(0);
-                    n.batches[b].phase = Phase::Writing;
-                }
+                Self::start_writing(&mut n, b);
                 let j = n.batches[b].written as usize;
                 let r = self.sets[b][j];
                 let row = Row { ts: n.batches[b].ts, val: n.batches[b].out[j] };
@@ -541,10 +547,7 @@ impl TransitionSystem for Oac {
             }
             OacAction::Finish(b) => {
                 let b = b as usize;
-                if n.batches[b].phase == Phase::Computed {
-                    n.device_out.remove(0);
-                    n.batches[b].phase = Phase::Writing;
-                }
+                Self::start_writing(&mut n, b);
                 self.finish(&mut n, b);
             }
             OacAction::Deregister(b) => Self::deregister(&mut n, b as usize),
