@@ -92,26 +92,25 @@ fn drive(q: &mut SimQueue, range: std::ops::Range<u64>, cache: bool) -> u64 {
     let first = range.start;
     allocations(|| {
         let mut collected = first;
-        for (k, ((rows, read), v)) in batches.iter().zip(values.iter_mut()).enumerate() {
-            let ts = first + k as u64;
-            if ts - collected == DEPTH as u64 {
+        // Collect the batches in flight, oldest first, until the one stamped `end` is next.
+        let mut collect_until = |q: &mut SimQueue, end: u64| {
+            while collected < end {
                 let (r, _) = &batches[(collected - first) as usize];
                 let mut b = BatchRows::new(r, 2, &mut out[..2 * r.len()]).unwrap();
                 DeviceQueue::<Add>::collect(q, &mut b).unwrap();
                 collected += 1;
             }
+        };
+        for (k, ((rows, read), v)) in batches.iter().zip(values.iter_mut()).enumerate() {
+            let ts = first + k as u64;
+            collect_until(q, (ts + 1).saturating_sub(DEPTH as u64));
             DeviceQueue::<Add>::evict(q, ts.saturating_sub(2 * DEPTH as u64)).unwrap();
             let job =
                 Submission { ts, batch_id: ts, validate: cache, insert: cache, read, data: &() };
             let mut b = BatchRows::new(rows, 2, v).unwrap();
             DeviceQueue::<Add>::submit(q, &mut Add, job, &mut b).unwrap();
         }
-        while collected < first + batches.len() as u64 {
-            let (r, _) = &batches[(collected - first) as usize];
-            let mut b = BatchRows::new(r, 2, &mut out[..2 * r.len()]).unwrap();
-            DeviceQueue::<Add>::collect(q, &mut b).unwrap();
-            collected += 1;
-        }
+        collect_until(q, first + batches.len() as u64);
     })
 }
 
