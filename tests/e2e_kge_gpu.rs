@@ -15,7 +15,8 @@
 
 use ordo::engine::EngineConfig;
 use ordo_train::kge::data::dataset::Dataset;
-use ordo_train::kge::model::gpu::{Device, check_device};
+use ordo_train::kge::model::device::Device;
+use ordo_train::kge::model::gpu::check_device;
 use ordo_train::kge::model::score::ScoreFn;
 use ordo_train::kge::training::train::{RunResult, TrainConfig, TrainMode, replay, train};
 

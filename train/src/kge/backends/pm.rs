@@ -31,7 +31,7 @@ use crate::kge::data::batch::{NegSampling, Sampling, TripleBatch};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::data::dataset::Triple;
 use crate::kge::eval::ranking::{Filter, Metrics};
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::measure::metrics;

@@ -5,7 +5,7 @@ use super::error::{BoxError, ConfigError};
 use super::options::{INTENT_OFFSET, MAX_INTENT_OFFSET, MAX_REPEAT, Options};
 use crate::kge::backends::partitioned::{PartitionOpts, StorageKind};
 use crate::kge::backends::pm::PmConfig;
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::run::config::TrainConfig;
 use crate::option_error::{MAX_THREADS, OptionError, count, non_negative, positive};
 

@@ -5,7 +5,7 @@ use super::error::ConfigError;
 use crate::kge::backends::partitioned::StorageKind;
 use crate::kge::backends::pm::PmNegatives;
 use crate::kge::data::batch::NegSampling;
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::model::init::Init;
 use crate::kge::model::optim::Optimizer;
 use crate::kge::model::score::{Loss, Regularizer, ScoreFn};

@@ -7,7 +7,7 @@ use super::options::{Options, Synth, parse_config, read_config};
 use crate::kge::backends::pm::{PmConfig, PmNegatives};
 use crate::kge::data::batch::NegSampling;
 use crate::kge::data::dataset::Dataset;
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::mode::TrainMode;
 use crate::memory::Budget;

@@ -25,6 +25,7 @@
 //! a GPU run equals bit for bit only a replay on the GPU; against the CPU replay it agrees within
 //! a tolerance (`train/tests/gpu_kge.rs`, needs a GPU).
 
+use super::device::Device;
 use super::optim::Optimizer;
 use super::score::{Loss, Regularizer, ScoreFn};
 use super::step::{ADAGRAD_EPS, EmbeddingModel, NonFiniteLoss, StepConfig};
@@ -35,17 +36,6 @@ use ordo_gpu::kge::{self as gk, DeviceKgeBatch, KgeHyper, KgeKernels, KgeShape};
 use ordo_gpu::pipeline::{DeviceModel, Pipeline, PipelineConfig, Streams, check_fits, on_device};
 use ordo_gpu::{Gpu, GpuError};
 use std::collections::VecDeque;
-
-/// Where the KGE step runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Device {
-    /// The host (the tested, accuracy-benchmarked step).
-    #[default]
-    Cpu,
-    /// A CUDA GPU through ordo-gpu (kernels compiled by NVRTC at run time).
-    Cuda,
-}
 
 /// `Ok` if `device` can be used here; for [`Device::Cuda`] without a usable driver, NVRTC and
 /// device, the reason ([`ordo_gpu::cuda_unavailable_reason`]). Call it before any work.

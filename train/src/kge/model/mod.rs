@@ -1,10 +1,11 @@
 //! The model: the step the engine runs ([`step`], its products in [`matmul`]), the scoring
 //! functions, losses and regularizers ([`score`]), the initial embeddings ([`init`]), Adagrad and
 //! Adam ([`optim`]), how many threads a step runs on ([`step_threads`], its two-way chooser in
-//! [`way_choice`]), and the same step on a CUDA GPU ([`gpu`]).
+//! [`way_choice`]), and the same step on a CUDA GPU ([`gpu`]; where a step runs: [`device`]).
 //!
 //! May import [`data`](super::data).
 
+pub mod device;
 pub mod gpu;
 pub mod init;
 pub mod matmul;

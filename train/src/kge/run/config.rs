@@ -3,7 +3,7 @@
 
 use crate::kge::data::batch::{NegSampling, Sampling};
 use crate::kge::data::dataset::Dataset;
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::model::init::Init;
 use crate::kge::model::optim::Optimizer;
 use crate::kge::model::score::{Loss, Regularizer, ScoreFn};

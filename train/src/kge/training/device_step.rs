@@ -3,7 +3,8 @@
 
 use super::error::TrainError;
 use crate::kge::data::batch::{NegSampling, TripleBatch};
-use crate::kge::model::gpu::{CudaKgeModel, Device, check_device, unsupported};
+use crate::kge::model::device::Device;
+use crate::kge::model::gpu::{CudaKgeModel, check_device, unsupported};
 use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
 use ordo::engine::{Model, StepError, SubmitError};

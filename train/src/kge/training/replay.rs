@@ -5,7 +5,7 @@ use super::device_step::{Step, Stepper};
 use super::epochs::{Checkpoints, Epochs, Rows, Trained};
 use super::error::{TrainError, engine_error};
 use crate::kge::data::dataset::Dataset;
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::event::Event;
 use crate::kge::run::mode::TrainMode;

@@ -24,7 +24,7 @@ use super::error::{engine_error, in_epoch};
 use super::stage_choice::{StageChoice, Stages, StagesPolicy};
 use crate::kge::data::dataset::Dataset;
 use crate::kge::io::checkpoint::{Checkpoint, Identity};
-use crate::kge::model::gpu::Device;
+use crate::kge::model::device::Device;
 use crate::kge::model::step::EmbeddingModel;
 use ordo::engine::{CpuDevice, DeviceQueue, Engine, EngineConfig};
 use ordo::row_store::RowStore;
