@@ -150,7 +150,7 @@ impl PreparedParts {
         mode: TrainMode,
         observe: &mut dyn FnMut(partitioned::Event),
     ) -> Result<PartitionedRun, BoxError> {
-        Ok(partitioned::train(d, cfg, &self.opts, mode.engine_mode(cfg), observe)?)
+        Ok(partitioned::train(d, cfg, &self.opts, mode.engine_mode(cfg.staleness), observe)?)
     }
 
     /// After training, what `ordo-train kge --storage` writes: `--save`, streamed from the

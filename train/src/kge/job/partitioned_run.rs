@@ -91,7 +91,7 @@ pub(super) fn run_partitioned(
             100.0 * io_wait.as_secs_f64() / seconds.max(1e-9)
         );
     };
-    let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg), &mut print)?;
+    let run = partitioned::train(d, cfg, opts, mode.engine_mode(cfg.staleness), &mut print)?;
     let cost = run.cost();
     let g = run.storage.geometry();
     let part_bytes = g.file_len(0);

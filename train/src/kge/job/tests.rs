@@ -203,7 +203,7 @@ fn a_partitioned_one_run_is_checked_and_trained_as_the_command_line_s() {
         &d,
         &run.config,
         &prepared.opts,
-        run.mode.engine_mode(&run.config),
+        run.mode.engine_mode(run.config.staleness),
         &mut |_| {},
     )
     .unwrap();

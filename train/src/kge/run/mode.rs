@@ -1,7 +1,6 @@
 //! The trainer's modes: how batches go through the engine's pipeline, and the engine mode
 //! each runs as.
 
-use super::config::TrainConfig;
 use ordo::engine;
 
 /// How batches go through the pipeline.
@@ -35,13 +34,14 @@ impl TrainMode {
 }
 
 impl TrainMode {
-    /// The engine mode this runs as (`Bounded` with the configured staleness bound; `Async`
-    /// adds each step's delta to the store like Marius' and DGL-KE's `+=`).
-    pub fn engine_mode(self, cfg: &TrainConfig) -> engine::Mode {
+    /// The engine mode this runs as (`Bounded` with the staleness bound `staleness`, the
+    /// configuration's `staleness`, at least 1; `Async` adds each step's delta to the store like
+    /// Marius' and DGL-KE's `+=`).
+    pub fn engine_mode(self, staleness: usize) -> engine::Mode {
         match self {
             TrainMode::Sync => engine::Mode::Sync,
             TrainMode::Async => engine::Mode::Async(engine::AsyncWrite::AddDelta),
-            TrainMode::Bounded => engine::Mode::Bounded(cfg.staleness.max(1)),
+            TrainMode::Bounded => engine::Mode::Bounded(staleness.max(1)),
             TrainMode::Oac => engine::Mode::Oac,
         }
     }

@@ -106,7 +106,7 @@ pub fn train_resumable(
             drop(cpu_model);
             let n = d.entities.len();
             let batch = (cfg.batch_size, cfg.negatives);
-            let (rows, emode) = (max_batch_rows(cfg, n), mode.engine_mode(cfg));
+            let (rows, emode) = (max_batch_rows(cfg, n), mode.engine_mode(cfg.staleness));
             let mut device = model.pipeline(&gpu, emode, n, rows, batch)?;
             let mut run = Epochs::new(d, cfg, checkpoints, resumed);
             session.epochs(&mut device, &mut model, &store, &mut run, observe)?;
@@ -194,7 +194,7 @@ impl Session<'_> {
         let (d, cfg) = (self.d, self.cfg);
         let threads = cfg.threads.max(1);
         let depth = queue_depth(cfg.batch_size);
-        let mut ecfg = EngineConfig::new(self.mode.engine_mode(cfg))
+        let mut ecfg = EngineConfig::new(self.mode.engine_mode(cfg.staleness))
             .threads(threads, threads)
             .depths(depth, depth);
         if let Some(tune) = self.tune {
