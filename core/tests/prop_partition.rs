@@ -20,7 +20,6 @@ use ordo::partition::{
 use ordo::row_store::RowStore;
 use ordo::storage::RowStorage;
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 const DIM: usize = 8;
 const WIDTH: usize = 2 * DIM; // embedding, then its Adagrad sums
@@ -160,28 +159,6 @@ fn work(plan: &Plan, epochs: usize) -> Work {
     Work { batches, states }
 }
 
-/// A fresh folder under the system's temporary folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        // Relaxed: a unique counter.
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("ordo-partition-{}-{tag}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Train the global states `range` (over the epochs of `plan`) through one engine session in
 /// `mode`, draining at every state's end; checkpoint after state `checkpoint_after` if given.
 /// Returns the recorded order of batch ids.
@@ -302,9 +279,9 @@ fn oac_on_disk_equals_the_twins_sync_replay_bit_for_bit_and_async_differs() -> R
     let work = work(&plan, epochs);
     let all = 0..plan.states.len() * epochs;
 
-    let dir = TempDir::new("oac");
+    let dir = tempfile::tempdir()?;
     let disk =
-        PartitionedStorage::create(DiskFiles::new(&dir.0)?, geometry(), BUFFER, "oac", init)?;
+        PartitionedStorage::create(DiskFiles::new(dir.path())?, geometry(), BUFFER, "oac", init)?;
     let order = train(&disk, &plan, &work, Mode::Oac, all.clone(), None)?;
     let oac = disk.snapshot()?;
     let initial: Vec<f32> = (0..ENTITIES)
@@ -350,9 +327,9 @@ fn pipelined_swaps_without_a_drain_equal_the_sync_replay() -> Result<(), Error> 
     let plan = beta(PARTITIONS, BUFFER)?;
     let epochs = 2;
     let work = work(&plan, epochs);
-    let dir = TempDir::new("pipelined");
+    let dir = tempfile::tempdir()?;
     let disk =
-        PartitionedStorage::create(DiskFiles::new(&dir.0)?, geometry(), BUFFER, "pipe", init)?;
+        PartitionedStorage::create(DiskFiles::new(dir.path())?, geometry(), BUFFER, "pipe", init)?;
     let (order, overlapped) = train_pipelined(&disk, &plan, &work, 0..plan.states.len() * epochs)?;
     assert_eq!(order.len(), work.batches.len(), "every batch once");
     assert!(overlapped > 0, "no state entered while an earlier one was in flight");
@@ -368,16 +345,21 @@ fn a_run_resumed_from_a_checkpoint_after_a_crash_equals_the_sync_replay() -> Res
     let total = plan.states.len() * epochs;
     let stop = plan.states.len() + 1; // checkpoint inside the second epoch
 
-    let dir = TempDir::new("resume");
-    let disk =
-        PartitionedStorage::create(DiskFiles::new(&dir.0)?, geometry(), BUFFER, "resume", init)?;
+    let dir = tempfile::tempdir()?;
+    let disk = PartitionedStorage::create(
+        DiskFiles::new(dir.path())?,
+        geometry(),
+        BUFFER,
+        "resume",
+        init,
+    )?;
     let mut order = train(&disk, &plan, &work, Mode::Oac, 0..stop + 1, Some(stop))?;
     let at_checkpoint = disk.snapshot()?;
     // Train on past the checkpoint and crash: new generations were written, no checkpoint.
     train(&disk, &plan, &work, Mode::Oac, stop + 1..stop + 3, None)?;
     drop(disk);
 
-    let (disk, cursor) = PartitionedStorage::open(DiskFiles::new(&dir.0)?, "resume", BUFFER)?;
+    let (disk, cursor) = PartitionedStorage::open(DiskFiles::new(dir.path())?, "resume", BUFFER)?;
     assert_eq!(cursor, Cursor { epoch: 1, state: stop as u64 + 1 });
     assert_eq!(disk.snapshot()?, at_checkpoint, "the files are the checkpoint's");
     order.extend(train(&disk, &plan, &work, Mode::Oac, cursor.state as usize..total, None)?);
@@ -565,48 +547,48 @@ fn power_lost_at_every_fsync_and_rename_resumes_to_the_uninterrupted_table() -> 
 #[test]
 fn bad_geometry_and_bad_files_are_typed_errors_before_training() -> Result<(), Error> {
     let g = geometry();
-    let dir = TempDir::new("bad");
-    let err = PartitionedStorage::create(DiskFiles::new(&dir.0)?, g, PARTITIONS + 1, "x", init)
+    let dir = tempfile::tempdir()?;
+    let err = PartitionedStorage::create(DiskFiles::new(dir.path())?, g, PARTITIONS + 1, "x", init)
         .unwrap_err();
     assert!(matches!(err, PartitionError::Plan(_)), "{err}");
-    assert_eq!(DiskFiles::new(&dir.0)?.list()?, vec![], "nothing written");
+    assert_eq!(DiskFiles::new(dir.path())?.list()?, vec![], "nothing written");
     let err =
         PartitionedStorage::create(MemoryFiles::default(), Geometry { rows: 3, ..g }, 2, "x", init)
             .unwrap_err();
     assert!(matches!(err, PartitionError::TooManyPartitions { .. }), "{err}");
 
-    drop(PartitionedStorage::create(DiskFiles::new(&dir.0)?, g, BUFFER, "run-a", init)?);
-    let err = PartitionedStorage::open(DiskFiles::new(&dir.0)?, "run-b", BUFFER).unwrap_err();
+    drop(PartitionedStorage::create(DiskFiles::new(dir.path())?, g, BUFFER, "run-a", init)?);
+    let err = PartitionedStorage::open(DiskFiles::new(dir.path())?, "run-b", BUFFER).unwrap_err();
     assert!(
         matches!(err, PartitionError::ForeignRun { ref found, .. } if found == "run-a"),
         "{err}"
     );
-    let err =
-        PartitionedStorage::create(DiskFiles::new(&dir.0)?, g, BUFFER, "run-b", init).unwrap_err();
+    let err = PartitionedStorage::create(DiskFiles::new(dir.path())?, g, BUFFER, "run-b", init)
+        .unwrap_err();
     assert!(matches!(err, PartitionError::ForeignRun { .. }), "{err}");
-    let err =
-        PartitionedStorage::create(DiskFiles::new(&dir.0)?, g, BUFFER, "run-a", init).unwrap_err();
+    let err = PartitionedStorage::create(DiskFiles::new(dir.path())?, g, BUFFER, "run-a", init)
+        .unwrap_err();
     assert!(matches!(err, PartitionError::AlreadyCreated { .. }), "{err}");
     let err =
-        PartitionedStorage::open(DiskFiles::new(&dir.0)?, "run-a", PARTITIONS + 1).unwrap_err();
+        PartitionedStorage::open(DiskFiles::new(dir.path())?, "run-a", PARTITIONS + 1).unwrap_err();
     assert!(matches!(err, PartitionError::Plan(_)), "{err}");
 
-    let p2 = dir.0.join("p2.g0");
+    let p2 = dir.path().join("p2.g0");
     let bytes = std::fs::read(&p2)?;
     std::fs::write(&p2, &bytes[..bytes.len() - 3])?;
-    let err = PartitionedStorage::open(DiskFiles::new(&dir.0)?, "run-a", BUFFER).unwrap_err();
+    let err = PartitionedStorage::open(DiskFiles::new(dir.path())?, "run-a", BUFFER).unwrap_err();
     assert!(matches!(err, PartitionError::TruncatedPartition { .. }), "{err}");
     let mut flipped = bytes.clone();
     flipped[20] ^= 1;
     std::fs::write(&p2, &flipped)?;
-    let (s, _) = PartitionedStorage::open(DiskFiles::new(&dir.0)?, "run-a", BUFFER)?;
+    let (s, _) = PartitionedStorage::open(DiskFiles::new(dir.path())?, "run-a", BUFFER)?;
     assert!(matches!(s.admit(2).unwrap_err(), PartitionError::Checksum { .. }));
     drop(s);
     std::fs::remove_file(&p2)?;
-    let err = PartitionedStorage::open(DiskFiles::new(&dir.0)?, "run-a", BUFFER).unwrap_err();
+    let err = PartitionedStorage::open(DiskFiles::new(dir.path())?, "run-a", BUFFER).unwrap_err();
     assert!(matches!(err, PartitionError::MissingPartition { .. }), "{err}");
-    let err =
-        PartitionedStorage::open(DiskFiles::new(dir.0.join("none"))?, "run-a", BUFFER).unwrap_err();
+    let err = PartitionedStorage::open(DiskFiles::new(dir.path().join("none"))?, "run-a", BUFFER)
+        .unwrap_err();
     assert!(matches!(err, PartitionError::NoManifest { .. }), "{err}");
     Ok(())
 }

@@ -625,21 +625,6 @@ mod tests {
         PartitionOpts { storage, dir: dir.map(Path::to_path_buf), partitions: 4, buffer: 2 }
     }
 
-    struct TempDir(PathBuf);
-    impl TempDir {
-        fn new(tag: &str) -> Self {
-            let dir = std::env::temp_dir()
-                .join(format!("ordo-kge-partitioned-{}-{tag}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            TempDir(dir)
-        }
-    }
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     /// The synchronous run of `orders` (epochs `0..`) on the in-memory twin with every
     /// partition resident (batches of neighbouring states interleave in a pipelined order, so
     /// the replay needs the partitions of both): each epoch's order replayed batch by batch.
@@ -672,10 +657,15 @@ mod tests {
     fn oac_on_disk_equals_the_twins_sync_replay_and_async_differs() {
         let d = Dataset::load("umls").unwrap();
         let cfg = config(2);
-        let dir = TempDir::new("oac");
-        let run =
-            train(&d, &cfg, &opts(StorageKind::Disk, Some(&dir.0)), engine::Mode::Oac, &mut |_| {})
-                .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let run = train(
+            &d,
+            &cfg,
+            &opts(StorageKind::Disk, Some(dir.path())),
+            engine::Mode::Oac,
+            &mut |_| {},
+        )
+        .unwrap();
         assert_eq!(run.orders.len(), 2);
         let (table, dense) = twin_replay(&d, &cfg, &run.orders);
         let trained = run.storage.snapshot().unwrap();
@@ -707,10 +697,10 @@ mod tests {
     #[test]
     fn streamed_evaluation_equals_the_in_memory_evaluator_on_the_same_table() {
         let d = Dataset::load("umls").unwrap();
-        let dir = TempDir::new("eval");
+        let dir = tempfile::tempdir().unwrap();
         for (storage, sample) in [(StorageKind::Disk, 0), (StorageKind::Memory, 30)] {
             let cfg = TrainConfig { eval_sample: sample, ..config(1) };
-            let dir = (storage == StorageKind::Disk).then_some(dir.0.as_path());
+            let dir = (storage == StorageKind::Disk).then_some(dir.path());
             let mut valid = Vec::new();
             let mut progress = Vec::new();
             let mut seen = |e: Event| match e {
@@ -748,28 +738,29 @@ mod tests {
     fn a_save_streamed_from_the_storage_loads_back_as_the_trained_table() {
         let d = Dataset::load("umls").unwrap();
         let cfg = config(1);
-        let dir = TempDir::new("save");
+        let dir = tempfile::tempdir().unwrap();
         let run = train(&d, &cfg, &opts(StorageKind::Memory, None), engine::Mode::Oac, &mut |_| {})
             .unwrap();
         let entities = StoredEntities { storage: &run.storage, dim: cfg.dim };
         let relations = (run.model.relations(), cfg.step_config().relation_dim());
-        crate::kge::io::npy::save_parts(&dir.0, &d, &cfg, &entities, relations).unwrap();
-        let saved = crate::kge::io::npy::load(&dir.0, &d).unwrap();
+        crate::kge::io::npy::save_parts(dir.path(), &d, &cfg, &entities, relations).unwrap();
+        let saved = crate::kge::io::npy::load(dir.path(), &d).unwrap();
         let table = run.storage.snapshot().unwrap();
         let columns: Vec<f32> =
             table.chunks(cfg.row_width()).flat_map(|r| r[..cfg.dim].to_vec()).collect();
         assert_eq!(saved.entities.as_slice().unwrap(), &columns[..]);
         assert_eq!(saved.relations.as_slice().unwrap(), run.model.relations());
         let wrong = StoredEntities { storage: &run.storage, dim: cfg.dim + 2 };
-        let err = crate::kge::io::npy::save_parts(&dir.0, &d, &cfg, &wrong, relations).unwrap_err();
+        let err =
+            crate::kge::io::npy::save_parts(dir.path(), &d, &cfg, &wrong, relations).unwrap_err();
         assert!(matches!(err, crate::kge::io::npy::NpyError::Shape(_)), "{err}");
     }
 
     #[test]
     fn a_resumed_disk_run_equals_the_sync_replay_of_both_parts() {
         let d = Dataset::load("umls").unwrap();
-        let dir = TempDir::new("resume");
-        let o = opts(StorageKind::Disk, Some(&dir.0));
+        let dir = tempfile::tempdir().unwrap();
+        let o = opts(StorageKind::Disk, Some(dir.path()));
         let first = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).unwrap();
         drop(first.storage);
         let second = train(&d, &config(2), &o, engine::Mode::Oac, &mut |_| {}).unwrap();
@@ -783,19 +774,20 @@ mod tests {
     #[test]
     fn bad_storage_options_are_typed_errors_before_anything_is_written() {
         let d = Dataset::load("umls").unwrap();
-        let dir = TempDir::new("bad");
-        let mut o = opts(StorageKind::Disk, Some(&dir.0));
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        let mut o = opts(StorageKind::Disk, Some(&dir));
         o.buffer = 5;
         let err = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
         assert!(matches!(err, PartitionedError::Partition(PartitionError::Plan(_))), "{err}");
-        assert!(!dir.0.exists(), "nothing written");
+        assert!(!dir.exists(), "nothing written");
         let err =
             train(&d, &config(1), &opts(StorageKind::Disk, None), engine::Mode::Oac, &mut |_| {})
                 .err()
                 .unwrap();
         assert!(matches!(err, PartitionedError::NoDir), "{err}");
 
-        let o = opts(StorageKind::Disk, Some(&dir.0));
+        let o = opts(StorageKind::Disk, Some(&dir));
         drop(open_storage(&d, &config(1), &o).unwrap());
         let other = TrainConfig { seed: 4, ..config(1) };
         let err = train(&d, &other, &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
@@ -803,7 +795,7 @@ mod tests {
             matches!(err, PartitionedError::Partition(PartitionError::ForeignRun { .. })),
             "{err}"
         );
-        std::fs::remove_file(dir.0.join("p1.g0")).unwrap();
+        std::fs::remove_file(dir.join("p1.g0")).unwrap();
         let err = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
         assert!(
             matches!(err, PartitionedError::Partition(PartitionError::MissingPartition { .. })),
