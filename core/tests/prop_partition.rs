@@ -159,6 +159,26 @@ fn work(plan: &Plan, epochs: usize) -> Work {
     Work { batches, states }
 }
 
+/// Two epochs of the beta plan, for a run checkpointed and resumed: `total` global states, and
+/// the checkpoint after state `stop`, inside the second epoch.
+struct Resumable {
+    plan: Plan,
+    work: Work,
+    total: usize,
+    stop: usize,
+}
+
+impl Resumable {
+    fn new() -> Result<Self, Error> {
+        let plan = beta(PARTITIONS, BUFFER)?;
+        let epochs = 2;
+        let work = work(&plan, epochs);
+        let total = plan.states.len() * epochs;
+        let stop = plan.states.len() + 1;
+        Ok(Resumable { plan, work, total, stop })
+    }
+}
+
 /// Train the global states `range` (over the epochs of `plan`) through one engine session in
 /// `mode`, draining at every state's end; checkpoint after state `checkpoint_after` if given.
 /// Returns the recorded order of batch ids.
@@ -339,11 +359,7 @@ fn pipelined_swaps_without_a_drain_equal_the_sync_replay() -> Result<(), Error> 
 
 #[test]
 fn a_run_resumed_from_a_checkpoint_after_a_crash_equals_the_sync_replay() -> Result<(), Error> {
-    let plan = beta(PARTITIONS, BUFFER)?;
-    let epochs = 2;
-    let work = work(&plan, epochs);
-    let total = plan.states.len() * epochs;
-    let stop = plan.states.len() + 1; // checkpoint inside the second epoch
+    let Resumable { plan, work, total, stop } = Resumable::new()?;
 
     let dir = tempfile::tempdir()?;
     let disk = PartitionedStorage::create(
@@ -378,11 +394,7 @@ fn a_run_resumed_from_a_checkpoint_after_a_crash_equals_the_sync_replay() -> Res
 /// from that checkpoint, ends equal bit for bit to the same run without the crash.
 #[test]
 fn a_crash_losing_unsynced_writes_resumes_equal_to_an_uninterrupted_run() -> Result<(), Error> {
-    let plan = beta(PARTITIONS, BUFFER)?;
-    let epochs = 2;
-    let work = work(&plan, epochs);
-    let total = plan.states.len() * epochs;
-    let stop = plan.states.len() + 1; // checkpoint inside the second epoch
+    let Resumable { plan, work, total, stop } = Resumable::new()?;
 
     let whole = PartitionedStorage::create(MemoryFiles::default(), geometry(), BUFFER, "c", init)?;
     let uninterrupted = train(&whole, &plan, &work, Mode::Sync, 0..total, None)?;
