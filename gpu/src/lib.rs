@@ -37,6 +37,7 @@
 
 #![warn(missing_docs)]
 
+mod admission;
 pub mod bandwidth;
 pub mod blas;
 mod buffers;

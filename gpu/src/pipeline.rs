@@ -30,6 +30,7 @@
 //! H2D staging is allocated write-combined (`alloc_pinned`: fast host writes and PCIe reads);
 //! D2H staging is allocated cached (flags 0), since the host reads it.
 
+use crate::admission::admit;
 use crate::buffers::{count_u32, zeros};
 use crate::cache::{CacheConfig, CacheError, CudaValidationCache, DeviceBatch};
 use crate::cache_device::repaired;
@@ -532,21 +533,8 @@ impl Pipeline {
         job: &Submission<'_, D>,
         rows: &BatchRows<'_>,
     ) -> Result<usize, GpuError> {
-        if self.in_flight.len() == self.slots.len() {
-            return Err(GpuError::Pipeline("all staging slots are in flight: collect first"));
-        }
-        crate::cache::check_len("read timestamps", rows.len(), job.read.len())?;
-        crate::cache::check_rows(rows.ids())?;
-        if (job.validate || job.insert) && self.cache.is_none() {
-            return Err(GpuError::Pipeline("Oac needs a pipeline with a validation cache"));
-        }
-        if let (Some(cache), true) = (self.cache.as_ref(), job.insert) {
-            cache.check_insert(rows.ids(), job.ts)?;
-        }
-        let index = (job.ts % self.slots.len() as u64) as usize;
-        if self.in_flight.iter().any(|&(_, s)| s == index) {
-            return Err(GpuError::Pipeline("the session's stamps are not consecutive"));
-        }
+        let taken = self.in_flight.iter().map(|&(_, s)| s);
+        let index = admit(job, rows, self.cache.as_ref(), self.slots.len(), taken)?;
         let slot = &mut self.slots[index];
         slot.load(rows.ids(), version_words(job.read), rows.values())?;
         slot.upload(&self.streams)?;

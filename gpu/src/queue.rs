@@ -4,6 +4,7 @@
 //! with the engine's own reader → device → writer driver. Both are the engine's
 //! [`DeviceQueue`] directly: the session stamps, and the queue keeps no stamp of its own.
 
+use crate::admission::admit;
 use crate::cache::{CacheConfig, HostBatch, SimValidationCache, check_len, check_rows};
 use crate::cache_device::{repaired, version_words};
 use crate::error::GpuError;
@@ -175,27 +176,14 @@ impl SimQueue {
         job: &Submission<'_, impl Sized>,
         rows: &BatchRows<'_>,
     ) -> Result<usize, GpuError> {
-        if self.in_flight.len() == self.slots.len() {
-            return Err(GpuError::Pipeline("all slots are in flight: collect first"));
-        }
-        check_rows(rows.ids())?;
-        check_len("read timestamps", rows.len(), job.read.len())?;
         if rows.len() > self.max_rows {
             return Err(GpuError::TooLarge {
                 what: "batch rows (above max_rows)",
                 elems: rows.len(),
             });
         }
-        if (job.validate || job.insert) && self.cache.is_none() {
-            return Err(GpuError::Pipeline("Oac needs a queue with a validation cache"));
-        }
-        if let (Some(cache), true) = (self.cache.as_ref(), job.insert) {
-            cache.check_insert(rows.ids(), job.ts)?;
-        }
-        let index = (job.ts % self.slots.len() as u64) as usize;
-        if self.in_flight.iter().any(|&(s, _)| s == index) {
-            return Err(GpuError::Pipeline("the session's stamps are not consecutive"));
-        }
+        let taken = self.in_flight.iter().map(|&(s, _)| s);
+        let index = admit(job, rows, self.cache.as_ref(), self.slots.len(), taken)?;
         let b = &mut self.slots[index];
         b.rows.clear();
         b.rows.extend_from_slice(rows.ids());
