@@ -3,21 +3,28 @@
 //! learning rate so the test stays short). Skipped, with a message, without the dataset.
 #![cfg(not(ordo_loom))]
 
-/// Serializes the trainings of this file (see each test).
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 use ordo::sgd::{Every, Stop};
 use ordo_train::sgd::dispatchers::{Kind, Spec, build};
 use ordo_train::sgd::idx::FashionMnist;
 use ordo_train::sgd::train::{TrainOptions, train};
+use std::sync::{Mutex, MutexGuard};
+
+/// Serializes the trainings of this file.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Fashion-MNIST (`None`, with a message, without the dataset), with this file's training turn:
+/// both trainings here use both cores, so they run one at a time, or each one's
+/// timing-sensitive asynchronous run is starved by the other (seen in CI: interval stopped at
+/// 72 %).
+fn fashion_mnist() -> Option<(MutexGuard<'static, ()>, FashionMnist)> {
+    let turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = ordo_tests::dataset("fashion_mnist")?;
+    Some((turn, FashionMnist::load(&dir).expect("Fashion-MNIST loads")))
+}
 
 #[test]
 fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
-    // Both trainings here use both cores: run them one at a time, or each one's timing-sensitive
-    // asynchronous run is starved by the other (seen in CI: interval stopped at 72 %).
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dir) = ordo_tests::dataset("fashion_mnist") else { return };
-    let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
+    let Some((_one_at_a_time, data)) = fashion_mnist() else { return };
     assert_eq!((data.train.n, data.test.n, data.train.dim), (60_000, 10_000, 784));
     let spec = Spec { y: 4, ..Spec::paper(Kind::Interval, 2) };
     let built = build(&spec).unwrap();
@@ -57,11 +64,7 @@ fn interval_sgd_trains_an_mlp_past_80_percent_on_fashion_mnist() {
 /// and its PASSM steps restrict backpropagation (worker 1 owns the output layer).
 #[test]
 fn passm_plus_trains_an_mlp_past_80_percent_on_fashion_mnist() {
-    // Both trainings here use both cores: run them one at a time, or each one's timing-sensitive
-    // asynchronous run is starved by the other (seen in CI: interval stopped at 72 %).
-    let _one_at_a_time = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let Some(dir) = ordo_tests::dataset("fashion_mnist") else { return };
-    let data = FashionMnist::load(&dir).expect("Fashion-MNIST loads");
+    let Some((_one_at_a_time, data)) = fashion_mnist() else { return };
     let spec = Spec::paper(Kind::PassmPlus, 2);
     let built = build(&spec).unwrap();
     let opts = TrainOptions {
