@@ -5,7 +5,7 @@
 
 use super::idx::Split;
 use super::net::{
-    Batches, CLASSES, Classifier, DenseHead, NetError, axpy, cross_entropy_grad, dot,
+    Batches, CLASSES, Classifier, DenseHead, NetError, axpy, dot, minibatch_gradient,
 };
 use crate::rng::SplitMix64;
 use ordo::sgd::{GradientModel, LayeredModel};
@@ -253,21 +253,16 @@ impl LayeredModel for Cnn<'_> {
         s: &mut CnnScratch,
         grad: &mut [f32],
     ) -> f32 {
-        grad.fill(0.0);
-        let inv = 1.0 / self.batches.size() as f32;
-        let mut loss = 0.0f32;
-        for i in self.batches.examples(batch) {
-            let mut o = self.probs(p, self.data.image(i), s);
-            loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
+        minibatch_gradient(self, p, self.data, &self.batches, batch, s, grad, |s, o, grad| {
             // Dense 192 → 64 (ReLU) → 10.
             if lowest >= 3 {
-                HEAD.backward_top(&s.h, &o, &mut grad[W3..]);
-                continue;
+                HEAD.backward_top(&s.h, o, &mut grad[W3..]);
+                return;
             }
             let dp2 = (lowest < 2).then_some(&mut s.dp2[..]);
-            HEAD.backward(&p[W3..], &s.p2, &s.h, &o, &mut grad[W3..], &mut s.dh, dp2);
+            HEAD.backward(&p[W3..], &s.p2, &s.h, o, &mut grad[W3..], &mut s.dh, dp2);
             if lowest == 2 {
-                continue;
+                return;
             }
             // Pool 2 and conv 2.
             relu_pool_back(&s.p2, &s.arg2, &s.dp2, &mut s.d2);
@@ -282,7 +277,7 @@ impl LayeredModel for Cnn<'_> {
                 (lowest == 0).then_some(&mut s.dp1[..]),
             );
             if lowest == 1 {
-                continue;
+                return;
             }
             // Pool 1 and conv 1.
             relu_pool_back(&s.p1, &s.arg1, &s.dp1, &mut s.d1);
@@ -295,8 +290,7 @@ impl LayeredModel for Cnn<'_> {
                 rest,
                 None,
             );
-        }
-        loss * inv
+        })
     }
 }
 

@@ -2,7 +2,7 @@
 //! [`GradientModel`] for the SGD runtime.
 
 use super::idx::Split;
-use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, cross_entropy_grad};
+use super::net::{Batches, CLASSES, Classifier, DenseHead, NetError, minibatch_gradient};
 use crate::rng::SplitMix64;
 use ordo::sgd::{GradientModel, LayeredModel};
 
@@ -97,19 +97,13 @@ impl LayeredModel for Mlp<'_> {
         s: &mut MlpScratch,
         grad: &mut [f32],
     ) -> f32 {
-        grad.fill(0.0);
-        let inv = 1.0 / self.batches.size() as f32;
-        let mut loss = 0.0f32;
-        for i in self.batches.examples(batch) {
-            let mut o = self.probs(p, self.data.image(i), s);
-            loss += cross_entropy_grad(&mut o, usize::from(self.data.labels[i]), inv);
+        minibatch_gradient(self, p, self.data, &self.batches, batch, s, grad, |s, o, grad| {
             if lowest == 0 {
-                self.head().backward(p, &s.x, &s.h, &o, grad, &mut s.dh, None);
+                self.head().backward(p, &s.x, &s.h, o, grad, &mut s.dh, None);
             } else {
-                self.head().backward_top(&s.h, &o, grad);
+                self.head().backward_top(&s.h, o, grad);
             }
-        }
-        loss * inv
+        })
     }
 }
 

@@ -191,6 +191,32 @@ pub fn softmax(o: &mut [f32; CLASSES]) {
     o.iter_mut().for_each(|x| *x /= z);
 }
 
+/// The mean cross-entropy of minibatch `batch` of `split` (its examples chosen by `batches`),
+/// with its gradient: `grad` is zeroed, then for each example `back` backpropagates
+/// `dL/dlogits` (scaled by `1/B`) into `grad` from what [`Classifier::probs`] left in the
+/// scratch.
+#[allow(clippy::too_many_arguments)]
+pub fn minibatch_gradient<C: Classifier>(
+    model: &C,
+    p: &[f32],
+    split: &Split,
+    batches: &Batches,
+    batch: u64,
+    s: &mut C::Scratch,
+    grad: &mut [f32],
+    mut back: impl FnMut(&mut C::Scratch, &[f32; CLASSES], &mut [f32]),
+) -> f32 {
+    grad.fill(0.0);
+    let inv = 1.0 / batches.size() as f32;
+    let mut loss = 0.0f32;
+    for i in batches.examples(batch) {
+        let mut o = model.probs(p, split.image(i), s);
+        loss += cross_entropy_grad(&mut o, usize::from(split.labels[i]), inv);
+        back(s, &o, grad);
+    }
+    loss * inv
+}
+
 /// Turn probabilities into `dL/dlogits` of the cross-entropy of `label`, scaled by `scale`
 /// (`1/B` for a batch mean); returns the example's loss.
 pub fn cross_entropy_grad(p: &mut [f32; CLASSES], label: usize, scale: f32) -> f32 {
