@@ -8,7 +8,7 @@
 //! * [`cache`]: the validation cache — row id → (ts, value slot) in an open-addressing table —
 //!   with one orchestration ([`cache::ValidationCache`]) over two table backends: the CUDA
 //!   kernels ([`cache::CudaTable`]) and a sequential Rust port of the same kernels
-//!   ([`cache::HostTable`]); plus the plain reference ([`cache::CpuValidationCache`]) that
+//!   ([`cache::HostTable`]); plus the plain reference ([`cache::ReferenceValidationCache`]) that
 //!   defines the semantics both must match.
 //! * [`kge`]: DistMult and ComplEx scoring, softmax cross-entropy gradients and Adagrad on
 //!   entity rows and relation parameters: an f64 reference ([`kge::reference_step`]) and the

@@ -6,7 +6,7 @@
 #[path = "support/require_gpu.rs"]
 mod require_gpu;
 
-use ordo_gpu::cache::{CacheConfig, CpuValidationCache, CudaValidationCache, DeviceBatch};
+use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch, ReferenceValidationCache};
 use ordo_gpu::workload::{Rng, random_stream};
 use ordo_gpu::{Gpu, GpuError};
 
@@ -17,7 +17,7 @@ fn compare_on_stream(gpu: &Gpu, seed: u64, width: usize, capacity: usize, lag: u
     let stream = gpu.new_stream().unwrap();
     let config = CacheConfig { width, capacity };
     let mut dev = CudaValidationCache::new(gpu, stream.clone(), config).unwrap();
-    let mut cpu = CpuValidationCache::new(config).unwrap();
+    let mut cpu = ReferenceValidationCache::new(config).unwrap();
     let mut rng = Rng::new(seed);
     let mut overflows = 0;
     for (ts, step) in random_stream(&mut rng.clone(), 300, 24, 400, lag).into_iter().enumerate() {

@@ -2,7 +2,7 @@
 //! the same hash, linear probing, key encoding, tombstones and compaction, one function per
 //! kernel with the per-thread body as a loop body. It lets the table algorithm and the
 //! orchestration be tested on machines without a GPU; the CUDA tests then compare the kernels
-//! with [`CpuValidationCache`](super::CpuValidationCache) on the same streams.
+//! with [`ReferenceValidationCache`](super::ReferenceValidationCache) on the same streams.
 
 use super::{CacheConfig, CacheError, TableBackend, ValidationCache, check_len, hash};
 
@@ -192,7 +192,7 @@ impl TableBackend for HostTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::CpuValidationCache;
+    use crate::cache::ReferenceValidationCache;
     use ordo::engine::{BatchRows, RowBlock};
     use proptest::prelude::*;
     use std::sync::Arc;
@@ -219,7 +219,7 @@ mod tests {
     fn run(ops: &[Op], capacity: usize) -> Result<(), TestCaseError> {
         let config = CacheConfig { width: 2, capacity };
         let mut sim = SimValidationCache::new_host(config).unwrap();
-        let mut reference = CpuValidationCache::new(config).unwrap();
+        let mut reference = ReferenceValidationCache::new(config).unwrap();
         // The engine's CPU cache (no capacity): fed only the inserts the others accepted.
         let mut engine = ordo::validation_cache::CpuValidationCache::new();
         let mut ts = 0u64;
@@ -303,7 +303,7 @@ mod tests {
         let overflows = |seed: u64, width: usize, capacity: usize, lag: u64| {
             let config = CacheConfig { width, capacity };
             let mut sim = SimValidationCache::new_host(config).unwrap();
-            let mut cpu = CpuValidationCache::new(config).unwrap();
+            let mut cpu = ReferenceValidationCache::new(config).unwrap();
             let mut n = 0;
             for (ts, st) in random_stream(&mut Rng::new(seed), 300, 24, 400, lag).iter().enumerate()
             {

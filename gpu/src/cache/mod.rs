@@ -2,7 +2,7 @@
 //! device made, so a batch read from the store before that update reached it still computes on
 //! the value the computation order says it must see.
 //!
-//! Semantics (kept by every implementation here, defined by [`CpuValidationCache`]):
+//! Semantics (kept by every implementation here, defined by [`ReferenceValidationCache`]):
 //! * **validate** (before the step): for each row of the batch, if the cache holds the row with
 //!   a version newer than the version the batch read from the store (`cache > read`, strictly),
 //!   the row's values are replaced by the cached ones.
@@ -21,18 +21,18 @@
 //! compaction, mutation hooks) over a [`TableBackend`]: [`CudaTable`] runs the kernels of
 //! `src/kernels/validation_cache.cu`, [`HostTable`] is a sequential Rust port of the same
 //! kernels (same hash, probing, tombstones), tested on every machine against
-//! [`CpuValidationCache`].
+//! [`ReferenceValidationCache`].
 
-mod cpu;
 mod cuda_table;
 mod error;
 mod host_table;
 mod ledger;
+mod reference;
 
-pub use cpu::CpuValidationCache;
 pub use cuda_table::{CudaTable, CudaValidationCache, DeviceBatch};
 pub use error::CacheError;
 pub use host_table::{HostBatch, HostTable, SimValidationCache};
+pub use reference::ReferenceValidationCache;
 
 use ledger::{InsertPlan, Ledger};
 // The core catalog's hooks: `mutation::active` is a constant `false` unless `ordo/mutants` is

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 /// The validation cache's semantics as a plain hash map row → (ts, values).
 ///
 /// ```
-/// use ordo_gpu::cache::{CacheConfig, CpuValidationCache};
-/// let mut c = CpuValidationCache::new(CacheConfig { width: 1, capacity: 4 }).unwrap();
+/// use ordo_gpu::cache::{CacheConfig, ReferenceValidationCache};
+/// let mut c = ReferenceValidationCache::new(CacheConfig { width: 1, capacity: 4 }).unwrap();
 /// c.insert(&[3, 5], 0, &[1.0, 2.0]).unwrap();
 /// let mut vals = [9.0, 9.0];
 /// // Row 3 read the initial value (version 0), row 5 already read the write of ts 0 (version 1).
@@ -17,19 +17,19 @@ use std::collections::HashMap;
 /// assert_eq!(c.evict(1), 2); // ts 0 < STE 1
 /// ```
 #[derive(Debug, Clone)]
-pub struct CpuValidationCache {
+pub struct ReferenceValidationCache {
     config: CacheConfig,
     entries: HashMap<u64, (u64, Vec<f32>)>,
     last_ts: Option<u64>,
 }
 
-impl CpuValidationCache {
+impl ReferenceValidationCache {
     /// An empty cache.
     pub fn new(config: CacheConfig) -> Result<Self, CacheError> {
         if config.capacity == 0 || config.width == 0 {
             return Err(CacheError::BadSize("capacity and width must be positive"));
         }
-        Ok(CpuValidationCache { config, entries: HashMap::new(), last_ts: None })
+        Ok(ReferenceValidationCache { config, entries: HashMap::new(), last_ts: None })
     }
 
     /// Number of live entries.
