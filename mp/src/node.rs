@@ -4,6 +4,19 @@ use crate::error::MpError;
 use crate::message::{Direction, Payload};
 use crate::state::State;
 
+/// What an [`IrNode`] implementation names, in one import (`use ordo_mp::node::prelude::*`):
+/// the trait and its [`Signature`], the [`Emit`] a handler writes to, [`Payload`], [`State`]
+/// and [`MpError`], and the two helpers most nodes keep their per-state records in,
+/// [`Gather`](crate::gather::Gather) and [`Recorded`](crate::recorded::Recorded).
+pub mod prelude {
+    pub use crate::error::MpError;
+    pub use crate::gather::Gather;
+    pub use crate::message::Payload;
+    pub use crate::node::{Emit, IrNode, Signature};
+    pub use crate::recorded::Recorded;
+    pub use crate::state::State;
+}
+
 /// A message a node emits, before routing: forward messages leave on an output port, backward
 /// messages on an input port, updates go to the node itself.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,10 +1,6 @@
 //! `Bcast`: sends one message to several successors.
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Forward: a copy on every output. Backward: waits for the gradients of all outputs for a
 /// state (the multi-child cache) and sends their sum, in output order, to the input.

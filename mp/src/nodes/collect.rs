@@ -1,11 +1,7 @@
 //! `Collect`: the inverse of `Distribute`, regrouping parts into one payload.
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
+use crate::node::prelude::*;
 use crate::nodes::distribute::{Assign, merge, partition};
-use crate::state::State;
 
 /// Forward: waits for all parts of a state and merges their rows back by the assignment.
 /// Backward: partitions the gradient the same way, one backward per input.

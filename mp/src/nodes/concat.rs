@@ -1,11 +1,6 @@
 //! `Concat`: joins the payloads of several parents with the same state, column-wise.
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::recorded::Recorded;
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Forward: waits for all inputs' payloads for a state, then emits `[x₀ | x₁ | …]` and records
 /// the widths. Backward: splits the gradient by those widths, one backward per input.

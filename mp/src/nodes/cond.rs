@@ -1,9 +1,6 @@
 //! `Cond f`: routes a message by its state (not its payload).
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// The routing function of a [`Cond`]: an output port for a state.
 pub type Route = Box<dyn Fn(&State) -> usize + Send>;

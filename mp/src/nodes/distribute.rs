@@ -1,10 +1,6 @@
 //! `Distribute`: dynamic partition of a payload's rows over several successors (Figure 3).
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Which part row `r` of an instance's payload belongs to, from the message state.
 pub type Assign = std::sync::Arc<dyn Fn(&State, usize) -> usize + Send + Sync>;

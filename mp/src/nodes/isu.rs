@@ -1,9 +1,6 @@
 //! `Isu f f⁻¹`: an invertible state update (loop counters).
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// A state function of an [`Isu`]; `None` where it is undefined.
 pub type StateFn = Box<dyn Fn(&State) -> Option<State> + Send>;

@@ -2,14 +2,10 @@
 
 use std::time::Duration;
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
+use crate::node::prelude::*;
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
-use crate::recorded::Recorded;
 use crate::staleness::StalenessHistogram;
-use crate::state::State;
 
 /// A fully connected layer. It records each forward input keyed by the message state, so
 /// forward and backward messages of different instances may interleave in any order (§4).

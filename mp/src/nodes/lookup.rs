@@ -1,14 +1,10 @@
 //! `Lookup`: the lookup-table PPT (embeddings), the paper's other parameterized transform.
 
-use crate::recorded::Recorded;
+use crate::node::prelude::*;
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
 use crate::optimizer::{OptState, Optimizer};
 use crate::ppt::PptLearner;
 use crate::staleness::StalenessHistogram;
-use crate::state::State;
 
 /// Forward: the payload is a column of row ids (`k × 1`, as `f32`); emits the `k` table rows
 /// (`k × d`) and records the ids keyed by state. Backward: adds each gradient row to its table

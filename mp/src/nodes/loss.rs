@@ -1,10 +1,6 @@
 //! `SoftmaxLoss`: the loss node, which turns the forward pass around.
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Softmax cross-entropy. Input 0: logits (`B × C`); input 1: labels (`B × 1`, class indices as
 /// `f32`, from the controller). Forward, once both arrived: emits `[Σ loss, correct, B]` to its

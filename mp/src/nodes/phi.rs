@@ -2,11 +2,7 @@
 
 use crate::mutation::{self, Mutant};
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::recorded::Recorded;
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Forward: passes a message from any input to the output, recording the input it came from
 /// keyed by its state. Backward: sends the gradient to exactly that recorded input and forgets

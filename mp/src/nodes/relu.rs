@@ -1,10 +1,6 @@
 //! `Relu`: a non-parameterized payload transform.
 
-use crate::error::MpError;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::recorded::Recorded;
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// `y = max(x, 0)`; keeps the input keyed by state for the backward `g ⊙ [x > 0]`. The state
 /// passes through unchanged in both directions.

@@ -1,11 +1,7 @@
 //! `Replicate`: the simple variant of `Ungroup` (§4).
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
+use crate::node::prelude::*;
 use crate::nodes::bcast::sum;
-use crate::state::State;
 
 /// Forward: `copies` copies of the message, copy `i` with loop counter `i` pushed. Backward:
 /// waits for all copies' gradients and sends their sum with the counter popped.

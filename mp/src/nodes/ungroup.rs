@@ -2,11 +2,7 @@
 
 use std::collections::HashMap;
 
-use crate::error::MpError;
-use crate::gather::Gather;
-use crate::message::Payload;
-use crate::node::{Emit, IrNode, Signature};
-use crate::state::State;
+use crate::node::prelude::*;
 
 /// Forward: splits the payload's rows into `state.len` equal chunks and emits chunk `t` with
 /// the loop counter `t` pushed onto the state (e.g. the token embeddings of a sequence, time
