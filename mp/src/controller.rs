@@ -244,7 +244,8 @@ impl Controller {
         self.grads.len()
     }
 
-    /// Handle a result arriving on input `port`.
+    /// Handle a result arriving on input `port`: a NaN or infinite loss fails the run
+    /// ([`MpError::NonFiniteLoss`]).
     pub fn forward(
         &mut self,
         port: usize,
@@ -259,9 +260,14 @@ impl Controller {
                 detail: format!("result {:?}", x.dim()),
             });
         }
+        let loss = x[[0, 0]];
+        if !loss.is_finite() {
+            let step = self.results.len() + 1;
+            return Err(MpError::NonFiniteLoss { instance: state.instance, loss, step });
+        }
         self.results.push(InstanceResult {
             instance: state.instance,
-            loss: x[[0, 0]],
+            loss,
             correct: x[[0, 1]],
             examples: x[[0, 2]],
         });
@@ -341,5 +347,29 @@ mod tests {
         c.forward(0, State::new(2), result(), &mut e).unwrap();
         assert_eq!(stamped(&e), vec![(10, 0), (12, 1)]);
         assert_eq!(c.in_replica, vec![2, 2]);
+    }
+
+    /// A NaN or infinite loss fails the run at its instance, naming it and its step (its place
+    /// among the completed instances); no later instance is pumped for it.
+    #[test]
+    fn a_non_finite_loss_fails_the_run_at_its_instance() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let data: Vec<(State, Vec<Payload>)> =
+                (0..4).map(|i| (State::new(i), vec![Payload::zeros((1, 1))])).collect();
+            let mut c = Controller::new(vec![false]);
+            c.prepare(Arc::new(data), (0..4).collect(), 2).unwrap();
+            let mut e = Emit::new(false);
+            c.start(&mut e).unwrap();
+            c.forward(0, State::new(0), Payload::zeros((1, 3)), &mut e).unwrap();
+            let mut result = Payload::zeros((1, 3));
+            result[[0, 0]] = bad;
+            let mut e = Emit::new(false);
+            let err = c.forward(0, State::new(1), result, &mut e).unwrap_err();
+            let MpError::NonFiniteLoss { instance: 1, loss, step: 2 } = err else {
+                panic!("{bad}: {err}");
+            };
+            assert_eq!(loss.to_bits(), bad.to_bits());
+            assert!(stamped(&e).is_empty() && c.results().len() == 1, "{bad}");
+        }
     }
 }

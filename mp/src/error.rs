@@ -112,6 +112,25 @@ pub enum MpError {
     /// A worker thread panicked.
     #[error("a worker panicked")]
     WorkerPanicked,
+    /// The loss of an instance came back NaN or infinite (a diverged run): the controller
+    /// stops the run there instead of training on.
+    #[error("the loss of instance {instance} is {loss} (the run's step {step}): the run diverged")]
+    NonFiniteLoss {
+        /// The instance.
+        instance: u64,
+        /// Its summed loss.
+        loss: f32,
+        /// Its place among the run's completed instances, from 1.
+        step: usize,
+    },
+    /// An update left a parameter NaN or infinite (a diverged run): the run stops there.
+    #[error("node {kind}: its update {update} left a parameter NaN or infinite: the run diverged")]
+    NonFiniteParam {
+        /// The node kind.
+        kind: &'static str,
+        /// The node's update, counted from 1 since the graph was built.
+        update: u64,
+    },
     /// A replay whose recorded order cannot be followed.
     #[error("replay stuck: no node's next recorded message is available ({applied} applied)")]
     ReplayStuck {

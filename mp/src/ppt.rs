@@ -60,7 +60,9 @@ impl PptLearner {
 
     /// The update message `state`: take the mean of the accumulated gradients and let the
     /// optimizer step `params` with it, or (`step == false`, an emulated device that only
-    /// charges the time) drop it.
+    /// charges the time) drop it. A step that leaves a parameter NaN or infinite fails the run
+    /// there ([`MpError::NonFiniteParam`]): a diverged run stops, where a ReLU's `max(x, 0)`
+    /// would hide the NaN from the loss.
     pub fn update(
         &mut self,
         kind: &'static str,
@@ -68,9 +70,13 @@ impl PptLearner {
         params: &mut [&mut Payload],
         step: bool,
     ) -> Result<(), MpError> {
+        let update = state.instance + 1;
         let means = self.acc.take_mean(kind, state)?;
         if step {
             self.opt.step(params, &means);
+            if params.iter().any(|p| p.iter().any(|v| !v.is_finite())) {
+                return Err(MpError::NonFiniteParam { kind, update });
+            }
         }
         Ok(())
     }
@@ -88,5 +94,30 @@ impl PptLearner {
     /// The optimizer's state, mutably (replica synchronization, schedules).
     pub fn opt_state_mut(&mut self) -> &mut OptState {
         &mut self.opt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An update that leaves a parameter NaN or infinite fails the run, naming the node's kind
+    /// and the update; a finite one, and an emulated one, do not.
+    #[test]
+    fn an_update_to_a_non_finite_parameter_fails_the_run() {
+        let update = |lr: f32, step: bool| {
+            let mut w = ndarray::arr2(&[[1.0f32, 2.0]]);
+            let mut l = PptLearner::new(&[&w], Optimizer::sgd(lr), 1).unwrap();
+            l.sums_mut()[0].fill(-4.0);
+            let mut e = Emit::new(true);
+            l.added(0, &mut e);
+            l.update("Linear", State::new(0), &mut [&mut w], step)
+        };
+        assert_eq!(update(0.5, true), Ok(()));
+        assert_eq!(update(f32::MAX, false), Ok(()));
+        assert_eq!(
+            update(f32::MAX, true),
+            Err(MpError::NonFiniteParam { kind: "Linear", update: 1 })
+        );
     }
 }

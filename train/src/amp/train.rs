@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use ordo_mp::staleness::StalenessHistogram;
 use ordo_mp::{Graph, MpError, RunConfig, RunReport, Source, run};
+use thiserror::Error;
 
 use super::lr_schedule::LrSchedule;
 use crate::rng::SplitMix64;
@@ -60,6 +61,54 @@ pub struct Schedule {
     pub evals_per_epoch: usize,
 }
 
+/// Why an AMPNet run stopped.
+#[derive(Debug, Error)]
+pub enum TrainError {
+    /// The graph or the runtime failed.
+    #[error(transparent)]
+    Mp(#[from] MpError),
+    /// A loss or a parameter became NaN or infinite ([`MpError::NonFiniteLoss`],
+    /// [`MpError::NonFiniteParam`]): the run stopped there instead of training on.
+    #[error("the run diverged: {what} in epoch {epoch}; lower --lr (this epoch's rate was {lr})")]
+    Diverged {
+        /// What became non-finite, and where: the instance and its step in the epoch, or the
+        /// node and its update (counted from 1 since the graph was built).
+        what: String,
+        /// The epoch, counted from 1.
+        epoch: usize,
+        /// The epoch's learning rate (`--lr` through `--lr-schedule`).
+        lr: f32,
+    },
+}
+
+/// Where the epoch `epoch` at rate `lr` stands: `steps` instances of it completed before the
+/// current run. Turns a run's non-finite loss or parameter into [`TrainError::Diverged`].
+struct InEpoch {
+    epoch: usize,
+    lr: f32,
+    steps: usize,
+}
+
+impl InEpoch {
+    /// A run's error: a non-finite loss as the divergence it is, the rest as is.
+    fn run_error(&self, e: MpError) -> TrainError {
+        match e {
+            MpError::NonFiniteLoss { instance, loss, step } => self.diverged(format!(
+                "the loss of instance {instance} became {loss} at step {} of the epoch",
+                self.steps + step
+            )),
+            MpError::NonFiniteParam { kind, update } => self.diverged(format!(
+                "a parameter of a {kind} node became NaN or infinite at its update {update}"
+            )),
+            e => TrainError::Mp(e),
+        }
+    }
+
+    fn diverged(&self, what: String) -> TrainError {
+        TrainError::Diverged { what, epoch: self.epoch, lr: self.lr }
+    }
+}
+
 fn examples(src: &dyn Source, order: &[usize]) -> f64 {
     order.iter().map(|&i| src.instance(i).1.last().map_or(0, |y| y.nrows())).sum::<usize>() as f64
 }
@@ -75,13 +124,16 @@ fn gcd(a: usize, b: usize) -> usize {
 /// are synchronized after every `1/replica_syncs` of the epoch and validated after every
 /// `1/evals_per_epoch`, after that point's synchronization (if any), so what is validated is
 /// the averaged model. The learning rate is set once per epoch.
+///
+/// A loss that comes back NaN or infinite, or an update that leaves a parameter so, stops the
+/// run there: [`TrainError::Diverged`], naming the instance, the epoch and the rate to lower.
 pub fn train(
     graph: &mut Graph,
     train: Arc<dyn Source>,
     val: Arc<dyn Source>,
     s: &Schedule,
     mut tick: impl FnMut(&EpochPoint),
-) -> Result<Vec<EpochPoint>, MpError> {
+) -> Result<Vec<EpochPoint>, TrainError> {
     let mut g = SplitMix64::new(s.seed, 7);
     let mut order: Vec<usize> = (0..train.len()).collect();
     let val_order: Vec<usize> = (0..val.len()).collect();
@@ -101,8 +153,10 @@ pub fn train(
         let chunk = order.len().div_ceil(parts).max(1);
         let n_chunks = order.len().div_ceil(chunk);
         let (mut t, mut trained) = (RunReport::default(), 0.0);
+        let mut at = InEpoch { epoch, lr, steps: 0 };
         for (i, part) in order.chunks(chunk).enumerate() {
-            let r = run(graph, train.clone(), part.to_vec(), &cfg)?;
+            let r = run(graph, train.clone(), part.to_vec(), &cfg).map_err(|e| at.run_error(e))?;
+            at.steps += r.results.len();
             let last = i + 1 == n_chunks;
             if (i + 1) % (parts / syncs) == 0 || last {
                 graph.sync_replicas(s.replica_step);
@@ -120,7 +174,8 @@ pub fn train(
             let now = total_staleness(graph);
             let staleness = now.since(&before);
             before = now;
-            let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })?;
+            let v = run(graph, val.clone(), val_order.clone(), &RunConfig { train: false, ..cfg })
+                .map_err(|e| at.run_error(e))?;
             wall += t.elapsed + v.elapsed;
             let p = EpochPoint {
                 epoch,
@@ -193,6 +248,36 @@ mod tests {
         // With several instances in flight some gradients are applied after other updates.
         assert!(last.staleness.count() > 0 && last.staleness.max() > 0);
         assert!(last.val_acc > majority + 0.1, "val acc {} vs majority {majority}", last.val_acc);
+    }
+
+    /// A rate far too large: the loss becomes NaN or infinite within the first epoch, and the
+    /// run stops there with an error naming the instance, its step, the epoch and `--lr`,
+    /// instead of training on for the other epochs (at mak 1 and at 4).
+    #[test]
+    fn divergence_stops_the_run_naming_the_step_epoch_and_lr() {
+        let (tr, va) = (generate(400, 3, 1), generate(100, 3, 2));
+        for mak in [1, 4] {
+            let mut g = list_graph(16, 1, Optimizer::sgd(1e30), 1, 2, 1).unwrap();
+            let s = Schedule {
+                epochs: 3,
+                mak,
+                seed: 1,
+                replica_syncs: 1,
+                replica_step: 1.0,
+                replica_moments: false,
+                lr: (1e30, LrSchedule::Constant),
+                evals_per_epoch: 1,
+            };
+            let (tr, va) = (list_instances(&tr, 50, 16, 0), list_instances(&va, 50, 16, 0));
+            let mut ticks = 0;
+            let e = train(&mut g, Arc::new(tr), Arc::new(va), &s, |_| ticks += 1).unwrap_err();
+            assert!(matches!(e, TrainError::Diverged { epoch: 1, .. }), "mak {mak}: {e}");
+            let m = e.to_string();
+            let step = m.contains("the loss of instance ") && m.contains(" at step ");
+            assert!(step || m.contains(" node became NaN or infinite at its update "), "{m}");
+            assert!(m.contains("in epoch 1; lower --lr (this epoch's rate was "), "{m}");
+            assert_eq!(ticks, 0, "mak {mak}: validated a diverged epoch");
+        }
     }
 
     /// One replica at mak 1 (deterministic): a run with `clip`, `schedule` and `evals` per
