@@ -41,6 +41,7 @@ use ordo::engine::{Batch, BatchRows, Model, StepError};
 use ordo_pm::cluster::{Cluster, NodeHandle};
 use ordo_pm::rng;
 use ordo_pm::{Key, PmError, PmMode, PmStats};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -112,7 +113,8 @@ pub enum PmTrainError {
     /// `--pm` trains on the CPU only.
     #[error("--pm trains on the CPU only (give --device cpu)")]
     Device,
-    /// A hyper-parameter is bad, or a step failed (e.g. the loss became NaN).
+    /// A hyper-parameter is bad, or a step's loss became NaN or infinite
+    /// ([`TrainError::Diverged`], naming the batch, its epoch and `--lr`).
     #[error(transparent)]
     Train(#[from] TrainError),
     /// The parameter manager failed (an owner did not answer, the cluster did not quiesce).
@@ -292,6 +294,8 @@ struct PmBatch<'a> {
     batch: &'a Batch<TripleBatch>,
     relations: Vec<usize>,
     keys: Vec<Key>,
+    /// The epoch it belongs to, from 1 (named by the error of a step that diverged).
+    epoch: usize,
 }
 
 /// What every node of a run starts from: the model (for its step and dense state), the table's
@@ -365,27 +369,35 @@ impl<'a> Prepared<'a> {
     fn plan(&self, d: &Dataset, cfg: &TrainConfig, n: usize, nodes: usize) -> Vec<PmBatch<'a>> {
         let relations = d.relations.len();
         let layout = self.layout;
+        let per_epoch = cfg.sampling(d).batches_per_epoch(d.train.len()).max(1) as u64;
         self.batches
             .iter()
             .skip(n)
             .step_by(nodes)
             .map(|b| {
                 let rels = batch_relations(&b.data, relations, cfg.reciprocal);
-                PmBatch { batch: b, keys: layout.batch_keys(&b.rows, &rels), relations: rels }
+                let epoch = (b.id / per_epoch) as usize + 1;
+                PmBatch {
+                    batch: b,
+                    keys: layout.batch_keys(&b.rows, &rels),
+                    relations: rels,
+                    epoch,
+                }
             })
             .collect()
     }
 
-    /// Run a node's `plan` on handle `h` (see [`run_node`]).
+    /// Run a node's `plan` on handle `h` (see [`run_node`]); `stop` is the run's
+    /// [`Diverged`] flag, raised by the first node whose step diverges.
     fn train_node(
         &self,
         h: &NodeHandle,
         plan: &[PmBatch<'_>],
-        offset: u64,
+        (offset, stop): (u64, &Diverged),
         progress: &ProgressBar,
     ) -> Result<(f64, u64), PmTrainError> {
         let (model, dense) = (self.model.clone(), self.init_dense.clone());
-        run_node(h, model, dense, plan, self.layout, offset, self.local, progress)
+        run_node(h, model, dense, plan, self.layout, offset, self.local, stop, progress)
     }
 
     /// Filtered test metrics of the final table (`keys × width`, row-major).
@@ -424,13 +436,14 @@ pub fn train_pm(
     progress.set_length(batches.len() as u64);
     let plans: Vec<Vec<PmBatch<'_>>> = (0..pm.nodes).map(|n| p.plan(d, cfg, n, pm.nodes)).collect();
     let start = Instant::now();
+    let stop = Diverged::default();
     let outcomes: Vec<Result<(f64, u64), PmTrainError>> = std::thread::scope(|s| {
         let workers: Vec<_> = plans
             .iter()
             .enumerate()
             .map(|(n, plan)| {
-                let (h, p) = (cluster.handle(n), &p);
-                s.spawn(move || p.train_node(&h?, plan, pm.intent_offset, progress))
+                let (h, p, stop) = (cluster.handle(n), &p, &stop);
+                s.spawn(move || p.train_node(&h?, plan, (pm.intent_offset, stop), progress))
             })
             .collect();
         workers
@@ -501,7 +514,8 @@ pub fn train_pm_mpi(
             progress.set_length(plan.len() as u64);
         }
         let start = Instant::now();
-        let done = p.train_node(h, &plan, pm.intent_offset, progress)?;
+        // Each rank stops at its own diverged step (the flag is this process's).
+        let done = p.train_node(h, &plan, (pm.intent_offset, &Diverged::default()), progress)?;
         Ok((done, start))
     })?;
     let ((loss_sum, positives), start) = out.result?;
@@ -523,10 +537,31 @@ pub fn train_pm_mpi(
     Ok(Some(PmRun { nodes: out.nodes, stats: out.stats, loss, triples, wall_s, test }))
 }
 
+/// Raised by the first node whose step diverges (its loss NaN or infinite): the other nodes
+/// stop at their next batch rather than train on to the end of their plans.
+#[derive(Debug, Default)]
+struct Diverged(AtomicBool);
+
+impl Diverged {
+    fn raise(&self) {
+        // Relaxed: only the flag is read; the error itself goes back through the join.
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn raised(&self) -> bool {
+        // Relaxed: as in `raise`.
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 /// One node's training thread: for batch `t` of its plan (its clock), signal intent for batch
 /// `t + offset`, pull, step, push the change, advance the clock. With `local` (the run's
 /// sampling), first draw the batch's negatives among the node's local entity keys. Returns the
 /// summed loss and the number of positives stepped.
+///
+/// A step whose loss is NaN or infinite ends the node with [`TrainError::Diverged`], naming the
+/// batch, its epoch and `--lr`, before its change is pushed; it raises `stop`, and a node that
+/// sees `stop` raised ends at once.
 #[allow(clippy::too_many_arguments)]
 fn run_node(
     h: &NodeHandle,
@@ -536,6 +571,7 @@ fn run_node(
     layout: Layout,
     offset: u64,
     local: Option<Sampling>,
+    stop: &Diverged,
     progress: &ProgressBar,
 ) -> Result<(f64, u64), PmTrainError> {
     let (ew, w) = (layout.entity_width, layout.width);
@@ -554,6 +590,9 @@ fn run_node(
     let (mut loss_sum, mut positives) = (0.0, 0u64);
     let mut values = Vec::new();
     for (t, planned) in plan.iter().enumerate() {
+        if stop.raised() {
+            break;
+        }
         signal(t + offset as usize)?;
         let drawn = local.map(|s| with_local_negatives(h, &s, planned, layout)).transpose()?;
         let (batch, keys) = match &drawn {
@@ -572,9 +611,10 @@ fn run_node(
         model.set_dense(&dense);
         let mut batch_rows = BatchRows::new(&batch.rows, ew, &mut rows)
             .expect("the batch's rows are sorted and the buffer is rows × width");
-        model
-            .step(&batch.data, &mut batch_rows)
-            .map_err(|e| TrainError::Step(StepError::new(e)))?;
+        model.step(&batch.data, &mut batch_rows).map_err(|e| {
+            stop.raise();
+            TrainError::Diverged { epoch: planned.epoch, source: StepError::new(e) }
+        })?;
         positives += batch.data.pos.len() as u64;
         loss_sum += model.take_loss() * batch.data.pos.len() as f64;
         // The additive update: each pulled row's change by this step.
@@ -650,6 +690,25 @@ mod tests {
         };
         let e = train_pm(&d, &cfg, pm, &ProgressBar::hidden()).unwrap_err();
         assert!(matches!(e, PmTrainError::NoNodes) && e.is_bad_input(), "{e}");
+    }
+
+    /// A loss that becomes NaN or infinite stops every node, with an error naming the batch,
+    /// the epoch and `--lr` (as the engine's trainers do).
+    #[test]
+    fn divergence_stops_the_run_naming_the_batch_epoch_and_lr() {
+        let d = Dataset::load("nations").unwrap();
+        let cfg =
+            TrainConfig { dim: 8, epochs: 3, lr: 1e30, init_scale: 1e18, ..TrainConfig::default() };
+        for negatives in [PmNegatives::Local, PmNegatives::Global] {
+            let pm = PmConfig { mode: PmMode::AdaPm, nodes: 2, intent_offset: 1, negatives };
+            let e = train_pm(&d, &cfg, pm, &ProgressBar::hidden()).unwrap_err();
+            let PmTrainError::Train(TrainError::Diverged { epoch: 1, .. }) = &e else {
+                panic!("{negatives:?}: not a divergence in epoch 1: {e}");
+            };
+            let m = e.to_string();
+            assert!(m.starts_with("epoch 1: loss is ") && m.contains("in batch "), "{m}");
+            assert!(m.contains("--lr") && !e.is_bad_input(), "{m}");
+        }
     }
 
     #[test]
