@@ -18,7 +18,8 @@ sequential loop over the recorded order (``ordo.replay``).
     print(table.numpy())
 
 Classes: `Table`, `Engine`, `Session`, `Report`; functions `unique_rows`, `replay`;
-exceptions `OrdoError`, `StepFailed`, `InvalidBatch`, `SessionClosed`. See each one's docstring.
+exceptions `OrdoError`, `StepFailed`, `InvalidBatch`, `SessionClosed`, `SessionBusy`. See each
+one's docstring.
 """
 
 from . import kge
@@ -28,6 +29,7 @@ from ._ordo import (
     OrdoError,
     Report,
     Session,
+    SessionBusy,
     SessionClosed,
     StepFailed,
     Table,
@@ -42,6 +44,7 @@ __all__ = [
     "OrdoError",
     "Report",
     "Session",
+    "SessionBusy",
     "SessionClosed",
     "StepFailed",
     "Table",

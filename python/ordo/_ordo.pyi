@@ -72,6 +72,11 @@ class SessionClosed(OrdoError):
     """A call on a closed session (by ``close()``, leaving its ``with`` block, Ctrl-C, or the
     error that stopped its run, raised once)."""
 
+class SessionBusy(OrdoError):
+    """A call on a session while another thread's call on it is in progress, or from inside
+    the session's own step: refused at once, not queued (a step's call would wait for the
+    pipeline that waits for the step). Nothing changed and the session goes on."""
+
 class InvalidBatch(OrdoError):
     """A malformed batch (empty, duplicated or out-of-range row id), refused before
     it entered the pipeline; nothing changed."""
@@ -123,9 +128,10 @@ class Session:
     """A running pipeline; also a context manager (leaving the block finishes and closes it).
     Dropped by the garbage collector, it is closed (threads joined, stamped batches written).
 
-    Once closed, every call but ``close`` and ``closed`` raises ``SessionClosed``. A session is
-    used by one thread at a time: a call made while another thread's call on the same session
-    is in progress raises ``RuntimeError`` ("Already borrowed") and changes nothing."""
+    Once closed, every call but ``close`` and ``closed`` raises ``SessionClosed``. A session
+    takes one call at a time: a call (``closed`` and ``close`` included) made while another
+    thread's call on it is in progress, or from inside its own step, raises ``SessionBusy`` at
+    once and changes nothing; share a session between threads behind a lock."""
 
     def submit(
         self,

@@ -1,6 +1,6 @@
 //! The engine's typed errors as Python exceptions: `ordo.OrdoError` and its subclasses
-//! `ordo.StepFailed` (chained to the step's own exception), `ordo.InvalidBatch` and
-//! `ordo.SessionClosed`. Their module is `ordo` (where the package exports them), so they print
+//! `ordo.StepFailed` (chained to the step's own exception), `ordo.InvalidBatch`,
+//! `ordo.SessionClosed` and `ordo.SessionBusy`. Their module is `ordo` (where the package exports them), so they print
 //! and pickle as `ordo.InvalidBatch`, not as the extension's `ordo._ordo`.
 
 use ordo::engine::{EngineError, StopCause};
@@ -54,12 +54,23 @@ create_exception!(
 stopped its run, raised once): it takes no more calls. Start another with `Engine.session`."
 );
 
+create_exception!(
+    ordo,
+    SessionBusy,
+    OrdoError,
+    "A call on a session while another call on it is in progress (from another thread), or from
+inside its own step: a session takes one call at a time, and this one was refused at once, not
+queued. Nothing changed and the session goes on; share a session between threads behind a
+lock."
+);
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("OrdoError", py.get_type::<OrdoError>())?;
     m.add("StepFailed", py.get_type::<StepFailed>())?;
     m.add("InvalidBatch", py.get_type::<InvalidBatch>())?;
     m.add("SessionClosed", py.get_type::<SessionClosed>())?;
+    m.add("SessionBusy", py.get_type::<SessionBusy>())?;
     Ok(())
 }
 

@@ -4,8 +4,13 @@
 //! (back-pressure in `submit`, the end of an epoch in `finish`), and checks for signals every
 //! [`SIGNAL_POLL`] meanwhile, so Ctrl-C stops a run promptly: the session is then closed (its
 //! threads joined, every stamped batch written) and `KeyboardInterrupt` propagates.
+//!
+//! A session takes one call at a time: a call made while another thread's call on it is in
+//! progress, or from inside its own step, raises `ordo.SessionBusy` at once and changes
+//! nothing. It does not wait for the other call: a step's call would then wait for a pipeline
+//! that waits for that step.
 
-use crate::errors::{OrdoError, closed, stopped, to_py};
+use crate::errors::{OrdoError, SessionBusy, closed, stopped, to_py};
 use crate::step::{Payload, PyStep, StepTimes, StepTimesTaken};
 use crate::table::{Table, TableHeld};
 use crate::tables::EngineTables;
@@ -16,8 +21,8 @@ use ordo::engine::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::{Duration, Instant};
 
 /// How often a waiting call takes the interpreter lock back to check for signals.
@@ -141,7 +146,7 @@ impl Engine {
             }
         }
         .map_err(|e| to_py(py, e))?;
-        Ok(PySession {
+        let state = SessionState {
             inner: Some((inner, held)),
             tables: self.tables.layout(),
             process: std::process::id(),
@@ -151,7 +156,9 @@ impl Engine {
             next_id: 0,
             submitted: 0,
             written: 0,
-        })
+        };
+        let id = PyStep::session(&state.failed);
+        Ok(PySession { state: Mutex::new(state), id })
     }
 
     /// Replay `order` sequentially onto the engine's table (see `ordo.replay`).
@@ -213,8 +220,18 @@ impl Report {
 }
 
 /// A running session. Each method waits with the interpreter lock released.
-#[pyclass(module = "ordo", name = "Session")]
+///
+/// Its state is behind a mutex that a call takes with `try_lock`: a second thread's call, made
+/// while the first waits without the interpreter lock, is refused (`SessionBusy`), not queued.
+#[pyclass(module = "ordo", name = "Session", frozen)]
 pub struct PySession {
+    state: Mutex<SessionState>,
+    /// Its identity ([`PyStep::session`]), to refuse a call from inside its own step.
+    id: usize,
+}
+
+/// What a session holds, one call at a time.
+struct SessionState {
     /// The running session, and its tables taken for it (given back once it is closed).
     inner: Option<(OwnedSession<PyStep>, Vec<TableHeld>)>,
     /// The engine's named tables, to map a batch's `{name: ids}`; `None` for one table.
@@ -241,6 +258,27 @@ enum Wait {
 }
 
 impl PySession {
+    /// The state for one call, or `SessionBusy` while another call holds it.
+    fn state(&self) -> PyResult<MutexGuard<'_, SessionState>> {
+        if crate::step::inside_step_of(self.id) {
+            return Err(SessionBusy::new_err(
+                "called from inside the session's own step, which the pipeline waits for: \
+                 a step cannot submit to, finish, drain or close its session; nothing changed",
+            ));
+        }
+        match self.state.try_lock() {
+            Ok(s) => Ok(s),
+            // A call that panicked left the state as a call may leave it: usable.
+            Err(TryLockError::Poisoned(p)) => Ok(p.into_inner()),
+            Err(TryLockError::WouldBlock) => Err(SessionBusy::new_err(
+                "another thread's call on this session is in progress: a session takes one \
+                 call at a time (share it between threads behind a lock); nothing changed",
+            )),
+        }
+    }
+}
+
+impl SessionState {
     fn open(&mut self) -> PyResult<&mut OwnedSession<PyStep>> {
         self.forked()?;
         self.inner.as_mut().map(|(s, _)| s).ok_or_else(closed)
@@ -292,8 +330,7 @@ impl PySession {
     }
 }
 
-#[pymethods]
-impl PySession {
+impl SessionState {
     /// Feed one batch: `ids` (unique row ids, in the order the step sees its rows; see
     /// `ordo.unique_rows`) and an opaque `payload` handed to the step. Blocks while the
     /// pipeline is full, without the lock.
@@ -301,7 +338,6 @@ impl PySession {
     /// session's device thread reads, steps and writes the batch itself once every batch
     /// before it is written (`OwnedSession::submit_inline`): the reader and writer threads sit
     /// it out, which saves their CPU where every core is busy with other work.
-    #[pyo3(signature = (ids, payload = None, batch_id = None, *, inline = false))]
     fn submit(
         &mut self,
         py: Python<'_>,
@@ -394,32 +430,60 @@ impl PySession {
             }
         }
     }
+}
+
+/// Each method takes the session's state for the call (`SessionBusy` while another call has
+/// it), then waits with the interpreter lock released.
+#[pymethods]
+impl PySession {
+    /// Feed one batch: `ids` (unique row ids, in the order the step sees its rows; see
+    /// `ordo.unique_rows`) and an opaque `payload` handed to the step; see
+    /// [`SessionState::submit`].
+    #[pyo3(signature = (ids, payload = None, batch_id = None, *, inline = false))]
+    fn submit(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        payload: Option<Py<PyAny>>,
+        batch_id: Option<u64>,
+        inline: bool,
+    ) -> PyResult<u64> {
+        self.state()?.submit(py, ids, payload, batch_id, inline)
+    }
+
+    /// End the epoch: wait (without the lock) until every batch submitted is written, and
+    /// return its `Report`. The session goes on for the next epoch.
+    fn finish(&self, py: Python<'_>) -> PyResult<Report> {
+        self.state()?.finish(py)
+    }
 
     /// Batch ids stamped since the last call, in computation order (`uint64`). Draining as
     /// the run goes keeps a long run's memory flat; `finish` reports only what is left.
-    fn drain_order<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let s = self.open()?;
-        let ids: Vec<u64> = s.drain_order().iter().map(|st| st.batch_id).collect();
+    fn drain_order<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let mut state = self.state()?;
+        let ids: Vec<u64> = state.open()?.drain_order().iter().map(|st| st.batch_id).collect();
         Ok(PyArray1::from_vec(py, ids))
     }
 
     /// Records the session holds for the caller (stamps not drained and completions not
     /// taken): flat for a caller that drains the order.
     #[getter]
-    fn retained(&mut self) -> PyResult<usize> {
-        Ok(self.open()?.retained())
+    fn retained(&self) -> PyResult<usize> {
+        Ok(self.state()?.open()?.retained())
     }
 
-    /// Whether the session is closed.
+    /// Whether the session is closed (`SessionBusy` while another thread's call is in
+    /// progress: it may be closing it).
     #[getter]
-    fn closed(&self) -> bool {
-        self.inner.is_none()
+    fn closed(&self) -> PyResult<bool> {
+        Ok(self.state()?.inner.is_none())
     }
 
     /// Stop the session and join its threads: batches stamped are written, the others not
     /// applied. Idempotent.
-    fn close(&mut self, py: Python<'_>) {
-        self.shut(py);
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.state()?.shut(py);
+        Ok(())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -429,18 +493,19 @@ impl PySession {
     /// Leaving the `with` block finishes the epoch (unless an exception is on its way) and
     /// closes the session.
     fn __exit__(
-        &mut self,
+        &self,
         py: Python<'_>,
         exc_type: Option<&Bound<'_, PyAny>>,
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let result = if exc_type.is_none() && self.inner.is_some() {
-            self.finish(py).map(drop)
+        let mut state = self.state()?;
+        let result = if exc_type.is_none() && state.inner.is_some() {
+            state.finish(py).map(drop)
         } else {
             Ok(())
         };
-        self.shut(py);
+        state.shut(py);
         result.map(|()| false)
     }
 }
@@ -449,10 +514,11 @@ impl PySession {
 /// while its threads are joined (the device thread may need it for a step in flight).
 impl Drop for PySession {
     fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
         // Release: as in `shut`.
-        self.cancel.store(true, Ordering::Release);
-        if self.inner.is_some() {
-            Python::attach(|py| self.join(py));
+        state.cancel.store(true, Ordering::Release);
+        if state.inner.is_some() {
+            Python::attach(|py| state.join(py));
         }
     }
 }

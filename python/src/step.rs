@@ -6,6 +6,7 @@ use ordo::engine::{BatchRows, Model};
 use ordo::tables::Tables;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -60,6 +61,17 @@ impl StepTimes {
     }
 }
 
+thread_local! {
+    /// The session whose step this thread is inside ([`PyStep::session`]), or 0.
+    static STEPPING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether this thread is inside the step of session `session` ([`PyStep::session`]): a call
+/// on that session from there would wait for the pipeline, which waits for this step.
+pub(crate) fn inside_step_of(session: usize) -> bool {
+    STEPPING.with(|s| s.get() == session)
+}
+
 /// A Python callable `step(batch_id, ids, rows, payload)` of rows `width` floats wide.
 pub(crate) struct PyStep {
     pub(crate) step: Py<PyAny>,
@@ -101,6 +113,12 @@ impl Model for PyStep {
 }
 
 impl PyStep {
+    /// The identity of the session running this step: the address of its `failed` flag,
+    /// shared by the session and its step alone.
+    pub(crate) fn session(failed: &Arc<AtomicBool>) -> usize {
+        Arc::as_ptr(failed) as usize
+    }
+
     /// One call of the Python step on the batch's rows, lent as a numpy array.
     ///
     /// The array owns its memory: the rows are copied into it before the call and out of it
@@ -124,7 +142,9 @@ impl PyStep {
                 None => (PyArray1::from_slice(py, rows.ids()).into_any(), array.clone().into_any()),
                 Some(layout) => crate::tables::split_for_step(py, layout, rows.ids(), &array)?,
             };
+            let outer = STEPPING.replace(Self::session(&self.failed));
             let result = self.step.call1(py, (data.id, ids, &lent, data.data.clone_ref(py)));
+            STEPPING.set(outer);
             // Ours: only what the step kept still refers to the array below.
             drop(lent);
             clock.2 = Instant::now();
