@@ -244,22 +244,25 @@ impl KgeRun {
     /// Save in the CLI's layout (`entities.npy`, `relations.npy`, names, manifest), as `--save`
     /// does: the directory locked for the write (a concurrent run is refused, naming it), the
     /// files staged in a temporary directory and moved into place whole (a partitioned run's
-    /// streamed from its storage).
+    /// streamed from its storage). Bad input (a directory that is no save, or held by another
+    /// run) is a `ValueError`; a failed write, a full disk among them (naming the path and the
+    /// bytes it needs), an `OrdoError`, and the previous save is left whole.
     fn save(&self, py: Python<'_>, dir: std::path::PathBuf) -> PyResult<()> {
-        py.detach(|| -> Result<(), String> {
-            let mut held = Held::default();
-            held.hold(&dir, false).map_err(|e| e.to_string())?;
-            match &self.trained {
-                Trained::Table(r) => {
-                    npy::save(&dir, &self.dataset, &self.config, r).map_err(|e| e.to_string())
+        py.detach(|| {
+            let saved = (|| -> Result<(), Box<dyn std::error::Error>> {
+                let mut held = Held::default();
+                held.hold(&dir, false)?;
+                match &self.trained {
+                    Trained::Table(r) => npy::save(&dir, &self.dataset, &self.config, r)?,
+                    Trained::Parts { run, .. } => {
+                        save_partitioned(&dir, &self.dataset, &self.config, run)?
+                    }
                 }
-                Trained::Parts { run, .. } => {
-                    save_partitioned(&dir, &self.dataset, &self.config, run)
-                        .map_err(|e| e.to_string())
-                }
-            }
+                Ok(())
+            })();
+            saved.map_err(|e| described(&*e))
         })
-        .map_err(PyValueError::new_err)
+        .map_err(cli_error)
     }
 }
 
