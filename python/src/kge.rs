@@ -134,7 +134,7 @@ pub(crate) struct KgeRun {
 enum Trained {
     Table(RunResult),
     Parts {
-        run: PartitionedRun,
+        run: Box<PartitionedRun>,
         mode: &'static str,
         /// Per epoch trained by this call.
         history: Vec<Epoch>,
@@ -441,7 +441,7 @@ fn train_parts(
     if let Some(e) = raised {
         return Err(e);
     }
-    let trained = Trained::Parts { run: run?, mode: mode.name(), history };
+    let trained = Trained::Parts { run: Box::new(run?), mode: mode.name(), history };
     Ok(KgeRun { dataset, config: plan.config, trained })
 }
 
