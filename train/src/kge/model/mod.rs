@@ -1,7 +1,8 @@
 //! The model: the step the engine runs ([`step`], its products in [`matmul`]), the scoring
-//! functions, losses and regularizers ([`score`]), the initial embeddings ([`init`]), Adagrad and
-//! Adam ([`optim`]), how many threads a step runs on ([`step_threads`], its two-way chooser in
-//! [`way_choice`]), and the same step on a CUDA GPU ([`gpu`]; where a step runs: [`device`]).
+//! functions, losses and regularizers ([`score`]; the softmax's exps in [`softmax_exp`]), the
+//! initial embeddings ([`init`]), Adagrad and Adam ([`optim`]), how many threads a step runs on
+//! ([`step_threads`], its two-way chooser in [`way_choice`]), and the same step on a CUDA GPU
+//! ([`gpu`]; where a step runs: [`device`]).
 //!
 //! May import [`data`](super::data).
 
@@ -11,6 +12,7 @@ pub mod init;
 pub mod matmul;
 pub mod optim;
 pub mod score;
+pub mod softmax_exp;
 pub mod step;
 pub mod step_threads;
 pub mod way_choice;

@@ -17,6 +17,7 @@
 //! [`ScoreFn::relation_dim`].
 
 use super::matmul::mat_mul_into;
+use super::softmax_exp::softmax_exps;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 use thiserror::Error;
 
@@ -412,48 +413,6 @@ pub enum Loss {
     /// with `γ` = `--margin`; averaged over positives and sides by the step.
     #[value(name = "margin")]
     Margin,
-}
-
-/// Lanes of [`softmax_exps`]' vectors.
-const LANES: usize = 8;
-
-/// `(m, Σᵢ out[i])` with `out[i] = exp(x[i] − m)` and `m = max x`, eight lanes at a time with
-/// `wide`'s vectorized `max` and `exp` (a polynomial after range reduction, within a few ulp of
-/// `f32::exp`; 0 below −87.3, where `f32::exp` is subnormal or 0).
-///
-/// **Deterministic:** the partial sums are kept per lane and added lane 0 to 7, then the
-/// scalar tail, a fixed order for a given length, so the same scores give the same bits on
-/// every thread and in every mode. A NaN score makes `m` NaN, and with it every `out[i]` and
-/// the sum (the step then reports the divergence).
-fn softmax_exps(x: &[f32], out: &mut [f32]) -> (f32, f32) {
-    use wide::f32x8;
-    let lanes = |c: &[f32]| f32x8::from(<[f32; LANES]>::try_from(c).expect("a full chunk"));
-    let (xs, tail) = (x.chunks_exact(LANES), x.chunks_exact(LANES).remainder());
-    let wide_max = xs.clone().fold(f32x8::splat(f32::NEG_INFINITY), |m, c| m.max(lanes(c)));
-    // `max` keeps a NaN operand only on one side, so NaNs are caught apart from it.
-    let nan = x.iter().fold(false, |nan, v| nan | v.is_nan());
-    let m = if nan {
-        f32::NAN
-    } else {
-        wide_max
-            .to_array()
-            .into_iter()
-            .chain(tail.iter().copied())
-            .fold(f32::NEG_INFINITY, f32::max)
-    };
-    let (shift, mut acc) = (f32x8::splat(m), f32x8::ZERO);
-    for (c, o) in xs.zip(out.chunks_exact_mut(LANES)) {
-        let e = (lanes(c) - shift).exp();
-        acc += e;
-        o.copy_from_slice(&e.to_array());
-    }
-    let full = x.len() - tail.len();
-    let mut sum = acc.to_array().into_iter().fold(0.0f32, |s, v| s + v);
-    for (o, v) in out[full..].iter_mut().zip(tail) {
-        *o = (v - m).exp();
-        sum += *o;
-    }
-    (m, sum)
 }
 
 /// The softplus loss of a positive (`scores[0]`, divided by `positive_n`) and its negatives
