@@ -88,6 +88,7 @@ use ordo_train::kge::model::gpu::check_device;
 use ordo_train::kge::model::matmul::mat_mul_into;
 use ordo_train::kge::model::optim::Optimizer;
 use ordo_train::kge::model::score::Loss;
+use ordo_train::kge::model::softmax_exp::ExpPath;
 use ordo_train::kge::model::step::{EmbeddingModel, NonFiniteLoss};
 use ordo_train::kge::training::train::{Event, TrainConfig, TrainError, TrainMode, train};
 use std::error::Error;
@@ -523,12 +524,15 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     } else {
         println!(
             "core time per positive: GEMMs {:.2} us, RowStore copies {:.2} us, softmax over 2 x \
-             {} scores {:.2} us, {opt:?} update of {rows_per_pos:.2} rows {:.2} us -> with every \
-             core on them and nothing else, at most {ceiling:.0} triples/s = {:.2}x the bound\n",
+             {} scores {:.2} us ({:.2} ns per score, its exps on {}), {opt:?} update of \
+             {rows_per_pos:.2} rows {:.2} us -> with every core on them and nothing else, at \
+             most {ceiling:.0} triples/s = {:.2}x the bound\n",
             t_gemm * 1e6,
             t_store * 1e6,
             row,
             t_loss * 1e6,
+            loss_each / row as f64 * 1e9,
+            ExpPath::current().name(),
             t_opt * 1e6,
             ceiling / bound
         );
