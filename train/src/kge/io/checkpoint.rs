@@ -36,7 +36,7 @@
 //! checksums are computed over the files in 1 MiB pieces, so a checkpoint needs no copy of the
 //! table beside the store: a large graph's run stays at tables + optimizer state + batches.
 
-use super::manifest::{MANIFEST, Manifest, ManifestError, same_names};
+use super::manifest::{MANIFEST, ManifestError, SaveManifest, same_names};
 use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
 use crate::atomic_fs::{Staged, StagedError, write_atomic};
 use crate::kge::data::dataset::Dataset;
@@ -284,7 +284,7 @@ impl<E: EntityRows> Checkpoint<E> {
         let json = serde_json::to_string(&meta).expect("meta serializes");
         std::fs::write(&path, json).map_err(io(&path))?;
         let model = super::manifest::model_name(cfg.score);
-        Manifest::new("checkpoint", &model, cfg.shaping(), d).write(tmp)?;
+        SaveManifest::new("checkpoint", &model, cfg.shaping(), d).write(tmp)?;
         staged.publish()?;
         write_atomic(&dir.join("latest"), format!("{name}\n").as_bytes())?;
         // Only now may older checkpoints go.
@@ -323,7 +323,7 @@ impl Checkpoint {
         };
         let sub = dir.join(name);
         let meta_path = sub.join("meta.json");
-        let Some(manifest) = Manifest::read(&sub, "checkpoint", &FILES)? else {
+        let Some(manifest) = SaveManifest::read(&sub, "checkpoint", &FILES)? else {
             return Err(corrupt(
                 &sub.join(MANIFEST),
                 "missing: a checkpoint of format 1 (written before manifests), which this build \

@@ -69,9 +69,10 @@ impl DatasetId {
     }
 }
 
-/// The contents of `manifest.json`.
+/// The contents of a save's or a checkpoint's `manifest.json` (the partition store's own
+/// manifest is `ordo::partition::Manifest`, another thing).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Manifest {
+pub struct SaveManifest {
     /// [`MANIFEST_FORMAT`] when written.
     pub format: u32,
     /// `embeddings` or `checkpoint`.
@@ -146,10 +147,10 @@ pub fn crc32_of(path: &Path) -> std::io::Result<u32> {
     }
 }
 
-impl Manifest {
+impl SaveManifest {
     /// A manifest of this run for `d`, listing no file yet.
     pub fn new(kind: &str, model: &str, options: String, d: &Dataset) -> Self {
-        Manifest {
+        SaveManifest {
             format: MANIFEST_FORMAT,
             kind: kind.into(),
             run: crate::outdir::run_id().into(),
@@ -190,7 +191,8 @@ impl Manifest {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(corrupt(&path, e.to_string())),
         };
-        let m: Manifest = serde_json::from_str(&text).map_err(|e| corrupt(&path, e.to_string()))?;
+        let m: SaveManifest =
+            serde_json::from_str(&text).map_err(|e| corrupt(&path, e.to_string()))?;
         if m.format != MANIFEST_FORMAT {
             return Err(corrupt(
                 &path,

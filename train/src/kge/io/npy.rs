@@ -15,7 +15,7 @@
 //! manifests (format 0: the same files without `manifest.json`) still loads, unverified except
 //! for its names.
 
-use super::manifest::{Manifest, ManifestError, same_names};
+use super::manifest::{ManifestError, SaveManifest, same_names};
 use crate::atomic_fs::Staged;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{DenseParts, EntityParts};
@@ -205,7 +205,7 @@ where
     write_text(&tmp.join("entities.txt"), d.entities.iter())?;
     write_text(&tmp.join("relations.txt"), relation_names(d, rels.nrows()).iter())?;
     let model = super::manifest::model_name(cfg.score);
-    Manifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
+    SaveManifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
     staged.publish()?;
     Ok(())
 }
@@ -239,7 +239,7 @@ pub struct Saved {
     /// `relation rows × dim`.
     pub relations: Array2<f32>,
     /// The manifest (`None` for a save from before manifests).
-    pub manifest: Option<Manifest>,
+    pub manifest: Option<SaveManifest>,
 }
 
 impl Saved {
@@ -272,7 +272,7 @@ impl Saved {
 /// saved names against `d`'s (the first differing line is named), and the arrays' shapes
 /// against each other.
 pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
-    let manifest = Manifest::read(dir, "embeddings", &FILES)?;
+    let manifest = SaveManifest::read(dir, "embeddings", &FILES)?;
     same_names(&dir.join("entities.txt"), false, d.entities.iter())?;
     // The widths are checked against the model that scores them (`evaluate_loaded`): RotatE's
     // relations are half as wide as its entities.
