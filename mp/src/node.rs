@@ -66,6 +66,22 @@ impl Emit {
         self.out.push(Out::Forward { port, state, payload });
     }
 
+    /// The end of a forward whose backward reads what it saved: in training, record `saved`
+    /// for `state` in `records` (for the backward's
+    /// [`Recorded::take_for`](crate::recorded::Recorded::take_for)); then emit `y` on output 0.
+    pub fn forward_keeping<T>(
+        &mut self,
+        records: &mut crate::recorded::Recorded<T>,
+        state: State,
+        saved: T,
+        y: Payload,
+    ) {
+        if self.train {
+            records.insert(state.clone(), saved);
+        }
+        self.forward(0, state, y);
+    }
+
     /// Emit a backward message on input `port`.
     pub fn backward(&mut self, port: usize, state: State, payload: Payload) {
         self.out.push(Out::Backward { port, state, payload });

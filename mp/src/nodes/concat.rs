@@ -39,10 +39,7 @@ impl IrNode for Concat {
         let views: Vec<_> = parts.iter().map(|p| p.view()).collect();
         let y = ndarray::concatenate(ndarray::Axis(1), &views)
             .map_err(|err| MpError::Shape { kind: "Concat", detail: err.to_string() })?;
-        if e.train {
-            self.widths.insert(state.clone(), parts.iter().map(|p| p.ncols()).collect());
-        }
-        e.forward(0, state, y);
+        e.forward_keeping(&mut self.widths, state, parts.iter().map(|p| p.ncols()).collect(), y);
         Ok(())
     }
     fn backward(

@@ -107,10 +107,7 @@ impl IrNode for Linear {
         } else {
             x.dot(&self.w) + &self.b
         };
-        if e.train {
-            self.acts.insert(state.clone(), (x, self.learner.version()));
-        }
-        e.forward(0, state, y);
+        e.forward_keeping(&mut self.acts, state, (x, self.learner.version()), y);
         Ok(())
     }
 

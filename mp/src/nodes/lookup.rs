@@ -56,10 +56,7 @@ impl IrNode for Lookup {
             });
         }
         let y = self.table.select(ndarray::Axis(0), &ids);
-        if e.train {
-            self.ids.insert(state.clone(), (ids, self.learner.version()));
-        }
-        e.forward(0, state, y);
+        e.forward_keeping(&mut self.ids, state, (ids, self.learner.version()), y);
         Ok(())
     }
     fn backward(

@@ -34,10 +34,7 @@ impl IrNode for Relu {
         e: &mut Emit,
     ) -> Result<(), MpError> {
         let y = x.mapv(|v| v.max(0.0));
-        if e.train {
-            self.acts.insert(state.clone(), x);
-        }
-        e.forward(0, state, y);
+        e.forward_keeping(&mut self.acts, state, x, y);
         Ok(())
     }
     fn backward(
