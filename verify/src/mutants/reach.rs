@@ -223,7 +223,8 @@ mod tests {
     #[test]
     fn module_paths_and_words_are_told_from_longer_names() {
         assert!(names_path("use ordo::mft::Mft;", "mft"));
-        assert!(names_path("use ordo::{engine::Batch, row_store::RowStore};", "store"));
+        assert!(names_path("use ordo::{engine::Batch, row_store::RowStore};", "row_store"));
+        assert!(!names_path("use ordo::row_store::RowStore;", "store"));
         assert!(!names_path("use ordo::rowstore::X;", "store"));
         assert!(!names_path("mft is a word", "mft"));
         assert!(names_word("use ordo_pm::{Node, PmMode};", "Node"));
