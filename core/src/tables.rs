@@ -235,15 +235,22 @@ impl Tables {
         if stride != self.width {
             return Err(TablesError::NotGrouped { position: 0, table: self.names[0].clone() });
         }
-        let ids = rows.ids().to_vec();
+        // Each table's ids within it, taken before the values are borrowed for writing.
+        let local: Vec<Vec<u64>> = ranges
+            .iter()
+            .enumerate()
+            .map(|(k, range)| {
+                rows.ids()[range.clone()].iter().map(|&id| id - self.offsets[k]).collect()
+            })
+            .collect();
         let mut rest: &'b mut [f32] = rows.values_mut();
-        let mut out = Vec::with_capacity(ranges.len());
-        for (k, range) in ranges.into_iter().enumerate() {
-            let (mine, after) = std::mem::take(&mut rest).split_at_mut(range.len() * stride);
+        let mut out = Vec::with_capacity(local.len());
+        for (k, ids) in local.into_iter().enumerate() {
+            let (mine, after) = std::mem::take(&mut rest).split_at_mut(ids.len() * stride);
             rest = after;
             out.push(TableRows {
                 name: &self.names[k],
-                ids: ids[range].iter().map(|&id| id - self.offsets[k]).collect(),
+                ids,
                 width: self.parts[k].width(),
                 stride,
                 values: mine,
