@@ -8,7 +8,6 @@ mod common;
 
 use std::sync::Arc;
 
-use ordo_mp::models::rnn::{RnnSpec, rnn};
 use ordo_mp::optimizer::Optimizer;
 use ordo_mp::{Graph, Payload, RunConfig, run};
 
@@ -30,16 +29,8 @@ fn deltas(before: &[Vec<Payload>], a: &Graph, s: &Graph) -> Vec<(f32, f32)> {
 #[test]
 fn rnn_async_gradients_equal_sync_gradients() {
     for replicas in [1, 2] {
-        let spec = RnnSpec {
-            vocab: 6,
-            hidden: 16,
-            classes: 3,
-            replicas,
-            opt: Optimizer::sgd(1e-4),
-            min_update_interval: 1,
-        };
-        let build = move || rnn(spec, &mut common::init(4), 3).unwrap().0;
-        let data = Arc::new(common::sequence_instances(40, 3, 6, 16, 3, 2));
+        let build = || common::small_rnn(replicas, Optimizer::sgd(1e-4), 1);
+        let data = Arc::new(common::rnn_instances(40));
         let order: Vec<usize> = (0..data.len()).collect();
         let before = build().params();
         let mut sync = build();

@@ -8,7 +8,6 @@ mod common;
 use std::sync::Arc;
 
 use ordo_mp::models::mlp::mlp;
-use ordo_mp::models::rnn::{RnnSpec, rnn};
 use ordo_mp::optimizer::Optimizer;
 use ordo_mp::replay::replay;
 use ordo_mp::{Graph, MpError, Payload, RunConfig, State, run};
@@ -56,16 +55,8 @@ fn mlp_async_run_replays_bit_for_bit() {
 
 #[test]
 fn rnn_with_replicas_async_run_replays_bit_for_bit() {
-    let spec = RnnSpec {
-        vocab: 6,
-        hidden: 16,
-        classes: 3,
-        replicas: 2,
-        opt: Optimizer::adam(0.01),
-        min_update_interval: 2,
-    };
-    let build = move || rnn(spec, &mut common::init(4), 3).unwrap().0;
-    round_trip(&build, common::sequence_instances(30, 3, 6, 16, 3, 2), 4);
+    let build = || common::small_rnn(2, Optimizer::adam(0.01), 2);
+    round_trip(&build, common::rnn_instances(30), 4);
 }
 
 #[test]

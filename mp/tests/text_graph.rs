@@ -6,7 +6,6 @@ mod common;
 use std::sync::Arc;
 
 use ordo_mp::models::mlp::mlp;
-use ordo_mp::models::rnn::{RnnSpec, rnn};
 use ordo_mp::optimizer::Optimizer;
 use ordo_mp::text::{TextError, parse};
 use ordo_mp::{Graph, MpError, Payload, RunConfig, State, run};
@@ -80,16 +79,14 @@ fn text_mlp_trains_as_the_built_one() {
 fn text_rnn_with_replicas_trains_as_the_built_one() {
     let opt = Optimizer::adam(0.01);
     let (mut text, names) = parse(RNN, &mut common::init(4), opt, 2, 3).unwrap();
-    let spec =
-        RnnSpec { vocab: 6, hidden: 16, classes: 3, replicas: 2, opt, min_update_interval: 2 };
-    let (mut built, _) = rnn(spec, &mut common::init(4), 3).unwrap();
+    let mut built = common::small_rnn(2, opt, 2);
     let linears = |g: &Graph| -> Vec<Vec<Payload>> {
         g.params().into_iter().filter(|p| !p.is_empty()).collect()
     };
     assert_eq!(text.topology().place[names["cell1"].0], 2);
     assert!(common::bits(&linears(&text)) == common::bits(&linears(&built)), "initial weights");
-    train(&mut text, common::sequence_instances(30, 3, 6, 16, 3, 2));
-    train(&mut built, common::sequence_instances(30, 3, 6, 16, 3, 2));
+    train(&mut text, common::rnn_instances(30));
+    train(&mut built, common::rnn_instances(30));
     assert!(common::bits(&linears(&text)) == common::bits(&linears(&built)), "after training");
 }
 

@@ -1,7 +1,9 @@
 //! Deterministic weights and data for the ordo-mp tests.
 #![allow(dead_code)]
 
-use ordo_mp::{Payload, State};
+use ordo_mp::models::rnn::{RnnSpec, rnn};
+use ordo_mp::optimizer::Optimizer;
+use ordo_mp::{Graph, Payload, State};
 
 /// A deterministic pseudo-random matrix in `[-a, a)` (SplitMix64 of `seed` and the index).
 pub fn matrix(rows: usize, cols: usize, a: f32, seed: u64) -> Payload {
@@ -73,6 +75,19 @@ pub fn sequence_instances(
             (State::new(i as u64).with_len(len as u32), vec![x, Payload::zeros((b, hidden)), y])
         })
         .collect()
+}
+
+/// The tests' small RNN: a vocabulary of 6, hidden size 16, 3 classes (the shapes
+/// [`rnn_instances`] feeds it), `replicas` cells, every layer with `opt` and
+/// `min_update_interval`, weights from [`init`]`(4)`, on 3 workers.
+pub fn small_rnn(replicas: usize, opt: Optimizer, min_update_interval: usize) -> Graph {
+    let spec = RnnSpec { vocab: 6, hidden: 16, classes: 3, replicas, opt, min_update_interval };
+    rnn(spec, &mut init(4), 3).unwrap().0
+}
+
+/// `n` instances for [`small_rnn`]: 3 sequences each ([`sequence_instances`] with seed 2).
+pub fn rnn_instances(n: usize) -> Vec<(State, Vec<Payload>)> {
+    sequence_instances(n, 3, 6, 16, 3, 2)
 }
 
 /// Bit patterns of every parameter, for exact comparison.
