@@ -301,15 +301,12 @@ impl Cluster {
         mode: PmMode,
         init: impl Fn(Key) -> Vec<f32>,
     ) -> Result<Self, PmError> {
-        if nodes == 0 {
-            return Err(PmError::NoNodes);
-        }
+        let all = Node::all(nodes, keys, width, mode, init)?;
         let stop = Arc::new(AtomicBool::new(false));
         let in_flight = Arc::new(AtomicI64::new(0));
         let mut shared = Vec::new();
         let mut threads = Vec::new();
-        for transport in InProcessTransport::mesh(nodes) {
-            let node = Node::new(transport.rank(), nodes, keys, width, mode, &init)?;
+        for (node, transport) in all.into_iter().zip(InProcessTransport::mesh(nodes)) {
             let (tx, rx) = unbounded();
             let s = Arc::new(Shared {
                 node: Mutex::new(node),

@@ -182,6 +182,29 @@ impl Node {
         })
     }
 
+    /// Every node of a `nodes`-node table, node `me` at index `me`, as [`Node::new`] builds
+    /// each: [`PmError::NoNodes`] for none, and the first node's error if `init` gives a row of
+    /// the wrong width.
+    ///
+    /// ```
+    /// use ordo_pm::{Node, PmMode};
+    /// let all = Node::all(2, 4, 1, PmMode::AdaPm, |k| vec![k as f32]).unwrap();
+    /// assert!(all[1].owns(1) && all[0].owns(2));
+    /// assert!(Node::all(0, 4, 1, PmMode::AdaPm, |k| vec![k as f32]).is_err());
+    /// ```
+    pub fn all(
+        nodes: usize,
+        keys: u64,
+        width: usize,
+        mode: PmMode,
+        init: impl Fn(Key) -> Vec<f32>,
+    ) -> Result<Vec<Node>, PmError> {
+        if nodes == 0 {
+            return Err(PmError::NoNodes);
+        }
+        (0..nodes).map(|me| Node::new(me, nodes, keys, width, mode, &init)).collect()
+    }
+
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.me

@@ -119,14 +119,8 @@ impl Simulation {
         seed: u64,
     ) -> Result<Self, PmError> {
         let init = |k: Key| vec![k as f32; width];
-        let ns = (0..nodes)
-            .map(|me| Node::new(me, nodes, keys, width, mode, init))
-            .collect::<Result<Vec<_>, _>>()?;
-        if ns.is_empty() {
-            return Err(PmError::NoNodes);
-        }
         Ok(Simulation {
-            nodes: ns,
+            nodes: Node::all(nodes, keys, width, mode, init)?,
             channels: BTreeMap::new(),
             rng: seeded(seed),
             sequential: (0..keys).map(init).collect(),

@@ -178,9 +178,7 @@ impl Model for Cluster {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let nodes = (0..NODES)
-            .map(|me| Node::new(me, NODES, 1, 1, PmMode::AdaPm, |_| vec![0.0]).unwrap())
-            .collect();
+        let nodes = Node::all(NODES, 1, 1, PmMode::AdaPm, |_| vec![0.0]).unwrap();
         let net = vec![VecDeque::new(); NODES * NODES];
         vec![State { nodes, net, pushed: 0, moves: 0, signalled: 0 }]
     }
