@@ -19,6 +19,11 @@ pub const VALIDATION_CACHE_SRC: &str = include_str!("kernels/validation_cache.cu
 /// `kge_relation_grad`, `kge_adagrad`).
 pub const KGE_SRC: &str = include_str!("kernels/kge.cu");
 
+/// Source of the chunked KGE step's kernels around its cuBLAS products (`kc_gather`,
+/// `kc_row_loss`, `kc_query_back`, `kc_entity_update`, `kc_relation_update`; their host port is
+/// `kge::chunked_step`).
+pub const KGE_CHUNKED_SRC: &str = include_str!("kernels/kge_chunked.cu");
+
 /// Source of the bench kernels: the bandwidth-ceiling copy (`copy_f32`) and a minimal device
 /// step (`add_f32`).
 pub const BENCH_SRC: &str = include_str!("kernels/bench.cu");
@@ -29,15 +34,19 @@ pub const VALIDATION_CACHE_KERNELS: [&str; 4] =
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const KGE_KERNELS: [&str; 5] =
     ["kge_scores", "kge_loss", "kge_entity_grad", "kge_relation_grad", "kge_adagrad"];
+/// See [`VALIDATION_CACHE_KERNELS`]; in launch order.
+pub const KGE_CHUNKED_KERNELS: [&str; 5] =
+    ["kc_gather", "kc_row_loss", "kc_query_back", "kc_entity_update", "kc_relation_update"];
 /// See [`VALIDATION_CACHE_KERNELS`].
 pub const BENCH_KERNELS: [&str; 2] = ["copy_f32", "add_f32"];
 
 /// Every kernel module: its name (NVRTC's program name), its source and the kernels the Rust
 /// side launches from it. The checks that need no GPU (the names below, the NVRTC compile in
 /// `tests/nvrtc_compile.rs`) run over this one list.
-pub const MODULES: [(&str, &str, &[&str]); 3] = [
+pub const MODULES: [(&str, &str, &[&str]); 4] = [
     ("validation_cache", VALIDATION_CACHE_SRC, &VALIDATION_CACHE_KERNELS),
     ("kge", KGE_SRC, &KGE_KERNELS),
+    ("kge_chunked", KGE_CHUNKED_SRC, &KGE_CHUNKED_KERNELS),
     ("bench", BENCH_SRC, &BENCH_KERNELS),
 ];
 

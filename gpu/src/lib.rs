@@ -12,7 +12,9 @@
 //!   defines the semantics both must match.
 //! * [`kge`]: DistMult and ComplEx scoring, softmax cross-entropy gradients and Adagrad on
 //!   entity rows and relation parameters: an f64 reference ([`kge::reference_step`]) and the
-//!   CUDA kernels ([`kge::KgeKernels`]).
+//!   CUDA kernels ([`kge::KgeKernels`]); and the step in the CPU step's shape, chunk products on
+//!   cuBLAS with fixed-order kernels around them ([`kge::ChunkedKernels`]), whose host port
+//!   and spec is [`kge::chunked_step`].
 //! * [`pipeline`]: pinned staging buffers, separate H2D / compute / D2H streams ordered by
 //!   events, so several batches are in flight: [`pipeline::Pipeline`], the engine's
 //!   `DeviceQueue` for a [`pipeline::DeviceModel`]; [`pipeline::CudaDevice`] is the depth-1

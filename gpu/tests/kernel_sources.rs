@@ -21,7 +21,7 @@ fn kernel_sources_type_check_with_the_host_compiler() {
     assert!(out.status.success());
     let dir = env!("CARGO_MANIFEST_DIR");
     let shim = format!("{dir}/tests/support/cuda_host_shim.h");
-    for file in ["validation_cache.cu", "kge.cu", "bench.cu"] {
+    for file in ["validation_cache.cu", "kge.cu", "kge_chunked.cu", "bench.cu"] {
         let src = format!("{dir}/src/kernels/{file}");
         let out = Command::new("g++")
             .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", "-include"])

@@ -1,7 +1,10 @@
-//! The KGE step in the CPU trainer's shape: the host port of the GPU step to come, whose math
-//! and reduction order it fixes (issue 56, item 2). Only the batch's ids go in
-//! ([`ChunkedBatch`]: positives and each chunk's shared negatives, kilobytes), not the
-//! expanded scored triples ([`KgeBatch`]) the present kernels take.
+//! The KGE step in the CPU trainer's shape: the host port of the GPU step
+//! ([`ChunkedKernels`](super::ChunkedKernels), `src/kernels/kge_chunked.cu`), whose math and
+//! reduction order it fixes (issue 56, item 2): one function per kernel, over the same slots,
+//! computing the same f32 expressions in the same order. Only the batch's ids go in
+//! ([`ChunkedBatch`], packed by [`ChunkedIds`]: positives, each chunk's shared negatives and the
+//! contribution lists, kilobytes), not the expanded scored triples ([`KgeBatch`]) the older
+//! kernels take.
 //!
 //! **Per chunk and side** (tail side: queries `q = h∘r`, targets `t`, the chunk's corrupted
 //! tails; head side: queries `q = r∘t̄`, targets `h`, its corrupted heads; ComplEx's products
@@ -16,14 +19,21 @@
 //! entity row sums its own contributions in that order and is updated by Adagrad at once (one
 //! fused per-row pass, a thread per row on the GPU); each relation sums its contributions by a
 //! pairwise tree whose shape depends only on their number (not a block walking them serially).
-//! So the result depends on the batch and the state only, never on a schedule.
+//! So the result depends on the batch and the state only, never on a schedule. The lists are
+//! [`ChunkedIds`]' CSRs, the same words the device reads. The products are summed serially
+//! here; on the device cuBLAS sums them in its own fixed order, so the device equals this port
+//! within f32 rounding (`tests/cuda_chunked.rs`), and itself bit for bit.
 //!
 //! Checked here against the f64 reference on the same batch expanded into groups
 //! ([`ChunkedBatch::groups`], [`reference_step`](super::reference_step)), with a short last
 //! chunk as an epoch's last batch has, and in `ordo-train` against its CPU step
 //! (`train/tests/gpu_reference.rs`).
 
-use super::{KgeBatch, KgeError, KgeHyper, KgeLoss, KgeModel, KgeShape, check_params};
+use super::chunked_ids::{KIND_QUERY, KIND_TARGET};
+use super::{
+    ChunkLimits, ChunkedIds, KgeBatch, KgeError, KgeHyper, KgeLoss, KgeModel, KgeShape,
+    check_params,
+};
 
 /// A batch as ids only: positives `(head, relation, tail)` by row position, in chunks of
 /// `chunk` (the last may be shorter), each chunk with `negatives` corrupted tails and
@@ -90,48 +100,27 @@ impl ChunkedBatch {
     }
 }
 
-/// Gradient contributions in the canonical order: who receives each `dim`-vector.
-struct Contributions {
-    dim: usize,
-    owners: Vec<u32>,
-    values: Vec<f32>,
-}
-
-impl Contributions {
-    fn new(dim: usize) -> Self {
-        Contributions { dim, owners: Vec::new(), values: Vec::new() }
-    }
-
-    fn push(&mut self, owner: u32, g: impl Iterator<Item = f32>) {
-        self.owners.push(owner);
-        let before = self.values.len();
-        self.values.extend(g);
-        debug_assert_eq!(self.values.len() - before, self.dim);
-    }
-
-    /// Each owner's contributions, in the order they were pushed (a stable counting sort: on
-    /// the GPU the CSR the loader builds).
-    fn by_owner(&self, owners: usize) -> Vec<Vec<usize>> {
-        let mut lists = vec![Vec::new(); owners];
-        for (k, &o) in self.owners.iter().enumerate() {
-            lists[o as usize].push(k);
+/// `Σ v` by the pairwise tree whose shape depends only on the number of terms: level by level,
+/// neighbours added, an odd last one carried up. Walked as `kc_relation_update` walks it: a
+/// stack of subtree sums, two of the same height merged (left + right), then the stack folded
+/// from its top (`tests::level_sum` is the level-by-level definition it is checked against).
+fn tree_sum(v: impl Iterator<Item = f32>) -> f32 {
+    let mut stack: Vec<(f32, u32)> = Vec::new();
+    for mut x in v {
+        let mut height = 0;
+        while let Some(&(left, h)) = stack.last() {
+            if h != height {
+                break;
+            }
+            x += left; // left + right (f32 addition commutes bit for bit)
+            stack.pop();
+            height += 1;
         }
-        lists
+        stack.push((x, height));
     }
-
-    fn get(&self, k: usize) -> &[f32] {
-        &self.values[k * self.dim..(k + 1) * self.dim]
-    }
-}
-
-/// `Σ v` by a pairwise tree whose shape depends only on `v.len()` (level by level, neighbours
-/// added, an odd last element carried up).
-fn tree_sum(mut v: Vec<f32>) -> f32 {
-    while v.len() > 1 {
-        let next = v.chunks(2).map(|p| if p.len() == 2 { p[0] + p[1] } else { p[0] }).collect();
-        v = next;
-    }
-    v.first().copied().unwrap_or(0.0)
+    let mut sums = stack.into_iter().rev().map(|(s, _)| s);
+    let top = sums.next().unwrap_or(0.0);
+    sums.fold(top, |g, left| left + g)
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
@@ -218,9 +207,29 @@ fn row_loss(loss: KgeLoss, s: &[f32], g: &mut [f32]) -> f32 {
     }
 }
 
+/// The step's buffers, slot-indexed as the device's (`src/kernels/kge_chunked.cu` says what
+/// each holds).
+struct Buffers {
+    q: Vec<f32>,
+    t: Vec<f32>,
+    n: Vec<f32>,
+    s: Vec<f32>,
+    g0: Vec<f32>,
+    dq: Vec<f32>,
+    dn: Vec<f32>,
+    ec: Vec<f32>,
+    rc: Vec<f32>,
+    losses: Vec<f32>,
+}
+
 /// One step of `batch` on the batch's entity rows (`rows × 2·dim`: embedding, Adagrad sums)
 /// and all relation rows (`relations × 2·dim`), in place; returns the loss summed over the
 /// positives and sides (with the L2 term), in f64 in the canonical order.
+///
+/// Each stage is a function named after the kernel it specifies (`kc_gather`, the product
+/// `S = Q·Nᵀ`, `kc_row_loss`, the products `dQ = G·N` and `dN = Gᵀ·Q`, `kc_query_back`,
+/// `kc_entity_update`, `kc_relation_update`), over the same slots and in the same order; the
+/// products, which cuBLAS runs on the device in its own order, are summed serially here.
 pub fn chunked_step(
     shape: &KgeShape,
     hyper: &KgeHyper,
@@ -230,102 +239,191 @@ pub fn chunked_step(
 ) -> Result<f64, KgeError> {
     batch.check(shape)?;
     check_params(shape, batch.rows, entities.len(), relations.len())?;
+    let ids = ChunkedIds::build(batch, shape, &ChunkLimits::of(batch, shape.relations))?;
+    let (l, d) = (*ids.limits(), shape.dim);
+    let (rows, negs) = (l.slot_rows() * d, l.negative_slots() * d);
+    let scores = l.slot_rows() * l.negatives;
+    let mut b = Buffers {
+        q: vec![0.0; rows],
+        t: vec![0.0; rows],
+        n: vec![0.0; negs],
+        s: vec![0.0; scores],
+        g0: vec![0.0; l.slot_rows()],
+        dq: vec![0.0; rows],
+        dn: vec![0.0; negs],
+        ec: vec![0.0; rows],
+        rc: vec![0.0; rows],
+        losses: vec![0.0; 2 * l.slot_rows()],
+    };
+    gather(shape, &ids, entities, relations, &mut b);
+    forward_product(&l, d, &mut b);
+    row_loss_all(shape, hyper, &ids, entities, relations, &mut b);
+    backward_products(&l, d, &mut b);
+    query_back_all(shape, hyper, &ids, entities, relations, &mut b);
+    entity_update(d, hyper, &ids, &b, entities);
+    relation_update(d, hyper, &ids, &b, relations);
+    Ok(ids.total_loss(&b.losses))
+}
+
+fn emb(m: &[f32], d: usize, i: u32) -> &[f32] {
+    &m[i as usize * 2 * d..][..d]
+}
+
+/// `kc_gather`: Q and T at every row slot, N at every negative slot (zeros past the batch).
+fn gather(shape: &KgeShape, ids: &ChunkedIds, ent: &[f32], rel: &[f32], b: &mut Buffers) {
+    let (d, l) = (shape.dim, ids.limits());
+    for row in 0..l.slot_rows() {
+        if let Some((side, [h, r, t])) = ids.slot_positive(row) {
+            let q = &mut b.q[row * d..][..d];
+            let (re, target) = (emb(rel, d, r), if side == 0 { t } else { h });
+            if side == 0 {
+                query(shape.model, 0, emb(ent, d, h), re, q);
+            } else {
+                query(shape.model, 1, re, emb(ent, d, t), q);
+            }
+            b.t[row * d..][..d].copy_from_slice(emb(ent, d, target));
+        }
+    }
+    for slot in 0..l.negative_slots() {
+        if slot / l.negatives < ids.side_chunks() {
+            b.n[slot * d..][..d].copy_from_slice(emb(ent, d, ids.negative(slot)));
+        }
+    }
+}
+
+/// The product `S = Q·Nᵀ` per side-chunk, over the fixed shape.
+fn forward_product(l: &ChunkLimits, d: usize, b: &mut Buffers) {
+    let (p, n) = (l.chunk, l.negatives);
+    for row in 0..l.slot_rows() {
+        let sc = row / p;
+        for j in 0..n {
+            b.s[row * n + j] = dot(&b.q[row * d..][..d], &b.n[(sc * n + j) * d..][..d]);
+        }
+    }
+}
+
+/// `kc_row_loss`: per row slot the positive's score, the loss of `[s0, S]`, its gradient into
+/// `g0` and `S` (in place), and the row's loss and L2 term.
+fn row_loss_all(
+    shape: &KgeShape,
+    hyper: &KgeHyper,
+    ids: &ChunkedIds,
+    ent: &[f32],
+    rel: &[f32],
+    b: &mut Buffers,
+) {
+    let (d, n) = (shape.dim, ids.limits().negatives);
+    let mut s = vec![0.0f32; n + 1];
+    let mut g = vec![0.0f32; n + 1];
+    for row in 0..ids.limits().slot_rows() {
+        let sr = &mut b.s[row * n..][..n];
+        let Some((side, [h, r, t])) = ids.slot_positive(row) else {
+            sr.fill(0.0);
+            continue;
+        };
+        s[0] = dot(&b.q[row * d..][..d], &b.t[row * d..][..d]);
+        s[1..].copy_from_slice(sr);
+        let loss = row_loss(hyper.loss, &s, &mut g);
+        b.g0[row] = g[0];
+        sr.copy_from_slice(&g[1..]);
+        let (e, target) = if side == 0 { (h, t) } else { (t, h) };
+        let sq = |v: &[f32]| dot(v, v);
+        let reg = sq(emb(ent, d, e)) + sq(emb(rel, d, r)) + sq(emb(ent, d, target));
+        b.losses[2 * row] = loss;
+        b.losses[2 * row + 1] = hyper.reg * reg;
+    }
+}
+
+/// The products `dQ = G·N` and `dN = Gᵀ·Q` per side-chunk, over the fixed shape.
+fn backward_products(l: &ChunkLimits, d: usize, b: &mut Buffers) {
+    let (p, n) = (l.chunk, l.negatives);
+    for row in 0..l.slot_rows() {
+        let sc = row / p;
+        for k in 0..d {
+            b.dq[row * d + k] =
+                (0..n).fold(0.0f32, |a, j| a + b.s[row * n + j] * b.n[(sc * n + j) * d + k]);
+        }
+    }
+    for slot in 0..l.negative_slots() {
+        let (sc, j) = (slot / n, slot % n);
+        for k in 0..d {
+            b.dn[slot * d + k] = (0..p).fold(0.0f32, |a, i| {
+                let row = sc * p + i;
+                a + b.s[row * n + j] * b.q[row * d + k]
+            });
+        }
+    }
+}
+
+/// `kc_query_back`: per row slot `dq = (G·N) + g0·t`, then the chain rule to the query's
+/// entity (`ec`) and relation (`rc`), each with its L2 term.
+fn query_back_all(
+    shape: &KgeShape,
+    hyper: &KgeHyper,
+    ids: &ChunkedIds,
+    ent: &[f32],
+    rel: &[f32],
+    b: &mut Buffers,
+) {
     let d = shape.dim;
-    let emb = |m: &[f32], i: u32| -> Vec<f32> { m[i as usize * 2 * d..][..d].to_vec() };
     let two_reg = 2.0 * hyper.reg;
-    let (mut ent_g, mut rel_g) = (Contributions::new(d), Contributions::new(d));
-    let mut loss = 0.0f64;
-    for (c, pos) in batch.positives.chunks(batch.chunk).enumerate() {
-        for side in 0..2 {
-            let negs = batch.side_negatives(c, side);
-            let (p, n) = (pos.len(), negs.len());
-            // The side's inputs per positive: (query's entity, relation, target).
-            let parts: Vec<[u32; 3]> = pos
-                .iter()
-                .map(|&[h, r, t]| if side == 0 { [h, r, t] } else { [t, r, h] })
-                .collect();
-            let nmat: Vec<Vec<f32>> = negs.iter().map(|&e| emb(entities, e)).collect();
-            let mut q = vec![vec![0.0f32; d]; p];
-            for (qi, &[e, r, _]) in q.iter_mut().zip(&parts) {
-                let (re, ee) = (emb(relations, r), emb(entities, e));
-                // Tail side q(h, r); head side q(r, t).
-                if side == 0 {
-                    query(shape.model, 0, &ee, &re, qi)
-                } else {
-                    query(shape.model, 1, &re, &ee, qi)
-                }
-            }
-            // Scores: the positive, then S = Q·Nᵀ; the loss per row; G = ∂L/∂S.
-            let mut g = vec![0.0f32; p * (n + 1)];
-            let mut s = vec![0.0f32; n + 1];
-            for i in 0..p {
-                s[0] = dot(&q[i], &emb(entities, parts[i][2]));
-                for j in 0..n {
-                    s[1 + j] = dot(&q[i], &nmat[j]);
-                }
-                let l = row_loss(hyper.loss, &s, &mut g[i * (n + 1)..(i + 1) * (n + 1)]);
-                let [e, r, t] = parts[i];
-                let sq = |v: &[f32]| dot(v, v);
-                let reg = hyper.reg
-                    * (sq(&emb(entities, e)) + sq(&emb(relations, r)) + sq(&emb(entities, t)));
-                loss += f64::from(l) + f64::from(reg);
-            }
-            // Backward: dQ = g_pos·T + G·N, dT = g_pos·Q, dN = Gᵀ·Q; then per positive the
-            // contributions in the canonical order.
-            for i in 0..p {
-                let gi = &g[i * (n + 1)..(i + 1) * (n + 1)];
-                let [e, r, t] = parts[i];
-                let target = emb(entities, t);
-                let mut dq: Vec<f32> = target.iter().map(|&x| gi[0] * x).collect();
-                for j in 0..n {
-                    for k in 0..d {
-                        dq[k] += gi[1 + j] * nmat[j][k];
-                    }
-                }
-                let (ee, re) = (emb(entities, e), emb(relations, r));
-                let [de, dr] = if side == 0 {
-                    query_back(shape.model, 0, &ee, &re, &dq)
-                } else {
-                    let [dr, de] = query_back(shape.model, 1, &re, &ee, &dq);
-                    [de, dr]
+    for row in 0..ids.limits().slot_rows() {
+        let Some((side, [h, r, t])) = ids.slot_positive(row) else { continue };
+        let gp = b.g0[row];
+        let dq: Vec<f32> = (0..d).map(|k| b.dq[row * d + k] + gp * b.t[row * d + k]).collect();
+        let (ee, re) = (emb(ent, d, if side == 0 { h } else { t }), emb(rel, d, r));
+        let (de, dr) = if side == 0 {
+            let [dx, dy] = query_back(shape.model, 0, ee, re, &dq);
+            (dx, dy)
+        } else {
+            let [dx, dy] = query_back(shape.model, 1, re, ee, &dq);
+            (dy, dx)
+        };
+        for k in 0..d {
+            b.ec[row * d + k] = de[k] + two_reg * ee[k];
+            b.rc[row * d + k] = dr[k] + two_reg * re[k];
+        }
+    }
+}
+
+/// `kc_entity_update`: each entity row's contributions in its list's order, then Adagrad.
+fn entity_update(d: usize, hyper: &KgeHyper, ids: &ChunkedIds, b: &Buffers, ent: &mut [f32]) {
+    let two_reg = 2.0 * hyper.reg;
+    let mut grad = vec![0.0f32; d];
+    for row in 0..ids.rows() {
+        let items = ids.entity_items(row);
+        if items.is_empty() {
+            continue;
+        }
+        let own = &ent[row * 2 * d..][..d];
+        for (k, g) in grad.iter_mut().enumerate() {
+            *g = items.iter().fold(0.0f32, |acc, &item| {
+                let (slot, kind) = ((item >> 2) as usize, item & 3);
+                let c = match kind {
+                    KIND_QUERY => b.ec[slot * d + k],
+                    KIND_TARGET => b.g0[slot] * b.q[slot * d + k] + two_reg * own[k],
+                    _ => b.dn[slot * d + k],
                 };
-                ent_g.push(e, de.iter().zip(&ee).map(|(g, x)| g + two_reg * x));
-                ent_g.push(t, q[i].iter().zip(&target).map(|(qk, x)| gi[0] * qk + two_reg * x));
-                rel_g.push(r, dr.iter().zip(&re).map(|(g, x)| g + two_reg * x));
-            }
-            for (j, &row) in negs.iter().enumerate() {
-                let mut dn = vec![0.0f32; d];
-                for (i, qi) in q.iter().enumerate() {
-                    let gij = g[i * (n + 1) + 1 + j];
-                    for k in 0..d {
-                        dn[k] += gij * qi[k];
-                    }
-                }
-                ent_g.push(row, dn.into_iter());
-            }
+                acc + c
+            });
         }
+        adagrad(&mut ent[row * 2 * d..(row + 1) * 2 * d], &grad, hyper);
     }
-    // One fused pass per entity row: its contributions in order, then Adagrad.
-    for (row, list) in ent_g.by_owner(batch.rows).into_iter().enumerate() {
-        if list.is_empty() {
+}
+
+/// `kc_relation_update`: each relation's contributions summed by the fixed-shape tree, then
+/// Adagrad.
+fn relation_update(d: usize, hyper: &KgeHyper, ids: &ChunkedIds, b: &Buffers, rel: &mut [f32]) {
+    for r in 0..ids.limits().relations {
+        let items = ids.relation_items(r);
+        if items.is_empty() {
             continue;
         }
-        let mut grad = vec![0.0f32; d];
-        for k in list {
-            grad.iter_mut().zip(ent_g.get(k)).for_each(|(a, b)| *a += b);
-        }
-        adagrad(&mut entities[row * 2 * d..(row + 1) * 2 * d], &grad, hyper);
+        let grad: Vec<f32> = (0..d)
+            .map(|k| tree_sum(items.iter().map(|&slot| b.rc[slot as usize * d + k])))
+            .collect();
+        adagrad(&mut rel[r * 2 * d..(r + 1) * 2 * d], &grad, hyper);
     }
-    // Relations: each one's contributions summed by a fixed-shape tree, then Adagrad.
-    for (r, list) in rel_g.by_owner(shape.relations).into_iter().enumerate() {
-        if list.is_empty() {
-            continue;
-        }
-        let grad: Vec<f32> =
-            (0..d).map(|k| tree_sum(list.iter().map(|&i| rel_g.get(i)[k]).collect())).collect();
-        adagrad(&mut relations[r * 2 * d..(r + 1) * 2 * d], &grad, hyper);
-    }
-    Ok(loss)
 }
 
 /// Adagrad on one row (`2·dim`: parameters, sums) with gradient `g`.
@@ -417,13 +515,29 @@ mod tests {
         assert!(rel_err(&e, &want.entities) > 1e-4);
     }
 
+    /// The tree's definition: level by level, neighbours added, an odd last one carried up.
+    fn level_sum(mut v: Vec<f32>) -> f32 {
+        while v.len() > 1 {
+            v = v.chunks(2).map(|p| if p.len() == 2 { p[0] + p[1] } else { p[0] }).collect();
+        }
+        v.first().copied().unwrap_or(0.0)
+    }
+
     #[test]
     fn the_tree_sum_has_a_fixed_shape() {
-        assert_eq!(tree_sum(vec![]), 0.0);
-        assert_eq!(tree_sum(vec![1.0, 2.0, 3.0]), (1.0 + 2.0) + 3.0);
+        assert_eq!(tree_sum([].into_iter()), 0.0);
+        assert_eq!(tree_sum([1.0, 2.0, 3.0].into_iter()), (1.0 + 2.0) + 3.0);
         // ((a + b) + (c + d)) + e, not a serial sum: 1e8 + 1 + (-1e8) + 1 + 1.
-        let v = vec![1e8f32, 1.0, -1e8, 1.0, 1.0];
-        assert_eq!(tree_sum(v.clone()), ((1e8f32 + 1.0) + (-1e8 + 1.0)) + 1.0);
+        let v = [1e8f32, 1.0, -1e8, 1.0, 1.0];
+        assert_eq!(tree_sum(v.into_iter()), ((1e8f32 + 1.0) + (-1e8 + 1.0)) + 1.0);
+        // The stack walk (the kernel's) is the level-by-level tree, bit for bit, at every length.
+        let mut rng = Rng::new(8);
+        for len in 0..70 {
+            let v: Vec<f32> =
+                (0..len).map(|_| (rng.below(1 << 20) as f32 - 5e5) * 1.37e-3).collect();
+            let want = level_sum(v.clone());
+            assert_eq!(tree_sum(v.into_iter()).to_bits(), want.to_bits(), "{len} terms");
+        }
     }
 
     #[test]

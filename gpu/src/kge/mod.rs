@@ -42,10 +42,14 @@
 //! *on the GPU*, and with the CPU replay within a tolerance (see `train/tests/gpu_kge.rs`).
 
 mod chunked;
+mod chunked_cuda;
+mod chunked_ids;
 mod cuda;
 mod reference;
 
 pub use chunked::{ChunkedBatch, chunked_step};
+pub use chunked_cuda::ChunkedKernels;
+pub use chunked_ids::{ChunkLimits, ChunkedIds};
 pub use cuda::{DeviceKgeBatch, KgeKernels};
 pub use reference::{KgeReference, partials, reference_loss, reference_step};
 
@@ -171,6 +175,17 @@ pub enum KgeError {
         expected: usize,
         /// Actual length.
         got: usize,
+    },
+    /// A batch larger than the sizes the device step was built for (or of another chunk or
+    /// negative count): refused before anything is uploaded.
+    #[error("the batch has {got} {what}, over the step's limit of {limit}")]
+    OverLimits {
+        /// Which size.
+        what: &'static str,
+        /// The batch's.
+        got: usize,
+        /// The step's.
+        limit: usize,
     },
     /// Too many scored triples for the kernels' 31-bit contribution encoding.
     #[error("{0} scored triples exceed the kernels' limit of 2^30")]
