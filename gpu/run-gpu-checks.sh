@@ -328,7 +328,7 @@ step_bench() {
     "$pack/bin/gpu_bench" --table-rows 10000000 --width 128 --batch-rows 4096 --depth 4 \
         --wordnet "$pack/datasets/wordnet30/train.txt" >"$out/gpu_bench.md" 2>"$out/gpu_bench.err" ||
         fail "gpu_bench"
-    grep -E '^\| (rated|D2D|validate|insert|evict)' "$out/gpu_bench.md" | tee -a "$LOG"
+    grep -E '^\| (rated|D2D|validate|insert|evict|KGE chunked)' "$out/gpu_bench.md" | tee -a "$LOG"
 }
 
 step_roofline() {

@@ -5,7 +5,9 @@
 //!    host→device and device→host bandwidth.
 //! 2. Kernels: validate, insert, and evict + validate + insert of the validation cache (every
 //!    row hits: validate and insert each read and write every row once) as fractions of the D2D
-//!    copy and of the rated bandwidth; the KGE step (DistMult, ComplEx) in scores/s.
+//!    copy and of the rated bandwidth; the KGE step (DistMult, ComplEx) in scores/s; the
+//!    chunked KGE step (cuBLAS products) per 1000-positive batch at the throughput config's
+//!    shape, event-timed.
 //! 3. Modes: batches/s of Sync (depth 1, no cache), Async (depth K, no cache) and Oac (depth K,
 //!    cache) on a synthetic table in pinned host memory (a minimal add step) and, when the file
 //!    exists, on WordNet 3.0 with the ComplEx step; GPU busy = compute-stream time / wall time.
@@ -31,7 +33,10 @@ use ordo::engine::{AsyncWrite, Mode};
 use ordo::row_store::RowStore;
 use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
-use ordo_gpu::kge::{DeviceKgeBatch, KgeBatch, KgeHyper, KgeKernels, KgeModel, KgeShape};
+use ordo_gpu::kge::{
+    ChunkLimits, ChunkedBatch, ChunkedIds, ChunkedKernels, DeviceKgeBatch, KgeBatch, KgeHyper,
+    KgeKernels, KgeModel, KgeShape,
+};
 use ordo_gpu::pipeline::{
     DeviceModel, KgeDeviceModel, Pipeline, PipelineConfig, Streams, on_device,
 };
@@ -200,15 +205,7 @@ fn ceilings(gpu: &Gpu, args: &Args) -> Result<Ceilings, GpuError> {
 fn check(args: &Args) -> Result<(), GpuError> {
     let gpu = Gpu::open(0)?;
     let rated = bandwidth::device_rated_gbps(&gpu);
-    for (name, src, names) in [
-        (
-            "validation_cache.cu",
-            kernels::VALIDATION_CACHE_SRC,
-            &kernels::VALIDATION_CACHE_KERNELS[..],
-        ),
-        ("kge.cu", kernels::KGE_SRC, &kernels::KGE_KERNELS[..]),
-        ("bench.cu", kernels::BENCH_SRC, &kernels::BENCH_KERNELS[..]),
-    ] {
+    for (name, src, names) in kernels::MODULES {
         kernels::load(&gpu, name, src, names)?;
     }
     let d2d = bandwidth::measure_d2d_copy(&gpu, args.copy_mib.min(256), 3)?;
@@ -306,7 +303,63 @@ fn cache_kernels(gpu: &Gpu, args: &Args, ceil: &Ceilings) -> Result<(), GpuError
             batch.triples.len() as f64 / (per * 1e-3) / 1e6
         );
     }
+    chunked_step(gpu, &s)?;
     println!();
+    Ok(())
+}
+
+/// The chunked step ([`ChunkedKernels`]) at the throughput config's shape
+/// (`train/configs/wordnet30-complex-throughput.toml`: ComplEx dim 100, 1000 positives, chunks
+/// of 50, 100 negatives per chunk side; WordNet's 18 relations; about 6000 rows a batch):
+/// event-timed per batch (the ids' upload from pinned memory, the kernels, the products and
+/// the losses' download), and the host's time to enqueue it.
+fn chunked_step(gpu: &Gpu, s: &Arc<CudaStream>) -> Result<(), GpuError> {
+    let (dim, relations) = (100, 18);
+    let limits =
+        ChunkLimits { max_positives: 1000, chunk: 50, negatives: 100, max_rows: 6000, relations };
+    let shape = KgeShape { model: KgeModel::ComplEx, dim, relations };
+    let mut rng = Rng::new(7);
+    let row = |rng: &mut Rng| rng.below(limits.max_rows as u64) as u32;
+    let positives = (0..limits.max_positives)
+        .map(|_| [row(&mut rng), rng.below(relations as u64) as u32, row(&mut rng)])
+        .collect();
+    let side_negatives = limits.negative_slots();
+    let batch = ChunkedBatch {
+        rows: limits.max_rows,
+        positives,
+        chunk: limits.chunk,
+        negatives: limits.negatives,
+        chunk_negatives: (0..side_negatives).map(|_| row(&mut rng)).collect(),
+    };
+    let ids = ChunkedIds::build(&batch, &shape, &limits)?;
+    let rel = rng.params(relations, dim);
+    let mut k = ChunkedKernels::new(gpu, s.clone(), shape, limits, &rel)?;
+    let mut rows = s.clone_htod(&rng.params(limits.max_rows, dim))?;
+    let hyper = KgeHyper { eps: 1e-8, ..KgeHyper::new(0.01) };
+    k.step(&ids, &mut rows, &hyper)?;
+    s.synchronize()?;
+    let iters = 50u32;
+    let host = Instant::now();
+    let mut enqueue = 0.0;
+    let ms = timed(gpu, s, || {
+        for _ in 0..iters {
+            let t = Instant::now();
+            k.step(&ids, &mut rows, &hyper)?;
+            enqueue += t.elapsed().as_secs_f64();
+        }
+        Ok(())
+    })?;
+    s.synchronize()?;
+    let wall = host.elapsed().as_secs_f64();
+    let per = ms / f64::from(iters);
+    println!(
+        "| KGE chunked step ComplEx dim {dim} (1000 positives, chunks of 50, 100 negatives a side, {} rows) | {:.1} µs | {:.2} M scores/s | host enqueue {:.1} µs | wall {:.1} µs |",
+        limits.max_rows,
+        per * 1e3,
+        (2 * 1000 * 101) as f64 / (per * 1e-3) / 1e6,
+        enqueue * 1e6 / f64::from(iters),
+        wall * 1e6 / f64::from(iters)
+    );
     Ok(())
 }
 
