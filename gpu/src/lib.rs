@@ -19,6 +19,8 @@
 //!   events, so several batches are in flight: [`pipeline::Pipeline`], the engine's
 //!   `DeviceQueue` for a [`pipeline::DeviceModel`]; [`pipeline::CudaDevice`] is the depth-1
 //!   device with the step on the host.
+//! * [`chunked_device`]: the chunked KGE step as the pipeline's device model, its data the
+//!   batch's packed ids.
 //! * [`queue`]: the pipeline's host twin ([`queue::SimQueue`]) and [`queue::run_over`], one
 //!   epoch of the engine's driver over either.
 //! * [`cache_device`]: the engine's device over a validation cache that is not the host's
@@ -45,6 +47,7 @@ pub mod blas;
 mod buffers;
 pub mod cache;
 pub mod cache_device;
+pub mod chunked_device;
 pub mod cuda_context;
 pub mod error;
 pub mod kernels;

@@ -2,7 +2,7 @@
 //! KGE batches, and batch streams for the validation cache. (Not a statistical RNG; it only has
 //! to be reproducible and spread out.)
 
-use crate::kge::KgeBatch;
+use crate::kge::{ChunkLimits, ChunkedBatch, ChunkedIds, KgeBatch, KgeError, KgeShape};
 
 /// splitmix64: a seeded, reproducible generator.
 #[derive(Debug, Clone)]
@@ -85,6 +85,41 @@ pub struct StreamStep {
     pub read_versions: Vec<u64>,
     /// STE (prefix units) handed to the device with this batch.
     pub ste: u64,
+}
+
+/// `count` batches of the chunked step over a table of `entities` rows, packed for `limits`:
+/// each its sorted distinct rows (2 to `limits.max_rows`, overlapping between batches) and its
+/// ids, positives and shared negatives by position in the batch, 1 to `limits.max_positives`
+/// positives (so some chunks are short).
+pub fn random_chunked_batches(
+    rng: &mut Rng,
+    count: usize,
+    entities: usize,
+    shape: &KgeShape,
+    limits: &ChunkLimits,
+) -> Result<Vec<(Vec<u64>, ChunkedIds)>, KgeError> {
+    (0..count)
+        .map(|_| {
+            let n = 2 + rng.below(limits.max_rows.saturating_sub(1).max(1) as u64) as usize;
+            let n = n.min(entities).min(limits.max_rows);
+            let rows = rng.distinct_rows(n, entities as u64);
+            let local = |rng: &mut Rng| rng.below(n as u64) as u32;
+            let relations = shape.relations as u64;
+            let positives: Vec<[u32; 3]> = (0..1 + rng.below(limits.max_positives as u64))
+                .map(|_| [local(rng), rng.below(relations) as u32, local(rng)])
+                .collect();
+            let chunks = positives.len().div_ceil(limits.chunk);
+            let chunk_negatives = (0..chunks * 2 * limits.negatives).map(|_| local(rng)).collect();
+            let b = ChunkedBatch {
+                rows: n,
+                positives,
+                chunk: limits.chunk,
+                negatives: limits.negatives,
+                chunk_negatives,
+            };
+            Ok((rows, ChunkedIds::build(&b, shape, limits)?))
+        })
+        .collect()
 }
 
 /// `steps` batches of up to `max_rows` rows over `universe` rows, with read versions and STEs

@@ -141,3 +141,57 @@ fn steps_allocate_nothing_and_refuse_a_batch_over_the_limits() {
     let big = ChunkedIds::build(&batches[0], &shape, &bigger).unwrap();
     assert!(k.step(&big, &mut rows, &hyper).is_err(), "ids packed for other limits");
 }
+
+/// The chunked step as the pipeline's device model ([`ChunkedDeviceModel`]) inside the engine:
+/// Oac at several depths and read-aheads equals Sync bit for bit on the GPU (entity table and
+/// relations), and Async does not.
+#[test]
+#[ignore = "needs a CUDA device"]
+fn the_chunked_device_model_in_the_pipeline_oac_equals_sync() {
+    use ordo::engine::simulation::Simulation;
+    use ordo::engine::{AsyncWrite, Batch, EngineConfig, Mode};
+    use ordo::row_store::RowStore;
+    use ordo_gpu::cache::CacheConfig;
+    use ordo_gpu::chunked_device::ChunkedDeviceModel;
+    use ordo_gpu::pipeline::{Pipeline, PipelineConfig};
+    use ordo_gpu::workload::random_chunked_batches;
+
+    let gpu = require_gpu::gpu();
+    let shape = KgeShape { model: KgeModel::ComplEx, dim: 8, relations: LIMITS.relations };
+    let width = 2 * shape.dim;
+    let entities = 40;
+    let b = random_chunked_batches(&mut Rng::new(3), 60, entities, &shape, &LIMITS).unwrap();
+    let mut rng = Rng::new(31);
+    let (table, rel) = (rng.params(entities, shape.dim), rng.params(shape.relations, shape.dim));
+    let run = |depth: usize, ahead: usize, mode: Mode| {
+        let live = 2 * depth + ahead + 2;
+        let cache = (mode == Mode::Oac)
+            .then(|| CacheConfig::for_in_flight(live, LIMITS.max_rows, width).unwrap());
+        let config =
+            PipelineConfig { depth, max_rows: LIMITS.max_rows, width, cache, timing: false };
+        let compute = gpu.new_stream().unwrap();
+        let kernels = ChunkedKernels::new(&gpu, compute.clone(), shape, LIMITS, &rel).unwrap();
+        let hyper = KgeHyper { lr: 0.1, eps: 1e-6, reg: 0.01, loss: KgeLoss::Softmax };
+        let model = ChunkedDeviceModel { kernels, hyper };
+        let mut p = Pipeline::new(&gpu, config, compute).unwrap();
+        let store = RowStore::from_values(entities, width, &table).unwrap();
+        let batches = b.iter().enumerate().map(|(i, (rows, ids))| Batch {
+            id: i as u64,
+            rows: rows.clone(),
+            data: ids.clone(),
+        });
+        let engine = EngineConfig::new(mode).threads(1, 2).depths(ahead.max(1), depth);
+        let sim =
+            Simulation::with_device(engine, Box::new(&mut p), model, &store, batches).unwrap();
+        let (model, report) = sim.run(&[0; 4096]).unwrap();
+        assert_eq!(report.order.len(), b.len());
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        (bits(&store.snapshot()), bits(&model.kernels.relations().unwrap()))
+    };
+    let sync = run(1, 0, Mode::Sync);
+    for (depth, ahead) in [(1, 3), (2, 0), (4, 4)] {
+        assert_eq!(run(depth, ahead, Mode::Oac), sync, "Oac depth {depth} read-ahead {ahead}");
+    }
+    let asy = run(4, 4, Mode::Async(AsyncWrite::Overwrite));
+    assert_ne!(asy.0, sync.0, "Async must lose updates on overlapping batches");
+}

@@ -240,6 +240,23 @@ pub fn chunked_step(
     batch.check(shape)?;
     check_params(shape, batch.rows, entities.len(), relations.len())?;
     let ids = ChunkedIds::build(batch, shape, &ChunkLimits::of(batch, shape.relations))?;
+    chunked_step_ids(shape, hyper, &ids, entities, relations)
+}
+
+/// [`chunked_step`] on a batch already packed ([`ChunkedIds`], for any limits it fits: padded
+/// slots add nothing), as the device takes it.
+pub fn chunked_step_ids(
+    shape: &KgeShape,
+    hyper: &KgeHyper,
+    ids: &ChunkedIds,
+    entities: &mut [f32],
+    relations: &mut [f32],
+) -> Result<f64, KgeError> {
+    check_params(shape, ids.rows(), entities.len(), relations.len())?;
+    if ids.limits().relations != shape.relations {
+        let (got, limit) = (shape.relations, ids.limits().relations);
+        return Err(KgeError::OverLimits { what: "relations", got, limit });
+    }
     let (l, d) = (*ids.limits(), shape.dim);
     let (rows, negs) = (l.slot_rows() * d, l.negative_slots() * d);
     let scores = l.slot_rows() * l.negatives;
@@ -255,13 +272,13 @@ pub fn chunked_step(
         rc: vec![0.0; rows],
         losses: vec![0.0; 2 * l.slot_rows()],
     };
-    gather(shape, &ids, entities, relations, &mut b);
+    gather(shape, ids, entities, relations, &mut b);
     forward_product(&l, d, &mut b);
-    row_loss_all(shape, hyper, &ids, entities, relations, &mut b);
+    row_loss_all(shape, hyper, ids, entities, relations, &mut b);
     backward_products(&l, d, &mut b);
-    query_back_all(shape, hyper, &ids, entities, relations, &mut b);
-    entity_update(d, hyper, &ids, &b, entities);
-    relation_update(d, hyper, &ids, &b, relations);
+    query_back_all(shape, hyper, ids, entities, relations, &mut b);
+    entity_update(d, hyper, ids, &b, entities);
+    relation_update(d, hyper, ids, &b, relations);
     Ok(ids.total_loss(&b.losses))
 }
 

@@ -32,6 +32,11 @@ use std::sync::Arc;
 
 const THREADS: u32 = 256;
 
+/// Pinned id buffers, used in turn: filling one waits only for the upload from it
+/// `IDS_RING` batches ago, not for the last batch's (which waits behind that batch's kernels),
+/// so the host can enqueue several batches ahead of the device.
+const IDS_RING: usize = 4;
+
 fn cfg(items: usize) -> LaunchConfig {
     let blocks = items.div_ceil(THREADS as usize).clamp(1, 1 << 16) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 }
@@ -72,7 +77,8 @@ pub struct ChunkedKernels {
     blas: ChunkBlas,
     functions: [CudaFunction; 5],
     relations: CudaSlice<f32>,
-    ids_host: PinnedHostSlice<u32>,
+    ids_host: Vec<PinnedHostSlice<u32>>,
+    next_ids: usize,
     ids: CudaSlice<u32>,
     /// Q, T, dQ, EC, RC (row slots × dim).
     rows: [CudaSlice<f32>; 5],
@@ -126,7 +132,9 @@ impl ChunkedKernels {
         let ids = stream.alloc_zeros::<u32>(limits.id_words().max(1))?;
         // SAFETY: uninitialised pinned memory; `ids_host` is written (a whole batch's words)
         // before each copy from it, and `losses_host` is read only after the copy into it.
-        let ids_host = unsafe { gpu.context().alloc_pinned::<u32>(limits.id_words().max(1)) }?;
+        let ids_host = (0..IDS_RING)
+            .map(|_| unsafe { gpu.context().alloc_pinned::<u32>(limits.id_words().max(1)) })
+            .collect::<Result<Vec<_>, _>>()?;
         // SAFETY: as above.
         let losses_host =
             unsafe { gpu.context().alloc_pinned::<f32>(2 * limits.slot_rows().max(1)) }?;
@@ -139,6 +147,7 @@ impl ChunkedKernels {
             functions,
             relations,
             ids_host,
+            next_ids: 0,
             ids,
             rows,
             negs,
@@ -147,6 +156,11 @@ impl ChunkedKernels {
             losses,
             losses_host,
         })
+    }
+
+    /// The shapes.
+    pub fn shape(&self) -> &KgeShape {
+        &self.shape
     }
 
     /// The stream everything runs on.
@@ -180,8 +194,11 @@ impl ChunkedKernels {
             );
         }
         let s = &self.stream;
-        self.ids_host.as_mut_slice()?.copy_from_slice(ids.words());
-        s.memcpy_htod(&self.ids_host, &mut self.ids)?;
+        let staged = &mut self.ids_host[self.next_ids];
+        self.next_ids = (self.next_ids + 1) % IDS_RING;
+        staged.as_mut_slice()?.copy_from_slice(ids.words());
+        // The device buffer is overwritten in stream order, after the last batch's kernels.
+        s.memcpy_htod(&*staged, &mut self.ids)?;
         let at = l.layout();
         let part = |i: usize| self.ids.slice(at[i]..at[i + 1]);
         let (pos, negv) = (part(0), part(1));
@@ -246,7 +263,8 @@ impl ChunkedKernels {
     }
 
     /// The last step's loss ([`ChunkedIds::total_loss`] of its rows' losses): waits for the
-    /// losses' copy, which the caller's wait for its rows has usually covered.
+    /// losses' copy, which the caller's wait for its rows has usually covered. Read it before
+    /// the next step, which overwrites it.
     pub fn loss(&self, ids: &ChunkedIds) -> Result<f64, GpuError> {
         Ok(ids.total_loss(self.losses_host.as_slice()?))
     }

@@ -47,7 +47,7 @@ mod chunked_ids;
 mod cuda;
 mod reference;
 
-pub use chunked::{ChunkedBatch, chunked_step};
+pub use chunked::{ChunkedBatch, chunked_step, chunked_step_ids};
 pub use chunked_cuda::ChunkedKernels;
 pub use chunked_ids::{ChunkLimits, ChunkedIds};
 pub use cuda::{DeviceKgeBatch, KgeKernels};
