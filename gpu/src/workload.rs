@@ -97,7 +97,7 @@ pub fn random_chunked_batches(
     entities: usize,
     shape: &KgeShape,
     limits: &ChunkLimits,
-) -> Result<Vec<(Vec<u64>, ChunkedIds)>, KgeError> {
+) -> Result<ChunkedBatches, KgeError> {
     (0..count)
         .map(|_| {
             let n = 2 + rng.below(limits.max_rows.saturating_sub(1).max(1) as u64) as usize;
@@ -221,9 +221,94 @@ pub fn kge_batches(
         .collect()
 }
 
+/// Batches of the chunked step: each its sorted distinct rows and its packed ids.
+pub type ChunkedBatches = Vec<(Vec<u64>, ChunkedIds)>;
+
+/// Cut `kg` into batches of the chunked step: `positives` shuffled triples a batch in chunks of
+/// `chunk`, each chunk side with `negatives` uniformly sampled entities shared by its
+/// positives; per batch the sorted distinct entity ids it touches and its packed ids over
+/// them. Returns the limits every batch fits (their largest row count) and the batches.
+pub fn chunked_kge_batches(
+    kg: &Triples,
+    shape: &KgeShape,
+    (positives, chunk, negatives): (usize, usize, usize),
+    seed: u64,
+) -> Result<(ChunkLimits, ChunkedBatches), KgeError> {
+    let mut rng = Rng::new(seed);
+    let mut order: Vec<usize> = (0..kg.triples.len()).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let batches: Vec<(Vec<u64>, ChunkedBatch)> = order
+        .chunks(positives.max(1))
+        .map(|part| {
+            let global: Vec<[u32; 3]> = part.iter().map(|&i| kg.triples[i]).collect();
+            let sides = 2 * global.len().div_ceil(chunk.max(1)) * negatives;
+            let negs: Vec<u32> = (0..sides).map(|_| rng.below(kg.entities as u64) as u32).collect();
+            let mut rows: Vec<u64> = global
+                .iter()
+                .flat_map(|&[h, _, t]| [h, t])
+                .chain(negs.iter().copied())
+                .map(u64::from)
+                .collect();
+            rows.sort_unstable();
+            rows.dedup();
+            let local = |e: u32| rows.binary_search(&u64::from(e)).unwrap_or(0) as u32;
+            let batch = ChunkedBatch {
+                rows: rows.len(),
+                positives: global.iter().map(|&[h, r, t]| [local(h), r, local(t)]).collect(),
+                chunk,
+                negatives,
+                chunk_negatives: negs.iter().map(|&e| local(e)).collect(),
+            };
+            (rows, batch)
+        })
+        .collect();
+    let limits = ChunkLimits {
+        max_positives: positives,
+        chunk,
+        negatives,
+        max_rows: batches.iter().map(|b| b.0.len()).max().unwrap_or(1),
+        relations: shape.relations,
+    };
+    let packed = batches
+        .into_iter()
+        .map(|(rows, b)| Ok((rows, ChunkedIds::build(&b, shape, &limits)?)))
+        .collect::<Result<_, KgeError>>()?;
+    Ok((limits, packed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kge::KgeModel;
+
+    /// Every packed batch fits the returned limits and its positives map back, through its
+    /// rows, to triples of the graph.
+    #[test]
+    fn chunked_batches_fit_their_limits_and_map_back_to_the_triples() {
+        let mut rng = Rng::new(4);
+        let triples: Vec<[u32; 3]> = (0..23)
+            .map(|_| [rng.below(30) as u32, rng.below(3) as u32, rng.below(30) as u32])
+            .collect();
+        let kg = Triples { triples: triples.clone(), entities: 30, relations: 3 };
+        let shape = KgeShape { model: KgeModel::DistMult, dim: 2, relations: 3 };
+        let (limits, batches) = chunked_kge_batches(&kg, &shape, (10, 4, 3), 1).unwrap();
+        assert_eq!(batches.len(), 3, "23 triples in batches of 10: 10, 10, 3");
+        let mut seen = Vec::new();
+        for (rows, ids) in &batches {
+            assert!(rows.windows(2).all(|w| w[0] < w[1]) && ids.rows() == rows.len());
+            assert!(rows.len() <= limits.max_rows);
+            for k in 0..ids.positives() {
+                let [h, r, t] = ids.positive(k);
+                seen.push([rows[h as usize] as u32, r, rows[t as usize] as u32]);
+            }
+        }
+        seen.sort_unstable();
+        let mut want = triples;
+        want.sort_unstable();
+        assert_eq!(seen, want);
+    }
 
     #[test]
     fn kge_batches_map_local_rows_back_to_the_triples() {

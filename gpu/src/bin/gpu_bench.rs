@@ -10,7 +10,8 @@
 //!    shape, event-timed.
 //! 3. Modes: batches/s of Sync (depth 1, no cache), Async (depth K, no cache) and Oac (depth K,
 //!    cache) on a synthetic table in pinned host memory (a minimal add step) and, when the file
-//!    exists, on WordNet 3.0 with the ComplEx step; GPU busy = compute-stream time / wall time.
+//!    exists, on WordNet 3.0 with the ComplEx step and with the chunked step (cuBLAS) at the
+//!    throughput config's shape; GPU busy = compute-stream time / wall time.
 //!
 //! Prints markdown tables for BENCHMARKS.md. Without a usable CUDA device (driver, NVRTC, a
 //! device) it prints `gpu_bench: no CUDA device: <reason>` on stderr and exits 1. `--check`
@@ -33,6 +34,7 @@ use ordo::engine::{AsyncWrite, Mode};
 use ordo::row_store::RowStore;
 use ordo_gpu::bandwidth::{self, D2dCopy};
 use ordo_gpu::cache::{CacheConfig, CudaValidationCache, DeviceBatch};
+use ordo_gpu::chunked_device::ChunkedDeviceModel;
 use ordo_gpu::kge::{
     ChunkLimits, ChunkedBatch, ChunkedIds, ChunkedKernels, DeviceKgeBatch, KgeBatch, KgeHyper,
     KgeKernels, KgeModel, KgeShape,
@@ -41,7 +43,9 @@ use ordo_gpu::pipeline::{
     DeviceModel, KgeDeviceModel, Pipeline, PipelineConfig, Streams, on_device,
 };
 use ordo_gpu::queue::run_over;
-use ordo_gpu::workload::{Rng, kge_batches, load_tsv_triples, random_kge_batch};
+use ordo_gpu::workload::{
+    Rng, Triples, chunked_kge_batches, kge_batches, load_tsv_triples, random_kge_batch,
+};
 use ordo_gpu::{Gpu, GpuError, kernels};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -525,7 +529,32 @@ fn run(args: &Args) -> Result<(), GpuError> {
                 args.depth
             );
             print_modes(&title, &rows);
+            chunked_modes(&gpu, args, &kg)?;
         }
     }
+    Ok(())
+}
+
+/// Sync, Async and Oac on WordNet with the chunked step ([`ChunkedDeviceModel`]) at the
+/// throughput config's shape (ComplEx dim 100, chunks of 50, 100 negatives a side), the
+/// batches' ids packed before the run, as a loader would.
+fn chunked_modes(gpu: &Gpu, args: &Args, kg: &Triples) -> Result<(), GpuError> {
+    let dim = 100;
+    let shape = KgeShape { model: KgeModel::ComplEx, dim, relations: kg.relations };
+    let (limits, batches) = chunked_kge_batches(kg, &shape, (args.positives, 50, 100), 4)?;
+    let rel = Rng::new(5).params(kg.relations, dim);
+    let params = Rng::new(6).params(kg.entities, dim);
+    let init = |r: usize, c: usize| params[r * 2 * dim + c];
+    let wargs = Args { table_rows: kg.entities, ..args.clone() };
+    let hyper = KgeHyper::new(0.1);
+    let rows = modes(gpu, &wargs, 2 * dim, &init, &batches, &|s| {
+        let kernels = ChunkedKernels::new(gpu, s.clone(), shape, limits, &rel)?;
+        Ok(ChunkedDeviceModel { kernels, hyper })
+    })?;
+    let title = format!(
+        "WordNet 3.0 train, the chunked step (cuBLAS): ComplEx dim {dim}, {} positives in chunks of 50, 100 negatives a side, ≤ {} rows a batch, depth {}",
+        args.positives, limits.max_rows, args.depth
+    );
+    print_modes(&title, &rows);
     Ok(())
 }
