@@ -316,6 +316,7 @@ fn oac_on_disk_equals_the_twins_sync_replay_bit_for_bit_and_async_differs() -> R
     assert_eq!(oac, plain_replay(&work, &order)?, "oac on disk == sync replay on one table");
     let stats = disk.io_stats();
     assert!(stats.bytes_read > 0 && stats.bytes_written > 0, "{stats:?}");
+    assert!(stats.busy > std::time::Duration::ZERO, "the I/O threads' busy time: {stats:?}");
 
     // The column reader (evaluation's): every partition's embedding columns, resident ones
     // from the buffer, the others streamed from their files, equal the snapshot's; it moves

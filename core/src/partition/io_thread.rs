@@ -23,6 +23,7 @@ use crate::sync::blocking::{Condvar, Mutex, Sender};
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// I/O threads per storage: a load can run while another thread writes a partition back.
 pub(crate) const IO_THREADS: usize = 2;
@@ -75,6 +76,41 @@ pub(crate) struct Queue {
     running: Vec<usize>,
     /// No more requests: the threads finish the queued ones and exit.
     closed: bool,
+    /// The I/O-bound time: how long at least one thread ran a job, and when the threads last
+    /// went from none running to one.
+    busy: BusyClock,
+}
+
+/// Wall time during which at least one I/O thread ran a load or write-back: the union of the
+/// jobs' intervals (two threads overlapping count once), so bytes over it is the rate the
+/// storage moved data at while it moved any, comparable with a plain sequential read.
+#[derive(Default)]
+struct BusyClock {
+    running: usize,
+    since: Option<Instant>,
+    total: Duration,
+}
+
+impl BusyClock {
+    fn start(&mut self) {
+        if self.running == 0 {
+            self.since = Some(Instant::now());
+        }
+        self.running += 1;
+    }
+
+    fn stop(&mut self) {
+        self.running = self.running.saturating_sub(1);
+        if self.running == 0
+            && let Some(since) = self.since.take()
+        {
+            self.total += since.elapsed();
+        }
+    }
+
+    fn read(&self) -> Duration {
+        self.total + self.since.map_or(Duration::ZERO, |s| s.elapsed())
+    }
 }
 
 impl Queue {
@@ -86,6 +122,11 @@ impl Queue {
     /// Whether every write-back sent is done.
     pub(crate) fn written(&self) -> bool {
         self.write_backs.is_empty() && self.running.is_empty()
+    }
+
+    /// The I/O-bound time so far ([`BusyClock`]).
+    pub(crate) fn busy(&self) -> Duration {
+        self.busy.read()
     }
 }
 
@@ -402,11 +443,13 @@ fn next_job(shared: &Shared) -> Option<Job> {
     loop {
         if let Some(i) = q.loads.iter().position(|(p, _)| !q.writing(*p)) {
             let (p, reply) = q.loads.remove(i).expect("a position in the queue");
+            q.busy.start();
             return Some(Job::Load(p, reply));
         }
         if let Some(i) = q.write_backs.iter().position(|(p, _)| !q.running.contains(p)) {
             let (p, resident) = q.write_backs.remove(i).expect("a position in the queue");
             q.running.push(p);
+            q.busy.start();
             return Some(Job::WriteBack(p, resident));
         }
         if q.closed && q.loads.is_empty() && q.written() {
@@ -449,6 +492,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
             Job::Load(partition, reply) => {
                 let loaded =
                     guarded(&shared, "load", partition, || load_partition(&shared, partition));
+                if let Ok(mut q) = shared.queue.lock() {
+                    q.busy.stop();
+                }
                 // The storage may have stopped waiting (dropped); nothing to do then.
                 let _ = reply.send(loaded);
             }
@@ -461,13 +507,40 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 {
                     failed.get_or_insert(e);
                 }
-                if let Ok(mut q) = shared.queue.lock()
-                    && let Some(i) = q.running.iter().position(|&p| p == partition)
-                {
-                    q.running.swap_remove(i);
+                if let Ok(mut q) = shared.queue.lock() {
+                    q.busy.stop();
+                    if let Some(i) = q.running.iter().position(|&p| p == partition) {
+                        q.running.swap_remove(i);
+                    }
                 }
                 shared.changed.notify_all();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BusyClock;
+    use std::time::Duration;
+
+    /// Two jobs running at once count once, and time with no job running is not counted.
+    #[test]
+    fn the_busy_clock_counts_the_union_of_the_jobs() {
+        let nap = Duration::from_millis(20);
+        let mut clock = BusyClock::default();
+        clock.start();
+        clock.start();
+        std::thread::sleep(nap);
+        clock.stop();
+        std::thread::sleep(nap);
+        clock.stop();
+        let busy = clock.read();
+        assert!(busy >= 2 * nap, "{busy:?}");
+        std::thread::sleep(nap);
+        assert_eq!(clock.read(), busy, "idle time is not busy time");
+        clock.start();
+        std::thread::sleep(nap);
+        assert!(clock.read() >= busy + nap, "a running job counts before it ends");
     }
 }

@@ -31,6 +31,10 @@ pub struct IoStats {
     pub bytes_streamed: u64,
     /// Bytes of single rows read by [`PartitionedStorage::rows`] (an evaluation's queries).
     pub bytes_gathered: u64,
+    /// The I/O-bound time: wall time during which at least one I/O thread was loading or
+    /// writing back a partition (overlapping jobs count once). `bytes_read + bytes_written`
+    /// over it is the rate the buffer's traffic ran at while there was any.
+    pub busy: Duration,
 }
 
 /// Rows in `P` partition files, `c` partitions of them in memory.
@@ -287,6 +291,7 @@ impl PartitionedStorage {
             bytes_written: self.shared.bytes_written.load(Ordering::Relaxed),
             bytes_streamed: self.shared.bytes_streamed.load(Ordering::Relaxed),
             bytes_gathered: self.shared.bytes_gathered.load(Ordering::Relaxed),
+            busy: self.shared.queue.lock().map(|q| q.busy()).unwrap_or_default(),
         }
     }
 

@@ -96,8 +96,9 @@ pub(super) fn run_partitioned(
     let g = run.storage.geometry();
     let part_bytes = g.file_len(0);
     let epochs = run.orders.len().max(1) as u64;
+    let moved = run.io.bytes_read + run.io.bytes_written;
     println!(
-        "storage {:?}: {} partitions, buffer {}; {} swaps per epoch (lower bound {}); read {} bytes per epoch (lower bound {}); I/O wait {:.2} s of {:.2} s",
+        "storage {:?}: {} partitions, buffer {}; {} swaps per epoch (lower bound {}); read {} bytes per epoch (lower bound {}); I/O wait {:.2} s of {:.2} s; {} bytes read and written in {:.2} s of I/O threads busy ({:.2} GB/s)",
         opts.storage,
         g.partitions,
         opts.buffer,
@@ -106,7 +107,10 @@ pub(super) fn run_partitioned(
         run.io.bytes_read / epochs,
         cost.lower_bound_bytes(part_bytes, opts.buffer),
         run.io.wait.as_secs_f64(),
-        run.train_time.as_secs_f64()
+        run.train_time.as_secs_f64(),
+        moved,
+        run.io.busy.as_secs_f64(),
+        moved as f64 / run.io.busy.as_secs_f64().max(1e-9) / 1e9
     );
     println!("test ({}{sampled}): {}", mode.name(), test_metrics(d, &run.test));
     if let Some(dir) = save {
