@@ -131,6 +131,7 @@ pub mod mutation;
 pub mod outstanding;
 #[cfg(feature = "partition")]
 pub mod partition;
+pub mod precision;
 pub mod row_store;
 pub mod sgd;
 pub mod storage;

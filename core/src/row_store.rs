@@ -12,8 +12,12 @@
 //! width leaves the last high half 0). So the access that fetches the TID word also fetches
 //! the row's first values from the same cache line, and a row copy is half as many loads and
 //! stores as one word per float (the KGE step's gather, `BENCHMARKS.md` "KGE step roofline").
+//!
+//! A store of [`Precision::Bf16`] packs four bf16 values per word instead (value `4k + j` in
+//! bits `16j..16j + 16` of value word `k`): the same protocol over half the words.
 
 use crate::mutation::{Mutant, active};
+use crate::precision::Precision;
 use crate::sync::{AtomicU64, Ordering, fence, spin_wait, touch};
 use std::sync::Arc;
 use thiserror::Error;
@@ -172,14 +176,62 @@ impl Version {
 pub struct RowStore {
     width: usize,
     rows: usize,
-    /// `rows × stride(width)` words: per row its TID word, then its values packed two per word
+    /// How the values are packed: two `f32`s or four bf16s per word.
+    precision: Precision,
+    /// `rows × stride(width, precision)` words: per row its TID word, then its values packed
     /// (see the module docs).
     words: Box<[AtomicU64]>,
 }
 
-/// Words per row: the TID word and `⌈width / 2⌉` value words.
-fn stride(width: usize) -> usize {
-    1 + width.div_ceil(2)
+/// Words per row: the TID word and `⌈width / per_word⌉` value words.
+fn stride(width: usize, precision: Precision) -> usize {
+    1 + width.div_ceil(precision.per_word())
+}
+
+/// Up to four values as one word of bf16s, each rounded to the nearest (ties to even); missing
+/// values are 0.
+#[inline]
+fn pack_bf16(values: &[f32]) -> u64 {
+    values
+        .iter()
+        .enumerate()
+        .fold(0, |word, (j, &v)| word | (u64::from(half::bf16::from_f32(v).to_bits()) << (16 * j)))
+}
+
+/// The four values of a word of bf16s, widened exactly (the inverse of [`pack_bf16`] on values
+/// that are bf16s).
+#[inline]
+fn unpack_bf16(word: u64) -> [f32; 4] {
+    std::array::from_fn(|j| half::bf16::from_bits((word >> (16 * j)) as u16).to_f32())
+}
+
+/// A row's value words into `out`, in either packing (`Relaxed` loads: see [`load_row`]).
+#[inline]
+fn load_values(precision: Precision, cells: &[AtomicU64], out: &mut [f32]) {
+    match precision {
+        Precision::F32 => load_row(cells, out),
+        Precision::Bf16 => {
+            for (o, cell) in out.chunks_mut(4).zip(cells) {
+                // Relaxed: the caller orders the copy (seqlock re-check, or Hogwild's nothing).
+                let four = unpack_bf16(cell.load(Ordering::Relaxed));
+                o.copy_from_slice(&four[..o.len()]);
+            }
+        }
+    }
+}
+
+/// `values` into a row's value words, in either packing (`Relaxed` stores: see [`store_row`]).
+#[inline]
+fn store_values(precision: Precision, cells: &[AtomicU64], values: &[f32]) {
+    match precision {
+        Precision::F32 => store_row(cells, values),
+        Precision::Bf16 => {
+            for (v, cell) in values.chunks(4).zip(cells) {
+                // Relaxed: the caller publishes the row (Release unlock), or is Hogwild.
+                cell.store(pack_bf16(v), Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// Two `f32`s as one word: `lo` in the low 32 bits, `hi` in the high 32 bits.
@@ -272,30 +324,47 @@ impl RowStore {
     pub fn try_from_fn(
         rows: usize,
         width: usize,
+        init: impl FnMut(usize, usize) -> f32,
+    ) -> Result<Self, StoreError> {
+        Self::try_from_fn_in(Precision::F32, rows, width, init)
+    }
+
+    /// [`try_from_fn`](Self::try_from_fn) in a given [`Precision`]: with
+    /// [`Precision::Bf16`], each `init(r, c)` is kept as its nearest bf16.
+    pub fn try_from_fn_in(
+        precision: Precision,
+        rows: usize,
+        width: usize,
         mut init: impl FnMut(usize, usize) -> f32,
     ) -> Result<Self, StoreError> {
-        let per_row = stride(width);
+        let per_row = stride(width, precision);
+        let per_word = precision.per_word();
         let too_large = StoreError::TooLarge { rows, width };
         let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
         // Reserved exactly, so the boxed slice is this allocation, not a copy.
         let mut words: Vec<AtomicU64> = Vec::new();
         words.try_reserve_exact(len).map_err(|_| too_large)?;
+        let mut four = [0.0f32; 4];
         words.extend(
             (0..len)
                 .map(|i| {
                     let (r, k) = (i / per_row, i % per_row);
-                    match k {
-                        0 => 0, // the TID word: initial version
-                        k => {
-                            let c = 2 * (k - 1);
-                            let lo = init(r, c);
-                            pack(lo, if c + 1 < width { init(r, c + 1) } else { 0.0 })
-                        }
+                    if k == 0 {
+                        return 0; // the TID word: initial version
+                    }
+                    let c = per_word * (k - 1);
+                    let n = per_word.min(width - c);
+                    for (j, v) in four[..n].iter_mut().enumerate() {
+                        *v = init(r, c + j);
+                    }
+                    match precision {
+                        Precision::F32 => pack(four[0], if n == 2 { four[1] } else { 0.0 }),
+                        Precision::Bf16 => pack_bf16(&four[..n]),
                     }
                 })
                 .map(AtomicU64::new),
         );
-        Ok(RowStore { width, rows, words: words.into_boxed_slice() })
+        Ok(RowStore { width, rows, precision, words: words.into_boxed_slice() })
     }
 
     /// A store whose row `r` is what `row(r, out)` fills into `out` (`width` floats), at the
@@ -320,7 +389,7 @@ impl RowStore {
         width: usize,
         mut row: impl FnMut(usize, &mut [f32]) -> Result<Version, StoreError>,
     ) -> Result<Self, StoreError> {
-        let per_row = stride(width);
+        let per_row = stride(width, Precision::F32);
         let too_large = StoreError::TooLarge { rows, width };
         let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
         let mut words: Vec<AtomicU64> = Vec::new();
@@ -339,15 +408,35 @@ impl RowStore {
                 words.push(AtomicU64::new(pack(pair[0], pair.get(1).copied().unwrap_or(0.0))));
             }
         }
-        Ok(RowStore { width, rows, words: words.into_boxed_slice() })
+        Ok(RowStore { width, rows, precision: Precision::F32, words: words.into_boxed_slice() })
     }
 
     /// A store holding `values` (row-major, `rows × width`).
     pub fn from_values(rows: usize, width: usize, values: &[f32]) -> Result<Self, StoreError> {
+        Self::from_values_in(Precision::F32, rows, width, values)
+    }
+
+    /// [`from_values`](Self::from_values) in a given [`Precision`].
+    pub fn from_values_in(
+        precision: Precision,
+        rows: usize,
+        width: usize,
+        values: &[f32],
+    ) -> Result<Self, StoreError> {
         if values.len() != rows * width {
             return Err(StoreError::DimMismatch { expected: rows * width, got: values.len() });
         }
-        Ok(Self::from_fn(rows, width, |r, c| values[r * width + c]))
+        Self::try_from_fn_in(precision, rows, width, |r, c| values[r * width + c])
+    }
+
+    /// How the values are kept.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+
+    /// Bytes of one row in memory: its TID word and its value words.
+    pub fn row_bytes(&self) -> usize {
+        8 * stride(self.width, self.precision)
     }
 
     /// Number of rows.
@@ -362,7 +451,7 @@ impl RowStore {
 
     /// Row `r`'s TID word and value words.
     fn row_words(&self, r: usize) -> (&AtomicU64, &[AtomicU64]) {
-        let per_row = stride(self.width);
+        let per_row = stride(self.width, self.precision);
         let (tid, cells) =
             self.words[r * per_row..(r + 1) * per_row].split_first().expect("stride ≥ 1");
         (tid, cells)
@@ -392,7 +481,7 @@ impl RowStore {
                 continue;
             }
             // Relaxed loads inside: validated by the TID re-read below (seqlock pattern).
-            load_row(cells, out);
+            load_values(self.precision, cells, out);
             if active(Mutant::StoreReadSkipsRecheck) {
                 return Ok(Version::from_word(before));
             }
@@ -472,7 +561,7 @@ impl RowStore {
             fence(Ordering::Release);
         }
         // Relaxed stores inside: published by the Release unlock below.
-        store_row(cells, values);
+        store_values(self.precision, cells, values);
         // Release: publishes the values with the new version and drops the lock.
         tid.store(new_word, Ordering::Release);
         Ok(true)
@@ -516,7 +605,11 @@ impl RowStore {
 
 impl std::fmt::Debug for RowStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RowStore").field("rows", &self.rows()).field("width", &self.width).finish()
+        f.debug_struct("RowStore")
+            .field("rows", &self.rows())
+            .field("width", &self.width)
+            .field("precision", &self.precision)
+            .finish()
     }
 }
 
@@ -540,14 +633,14 @@ impl Hogwild<'_> {
     /// Copy row `row` into `out`, word by word (may be torn).
     pub fn read(&self, row: u64, out: &mut [f32]) -> Result<(), StoreError> {
         // Relaxed loads inside: Hogwild promises nothing beyond per-word atomicity.
-        load_row(self.cells(row, out.len())?, out);
+        load_values(self.store.precision, self.cells(row, out.len())?, out);
         Ok(())
     }
 
     /// Overwrite row `row` word by word.
     pub fn write(&self, row: u64, values: &[f32]) -> Result<(), StoreError> {
         // Relaxed stores inside: Hogwild promises nothing beyond per-word atomicity.
-        store_row(self.cells(row, values.len())?, values);
+        store_values(self.store.precision, self.cells(row, values.len())?, values);
         Ok(())
     }
 
@@ -555,6 +648,16 @@ impl Hogwild<'_> {
     /// unsynchronized `+=` or Marius' `indexAdd`): concurrent adds can lose each other.
     pub fn add(&self, row: u64, delta: &[f32]) -> Result<(), StoreError> {
         let cells = self.cells(row, delta.len())?;
+        if self.store.precision == Precision::Bf16 {
+            for (cell, d) in cells.iter().zip(delta.chunks(4)) {
+                // Relaxed load + store, deliberately not an RMW: as below.
+                let mut four = unpack_bf16(cell.load(Ordering::Relaxed));
+                four.iter_mut().zip(d).for_each(|(v, d)| *v += d);
+                // Relaxed: as above.
+                cell.store(pack_bf16(&four[..d.len()]), Ordering::Relaxed);
+            }
+            return Ok(());
+        }
         for (cell, d) in cells.iter().zip(delta.chunks(2)) {
             // Relaxed load + store, deliberately not an RMW: this is the lost-update baseline.
             let (lo, hi) = unpack(cell.load(Ordering::Relaxed));
@@ -635,6 +738,35 @@ mod tests {
             s.hogwild().read(0, &mut out).unwrap();
             assert_eq!(out, vec![0.0; width], "width {width}: row 0 untouched");
         }
+    }
+
+    #[test]
+    fn bf16_rows_pack_four_values_per_word_and_round_to_nearest() {
+        for width in 0..=11 {
+            let s = RowStore::zeros(2, width);
+            let b = RowStore::try_from_fn_in(Precision::Bf16, 2, width, |_, _| 0.0).unwrap();
+            assert_eq!(b.row_bytes(), 8 * (1 + width.div_ceil(4)), "width {width}");
+            assert_eq!(s.row_bytes(), 8 * (1 + width.div_ceil(2)), "width {width}");
+            // bf16s (an f32's top 16 bits) round-trip exactly, in any position of a word.
+            let row: Vec<f32> = (0..width).map(|c| -1.5 * c as f32 + 0.25).collect();
+            assert_eq!(b.write_if_newer(1, 2, &row), Ok(true));
+            let mut out = vec![9.0; width];
+            assert_eq!(b.read(1, &mut out), Ok(Version::Written(2)));
+            assert_eq!(out, row, "width {width}");
+            b.hogwild().read(0, &mut out).unwrap();
+            assert_eq!(out, vec![0.0; width], "width {width}: row 0 untouched");
+        }
+        // Others round to the nearest bf16, ties to even.
+        let b = RowStore::from_values_in(Precision::Bf16, 1, 3, &[0.1, 1.0 + 1.0 / 256.0, 3.0])
+            .unwrap();
+        let mut out = [0.0; 3];
+        b.read(0, &mut out).unwrap();
+        let tenth = f32::from_bits(0x3DCD_0000); // 0.1's nearest bf16, 0.10009765625
+        assert_eq!(out, [tenth, 1.0, 3.0]);
+        b.hogwild().add(0, &[0.0, 0.0078125, 1.0]).unwrap();
+        b.hogwild().read(0, &mut out).unwrap();
+        assert_eq!(out, [tenth, 1.0078125, 4.0]);
+        assert_eq!(b.snapshot(), out.to_vec());
     }
 
     #[test]

@@ -28,8 +28,10 @@
 //! configuration and dataset sizes ([`Identity`]); the training triples in file order; the
 //! saved entity and relation names against the dataset's, line by line (a dataset whose lines
 //! were reordered has other ids, and is refused naming the first differing line); the epoch in
-//! `meta.json` against the directory's name, the recorded orders and epoch records; and that
-//! the run's `--epochs` is not below it.
+//! `meta.json` against the directory's name, the recorded orders and epoch records; that
+//! the run's `--epochs` is not below it; and, first after the files, that the run asks for the
+//! `--precision` its manifest names ([`CheckpointError::Precision`]: a bf16 checkpoint resumes
+//! only as bf16, an `f32` one only as `f32`). Its `.npy` files are `f32` in either precision.
 //!
 //! **Memory:** writing and reading stream the entity table one row at a time (rows read from the
 //! store or replay table into `.npy` writers; `.npy` readers into a new [`RowStore`]), and the
@@ -40,6 +42,7 @@ use super::manifest::{MANIFEST, ManifestError, SaveManifest, same_names};
 use super::npy::{NpyIn, NpyOut, npy_reader, npy_writer};
 use crate::atomic_fs::{Staged, StagedError, write_atomic};
 use crate::kge::data::dataset::Dataset;
+use crate::kge::model::precision::Precision;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::results::EpochStats;
 use ordo::row_store::RowStore;
@@ -94,6 +97,19 @@ pub enum CheckpointError {
     /// Its files do not match its manifest, or its names or training triples the dataset's.
     #[error("corrupt checkpoint or one of another dataset: {0}")]
     Manifest(#[from] ManifestError),
+    /// The checkpoint's rows are stored in another precision than this run asks for
+    /// (`--precision`): resuming would change every row's rounding.
+    #[error(
+        "{path}: the checkpoint was trained with --precision {saved}, this run asks for --precision {asked}: give --precision {saved} to resume it"
+    )]
+    Precision {
+        /// Its `manifest.json`.
+        path: PathBuf,
+        /// The checkpoint's precision, as its manifest names it.
+        saved: String,
+        /// This run's.
+        asked: Precision,
+    },
     /// The run asks for fewer epochs than the checkpoint has done.
     #[error(
         "{path}: the checkpoint has done {epoch} epochs, more than --epochs {epochs}: give --epochs {epoch} or more"
@@ -118,6 +134,7 @@ impl CheckpointError {
         match self {
             CheckpointError::Corrupt { .. }
             | CheckpointError::Mismatch { .. }
+            | CheckpointError::Precision { .. }
             | CheckpointError::Ahead { .. } => true,
             CheckpointError::Manifest(m) => !matches!(m, ManifestError::Io(_)),
             CheckpointError::Io { .. } | CheckpointError::Staged(_) => false,
@@ -284,7 +301,7 @@ impl<E: EntityRows> Checkpoint<E> {
         let json = serde_json::to_string(&meta).expect("meta serializes");
         std::fs::write(&path, json).map_err(io(&path))?;
         let model = super::manifest::model_name(cfg.score);
-        SaveManifest::new("checkpoint", &model, cfg.shaping(), d).write(tmp)?;
+        SaveManifest::new("checkpoint", &model, cfg.shaping(), cfg.precision, d).write(tmp)?;
         staged.publish()?;
         write_atomic(&dir.join("latest"), format!("{name}\n").as_bytes())?;
         // Only now may older checkpoints go.
@@ -331,6 +348,13 @@ impl Checkpoint {
                     .into(),
             ));
         };
+        if manifest.precision != cfg.precision.name() {
+            return Err(CheckpointError::Precision {
+                path: sub.join(MANIFEST),
+                saved: manifest.precision,
+                asked: cfg.precision,
+            });
+        }
         let text = std::fs::read_to_string(&meta_path).map_err(io(&meta_path))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| corrupt(&meta_path, e.to_string()))?;
@@ -406,7 +430,10 @@ impl Checkpoint {
         let mut emb = npy_in(&emb_path, n, dim)?;
         let mut state = npy_in(&state_path, n, state_w)?;
         let mut failed: Option<CheckpointError> = None;
-        let entities = RowStore::from_fn(n, dim + state_w, |_, c| {
+        // In the run's precision: a bf16 run's values are bf16s, kept exactly (the resume
+        // refused any other precision above).
+        let precision = cfg.precision.store();
+        let entities = RowStore::try_from_fn_in(precision, n, dim + state_w, |_, c| {
             let (values, path) =
                 if c < dim { (&mut emb, &emb_path) } else { (&mut state, &state_path) };
             match values.next() {
@@ -421,7 +448,8 @@ impl Checkpoint {
                     0.0
                 }
             }
-        });
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
         if let Some(e) = failed {
             return Err(e);
         }

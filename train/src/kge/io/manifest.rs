@@ -9,11 +9,17 @@
 
 use crate::atomic_fs::StagedError;
 use crate::kge::data::dataset::Dataset;
+use crate::kge::model::precision::Precision;
 use crate::kge::model::score::ScoreFn;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
+
+/// The precision of a manifest that names none: every run before `--precision` stored `f32`.
+fn f32_name() -> String {
+    Precision::F32.name().into()
+}
 
 /// The file name.
 pub const MANIFEST: &str = "manifest.json";
@@ -83,6 +89,10 @@ pub struct SaveManifest {
     pub model: String,
     /// The options that shape the tables and batches, as text.
     pub options: String,
+    /// The number format the run stored its entity rows in (`--precision`: `f32` or `bf16`;
+    /// a manifest written before the option is `f32`). The `.npy` files are `f32` either way.
+    #[serde(default = "f32_name")]
+    pub precision: String,
     /// The dataset.
     pub dataset: DatasetId,
     /// CRC-32 of every other file of the directory, by name.
@@ -149,13 +159,20 @@ pub fn crc32_of(path: &Path) -> std::io::Result<u32> {
 
 impl SaveManifest {
     /// A manifest of this run for `d`, listing no file yet.
-    pub fn new(kind: &str, model: &str, options: String, d: &Dataset) -> Self {
+    pub fn new(
+        kind: &str,
+        model: &str,
+        options: String,
+        precision: Precision,
+        d: &Dataset,
+    ) -> Self {
         SaveManifest {
             format: MANIFEST_FORMAT,
             kind: kind.into(),
             run: crate::outdir::run_id().into(),
             model: model.into(),
             options,
+            precision: precision.name().into(),
             dataset: DatasetId::of(d),
             files: BTreeMap::new(),
         }

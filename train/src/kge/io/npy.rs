@@ -205,7 +205,7 @@ where
     write_text(&tmp.join("entities.txt"), d.entities.iter())?;
     write_text(&tmp.join("relations.txt"), relation_names(d, rels.nrows()).iter())?;
     let model = super::manifest::model_name(cfg.score);
-    SaveManifest::new("embeddings", &model, cfg.shaping(), d).write(tmp)?;
+    SaveManifest::new("embeddings", &model, cfg.shaping(), cfg.precision, d).write(tmp)?;
     staged.publish()?;
     Ok(())
 }

@@ -6,6 +6,7 @@ use super::options::{INTENT_OFFSET, MAX_INTENT_OFFSET, MAX_REPEAT, Options};
 use crate::kge::backends::partitioned::{PartitionOpts, StorageKind};
 use crate::kge::backends::pm::PmConfig;
 use crate::kge::model::device::Device;
+use crate::kge::model::precision::Precision;
 use crate::kge::run::config::TrainConfig;
 use crate::option_error::{MAX_THREADS, OptionError, count, non_negative, positive};
 
@@ -139,6 +140,24 @@ impl Options {
             return Err(ConfigError::Unsupported("--storage disk needs --storage-dir DIR").into());
         }
         Ok(Some(opts))
+    }
+
+    /// `--precision bf16`: only where the rows live in the engine's store in memory and the
+    /// CPU step writes them. `--device cuda`'s kernels, `--pm`'s nodes and `--storage`'s
+    /// partition files hold `f32` rows: each is refused with bf16 before anything runs.
+    pub(super) fn check_precision(&self, cfg: &TrainConfig) -> Result<(), ConfigError> {
+        if cfg.precision == Precision::F32 {
+            return Ok(());
+        }
+        let others = [
+            (cfg.device != Device::Cpu, "--device cuda (its kernels step f32 rows)"),
+            (self.pm.is_some(), "--pm (its nodes hold f32 rows)"),
+            (self.storage.is_some(), "--storage (its partitions hold f32 rows)"),
+        ];
+        match others.into_iter().find(|(given, _)| *given) {
+            Some((_, what)) => Err(ConfigError::PrecisionIncompatible(what)),
+            None => Ok(()),
+        }
     }
 
     /// Every training option on its own, before anything is read or written: the one place

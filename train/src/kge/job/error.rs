@@ -41,6 +41,9 @@ pub enum ConfigError {
         /// The subcommand.
         command: &'static str,
     },
+    /// `--precision bf16` with an option whose rows are `f32` only.
+    #[error("--precision bf16 does not go with {0}")]
+    PrecisionIncompatible(&'static str),
     /// An engine-only option given with `--pm`.
     #[error("--pm does not go with {0}")]
     PmIncompatible(&'static str),

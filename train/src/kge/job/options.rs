@@ -8,6 +8,7 @@ use crate::kge::data::batch::NegSampling;
 use crate::kge::model::device::Device;
 use crate::kge::model::init::Init;
 use crate::kge::model::optim::Optimizer;
+use crate::kge::model::precision::Precision;
 use crate::kge::model::score::{Loss, Regularizer, ScoreFn};
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::mode::TrainMode;
@@ -132,6 +133,13 @@ pub struct Options {
     /// line), and its model against --model (which defaults to the saved one).
     #[arg(long)]
     pub load: Option<PathBuf>,
+    /// How the entity rows (embeddings and optimizer state) are stored: f32, or bf16 (half
+    /// the bytes per row; computed in f32, each written row rounded stochastically, keyed by
+    /// seed, row and batch, so every mode and a resume give the same bits). bf16 is for the
+    /// CPU step and the in-memory store: it does not go with --device cuda, --pm or
+    /// --storage. Saves and checkpoints name it; a resume must give the same [default: f32].
+    #[arg(long, value_enum)]
+    pub precision: Option<Precision>,
     /// Where the training step runs: cpu, or cuda (ordo-gpu's kernels and device-side
     /// validation cache; checked first, fails with the reason when CUDA is not usable).
     /// Evaluation runs on the CPU either way [default: cpu].
@@ -259,6 +267,7 @@ macro_rules! option_fields {
             out,
             save,
             load,
+            precision,
             device,
             checkpoint,
             checkpoint_every,
@@ -359,6 +368,7 @@ impl Options {
             eval_limit: self.eval_limit.unwrap_or(d.eval_limit),
             eval_sample: self.eval_sample.unwrap_or(d.eval_sample),
             device: self.device.unwrap_or(d.device),
+            precision: self.precision.unwrap_or(d.precision),
         }
     }
 }

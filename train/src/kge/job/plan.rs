@@ -142,6 +142,7 @@ impl Job {
         // Bad flag combinations fail before the dataset is read.
         let pm = opts.pm_config(command.is_some(), launch)?;
         opts.partition_opts(command.is_some())?;
+        opts.check_precision(&cfg)?;
         // The runs that draw their own negatives take only uniform ones; distinct batches' rows
         // are laid out, not sorted, which the PM and the GPU's cache do not take.
         let (sampling, distinct) = (cfg.neg_sampling, cfg.neg_sampling == NegSampling::Distinct);

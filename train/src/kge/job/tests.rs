@@ -107,6 +107,35 @@ fn negative_samplings_are_refused_where_they_cannot_run() {
     assert_eq!(p.cfg.neg_sampling, NegSampling::Distinct);
 }
 
+/// `--precision bf16` is refused before anything is read where the rows are not the CPU
+/// step's in the engine's in-memory store (`--device cuda`, `--pm`, `--storage`), with a typed
+/// error naming the option; `f32` (the default) goes with all of them.
+#[test]
+fn bf16_is_refused_up_front_where_rows_are_f32_only() {
+    let dir = std::env::temp_dir().join(format!("ordo-kge-cli-bf16-{}", std::process::id()));
+    let d = dir.to_str().unwrap();
+    for (with, named) in [
+        (&["--device", "cuda"][..], "--device cuda"),
+        (&["--pm", "adapm"], "--pm"),
+        (&["--storage", "memory"], "--storage"),
+        (&["--storage", "disk", "--storage-dir", d], "--storage"),
+    ] {
+        let args = [&["--precision", "bf16"][..], with].concat();
+        let err = plan(&args).expect_err("refused");
+        let typed = err.downcast_ref::<ConfigError>();
+        assert!(matches!(typed, Some(ConfigError::PrecisionIncompatible(_))), "{err}");
+        let want = format!("--precision bf16 does not go with {named}");
+        assert!(err.to_string().starts_with(&want), "{err}");
+        let f32 = [&["--precision", "f32"][..], with].concat();
+        assert!(plan(&f32).is_ok(), "{with:?} with f32");
+        assert!(plan_run(args.iter().copied()).is_err(), "the Python path refuses it too");
+    }
+    let p = plan(&["--precision", "bf16", "--mode", "async"]).unwrap();
+    assert_eq!(p.cfg.precision, crate::kge::model::precision::Precision::Bf16);
+    assert_eq!(plan(&[]).unwrap().cfg.precision, Default::default(), "f32 by default");
+    assert!(!dir.exists(), "planning writes nothing");
+}
+
 /// In-batch negatives beside the others are refused up front where a run draws its own
 /// negatives (the partition buffer, the PM's local negatives), and taken everywhere else:
 /// with the GPU step and the PM's global negatives, which step the batches as built.
@@ -309,6 +338,11 @@ const RUNS: &[(&[&str], Option<&str>)] = &[
     (&["--out", "o"], Some("out = \"o\"")),
     (&["--save", "s"], Some("save = \"s\"")),
     (&["--device", "cuda"], Some("device = \"cuda\"")),
+    (&["--precision", "bf16"], Some("precision = \"bf16\"")),
+    (&["--precision", "bf16", "--device", "cuda"], None),
+    (&["--precision", "bf16", "--pm", "adapm"], None),
+    (&["--precision", "bf16", "--storage", "memory"], None),
+    (&["compare", "--precision", "bf16"], None),
     (&["--checkpoint", "c"], Some("checkpoint = \"c\"")),
     (&["--checkpoint-every", "2"], Some("checkpoint-every = 2")),
     (&["--resume", "r"], Some("resume = \"r\"")),

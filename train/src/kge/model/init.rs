@@ -4,6 +4,7 @@
 //! tables bit for bit (the checkpoint and replay tests rely on it).
 
 use crate::kge::data::batch::SplitMix64;
+use ordo::precision::Precision;
 use ordo::row_store::{RowStore, StoreError};
 use std::f32::consts::PI;
 
@@ -81,11 +82,24 @@ pub fn entity_store(
     init: (Init, f32),
     seed: u64,
 ) -> Result<RowStore, StoreError> {
+    entity_store_in(Precision::F32, entities, dim, row, init, seed)
+}
+
+/// [`entity_store`] in a given [`Precision`]: with bf16 each initial value is kept as its
+/// nearest bf16 (the step's stochastic rounding starts with the first write).
+pub fn entity_store_in(
+    precision: Precision,
+    entities: usize,
+    dim: usize,
+    row: usize,
+    init: (Init, f32),
+    seed: u64,
+) -> Result<RowStore, StoreError> {
     let mut embeddings = entity_embeddings(dim, init, seed);
     // The row sampled last; `from_fn` asks for rows in order, so each is sampled once, in
     // entity order.
     let mut current: Option<(usize, Vec<f32>)> = None;
-    RowStore::try_from_fn(entities, row, |r, c| {
+    RowStore::try_from_fn_in(precision, entities, row, |r, c| {
         if current.as_ref().is_none_or(|(cr, _)| *cr != r) {
             debug_assert!(current.as_ref().is_none_or(|(cr, _)| *cr + 1 == r), "rows in order");
             current = Some((r, embeddings.next().expect("an endless stream")));

@@ -15,6 +15,7 @@
 
 use super::matmul::mat_mul_into;
 use super::optim::Optimizer;
+use super::precision::Precision;
 use super::score::{Interaction, Loss, Regularizer, ScoreFn};
 use super::step_threads::{StepThreads, Threads};
 use crate::kge::data::batch::TripleBatch;
@@ -59,6 +60,11 @@ pub struct StepConfig {
     pub margin: f32,
     /// Inverse relations: the head side is a tail query with relation `r + R`.
     pub reciprocal: bool,
+    /// How the entity rows are stored: with [`Precision::Bf16`] the step rounds each row it
+    /// writes to bf16s ([`super::bf16_rounding`], keyed by `seed`, the row and the batch id).
+    pub precision: Precision,
+    /// The run's seed: the key of bf16's stochastic rounding.
+    pub seed: u64,
 }
 
 impl Default for StepConfig {
@@ -73,6 +79,8 @@ impl Default for StepConfig {
             optimizer: Optimizer::Adagrad,
             margin: 1.0,
             reciprocal: false,
+            precision: Precision::F32,
+            seed: 0,
         }
     }
 }
@@ -895,15 +903,37 @@ impl EmbeddingModel {
             opt.update(w, state, g, lr);
             g.fill(0.0);
         };
-        let (values, grads) = (rows.values_mut(), &mut grad[..]);
-        if two {
-            values
-                .par_chunks_mut(width)
-                .zip(grads.par_chunks_mut(dim))
-                .with_min_len(64)
-                .for_each(update);
+        if self.cfg.precision == Precision::Bf16 {
+            // Rounded right after its update, keyed by the row and the batch: the same bits
+            // on any thread and in any mode.
+            let (seed, batch) = (self.cfg.seed, b.id);
+            let ids = rows.ids().to_vec();
+            let values = rows.values_mut();
+            let round = |((row, g), &id): ((&mut [f32], &mut [f32]), &u64)| {
+                update((&mut *row, g));
+                super::bf16_rounding::round_row(seed, id, batch, row);
+            };
+            if two {
+                values
+                    .par_chunks_mut(width)
+                    .zip(grad.par_chunks_mut(dim))
+                    .zip(ids.par_iter())
+                    .with_min_len(64)
+                    .for_each(round);
+            } else {
+                values.chunks_mut(width).zip(grad.chunks_mut(dim)).zip(&ids).for_each(round);
+            }
         } else {
-            values.chunks_mut(width).zip(grads.chunks_mut(dim)).for_each(update);
+            let (values, grads) = (rows.values_mut(), &mut grad[..]);
+            if two {
+                values
+                    .par_chunks_mut(width)
+                    .zip(grads.par_chunks_mut(dim))
+                    .with_min_len(64)
+                    .for_each(update);
+            } else {
+                values.chunks_mut(width).zip(grads.chunks_mut(dim)).for_each(update);
+            }
         }
         self.grad = grad;
         self.loss_sum += batch_loss as f64;

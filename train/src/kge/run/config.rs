@@ -6,6 +6,7 @@ use crate::kge::data::dataset::Dataset;
 use crate::kge::model::device::Device;
 use crate::kge::model::init::Init;
 use crate::kge::model::optim::Optimizer;
+use crate::kge::model::precision::Precision;
 use crate::kge::model::score::{Loss, Regularizer, ScoreFn};
 use crate::kge::model::step::StepConfig;
 
@@ -61,6 +62,8 @@ pub struct TrainConfig {
     pub eval_sample: usize,
     /// Where the step runs ([`Device::Cuda`]: ordo-gpu's kernels and device stage).
     pub device: Device,
+    /// How the entity rows are stored (`f32`, or bf16 rounded stochastically).
+    pub precision: Precision,
 }
 
 impl Default for TrainConfig {
@@ -89,6 +92,7 @@ impl Default for TrainConfig {
             eval_limit: 0,
             eval_sample: 0,
             device: Device::Cpu,
+            precision: Precision::F32,
         }
     }
 }
@@ -143,6 +147,8 @@ impl TrainConfig {
             optimizer: self.optimizer,
             margin: self.margin,
             reciprocal: self.reciprocal,
+            precision: self.precision,
+            seed: self.seed,
         }
     }
 

@@ -5,7 +5,7 @@
 
 use super::error::TrainError;
 use crate::kge::data::dataset::Dataset;
-use crate::kge::model::init::{entity_store, init_relations};
+use crate::kge::model::init::{entity_store_in, init_relations};
 use crate::kge::model::score::ScoreFn;
 use crate::kge::model::step::EmbeddingModel;
 use crate::kge::run::config::TrainConfig;
@@ -21,8 +21,8 @@ impl TrainConfig {
     /// The entity store of [`init`](Self::init) alone.
     pub fn init_store(&self, d: &Dataset) -> Result<RowStore, TrainError> {
         let init = (self.init, self.init_scale);
-        entity_store(d.entities.len(), self.dim, self.row_width(), init, self.seed)
-            .map_err(TrainError::Memory)
+        let (n, width, precision) = (d.entities.len(), self.row_width(), self.precision.store());
+        entity_store_in(precision, n, self.dim, width, init, self.seed).map_err(TrainError::Memory)
     }
 
     /// The model of [`init`](Self::init) alone, after checking the configuration: a resumed

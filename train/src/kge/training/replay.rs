@@ -46,7 +46,8 @@ pub fn replay(d: &Dataset, cfg: &TrainConfig, order: &[Vec<u64>]) -> Result<RunR
         let trained = Trained { epoch, seconds, order: recorded.clone(), rows_replaced: 0 };
         run.end(trained, &model, Rows::Table(&table, cfg.row_width()), observe)?;
     }
-    let store = RowStore::from_values(d.entities.len(), cfg.row_width(), &table)
+    let (n, width) = (d.entities.len(), cfg.row_width());
+    let store = RowStore::from_values_in(cfg.precision.store(), n, width, &table)
         .expect("the table is entities × row_width");
     run.finish(TrainMode::Sync, &model, store)
 }

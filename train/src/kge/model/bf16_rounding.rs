@@ -1,0 +1,129 @@
+//! Stochastic rounding of a row to bf16s, with its randomness from a counter-based generator
+//! keyed by (seed, row, version): the same write rounds the same way in every mode, on any
+//! thread and after a resume, so OAC's equality with the synchronous replay holds bit for bit
+//! under `--precision bf16` too.
+//!
+//! **The generator** is ChaCha with 8 rounds as the `chacha20` crate's `ChaCha8Rng` defines its
+//! output (the generator of `ordo_pm::rng`, fixed by the crate's name and major version): its
+//! 256-bit key is the seed and the version in little-endian bytes (then zeros), its stream is
+//! the row, and it starts at word 0. A row of `n` values takes `⌈n / 2⌉` 32-bit words, two
+//! 16-bit draws each (the low half first). The version is the batch that writes the row (its
+//! id, which orders the batches of a run across epochs and resumes). The test
+//! `stream_is_fixed` records the first draws: a change of the stream fails it.
+//!
+//! **The rounding** of `x` adds a uniform 16-bit draw `u` to `x`'s bits and drops the low 16:
+//! `x` rounds away from zero (in magnitude) with probability `(x's low 16 bits) / 2¹⁶`, so the
+//! rounded value's expectation is `x` (Gupta et al. 2015). A value that already is a bf16
+//! stays as it is; NaN and infinities take `half`'s conversion.
+
+use crate::kge::data::batch::SplitMix64;
+use rand::{Rng, SeedableRng};
+
+/// `values` (one row's) rounded to bf16s in place, stochastically, keyed by `(seed, row,
+/// version)`.
+pub fn round_row(seed: u64, row: u64, version: u64, values: &mut [f32]) {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(&version_key(row, version).to_le_bytes());
+    let mut g = chacha20::ChaCha8Rng::from_seed(key);
+    g.set_stream(row);
+    for pair in values.chunks_mut(2) {
+        let draws = g.next_u32();
+        for (x, u) in pair.iter_mut().zip([draws & 0xFFFF, draws >> 16]) {
+            *x = round(*x, u);
+        }
+    }
+}
+
+/// The version a write of `row` in batch `version` is keyed by: the batch.
+#[inline]
+fn version_key(_row: u64, version: u64) -> u64 {
+    version
+}
+
+/// `x` rounded to a bf16 with the 16-bit draw `u`.
+#[inline]
+fn round(x: f32, u: u32) -> f32 {
+    if !x.is_finite() {
+        return half::bf16::from_f32(x).to_f32();
+    }
+    // Adding below 2¹⁶ to the bits carries into the kept bits with probability low16 / 2¹⁶;
+    // a carry out of the mantissa steps the exponent (the next binade's bf16), and from the
+    // largest finite bf16 to infinity, as rounding up there must.
+    let bits = x.to_bits().wrapping_add(u) >> 16;
+    half::bf16::from_bits(bits as u16).to_f32()
+}
+
+/// `n` values drawn as a test row, for fixtures of the rounding.
+#[doc(hidden)]
+pub fn sample_row(seed: u64, n: usize) -> Vec<f32> {
+    SplitMix64::new(seed, 0xB16).uniform(n, 1.0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The generator's first words for (seed 0, row 0, version 0) and (seed 7, row 3, version
+    /// 9): the stream the rounding draws from. A change of the generator, its keying or its
+    /// crate's output fails this test.
+    #[test]
+    fn stream_is_fixed() {
+        let words = |seed: u64, row: u64, version: u64| {
+            let mut key = [0u8; 32];
+            key[..8].copy_from_slice(&seed.to_le_bytes());
+            key[8..16].copy_from_slice(&version.to_le_bytes());
+            let mut g = chacha20::ChaCha8Rng::from_seed(key);
+            g.set_stream(row);
+            [g.next_u32(), g.next_u32(), g.next_u32(), g.next_u32()]
+        };
+        // Key, stream and position all zero: the published ChaCha8 test vector (keystream
+        // 3e 00 ef 2f 89 5f 40 d6 7f 5b b8 e8 1f 09 a5 a1, as little-endian words).
+        assert_eq!(words(0, 0, 0), FIXTURE_000);
+        assert_eq!(words(7, 3, 9), FIXTURE_739);
+        // And the rounding of a fixed row with them: 0.1 up, -0.1 toward zero, 1 + 2⁻⁸ up.
+        let mut row = [0.1f32, -0.1, 1.0 + 1.0 / 256.0, 3.0];
+        round_row(7, 3, 9, &mut row);
+        assert_eq!(row.map(f32::to_bits), FIXTURE_ROW);
+    }
+
+    const FIXTURE_000: [u32; 4] = [0x2FEF_003E, 0xD640_5F89, 0xE8B8_5B7F, 0xA1A5_091F];
+    const FIXTURE_739: [u32; 4] = [0x00C0_CE43, 0x64F7_DEEB, 0x1DA4_9A43, 0x2B76_FD2E];
+    const FIXTURE_ROW: [u32; 4] = [0x3DCD_0000, 0xBDCC_0000, 0x3F81_0000, 0x4040_0000];
+
+    #[test]
+    fn rounds_to_a_neighbouring_bf16_without_bias() {
+        let x = 1.0f32 + 1.0 / 512.0; // a quarter of the way from 1 to the next bf16 (1 + 2⁻⁷)
+        let (lo, hi) = (1.0f32, 1.0 + 1.0 / 128.0);
+        let mut ups = 0u32;
+        let n = 20_000u64;
+        for row in 0..n {
+            let mut v = [x];
+            round_row(1, row, 5, &mut v);
+            assert!(v[0] == lo || v[0] == hi, "{}", v[0]);
+            ups += u32::from(v[0] == hi);
+        }
+        // P(up) = 1/4: 5000 ± 4σ (σ ≈ 61).
+        assert!((4750..=5250).contains(&ups), "{ups} of {n} rounded up");
+        // bf16s stay; the same key rounds the same way; another version differs somewhere.
+        let mut exact = [1.0f32, -2.5, 0.0, f32::INFINITY];
+        round_row(3, 4, 5, &mut exact);
+        assert_eq!(exact, [1.0, -2.5, 0.0, f32::INFINITY]);
+        let row = sample_row(1, 64);
+        let (mut a, mut b, mut c) = (row.clone(), row.clone(), row.clone());
+        round_row(2, 10, 7, &mut a);
+        round_row(2, 10, 7, &mut b);
+        round_row(2, 10, 8, &mut c);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(a.iter().all(|v| v.to_bits() & 0xFFFF == 0), "every value a bf16");
+        // Negative values round by magnitude the same way.
+        let mut neg = [-x];
+        round_row(1, 0, 5, &mut neg);
+        assert!(neg[0] == -lo || neg[0] == -hi);
+        // Past the largest finite bf16, rounding up reaches infinity.
+        let max = half::bf16::MAX.to_f32();
+        assert_eq!(round(f32::from_bits(max.to_bits() + 1), 0xFFFF), f32::INFINITY);
+        assert_eq!(round(f32::from_bits(max.to_bits() + 1), 0), max);
+    }
+}
