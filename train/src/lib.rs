@@ -11,6 +11,7 @@ pub mod cli;
 pub mod cpu_clock;
 pub mod kge;
 pub mod memory;
+pub mod mutation;
 pub mod option_error;
 pub mod outdir;
 pub mod plot;

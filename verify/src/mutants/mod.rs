@@ -2,7 +2,7 @@
 //!
 //! The table is data: each crate declares its catalog beside its code with
 //! [`ordo::mutation_catalog!`] (`core/src/mutation.rs`, `pm/src/mutation.rs`,
-//! `mp/src/mutation.rs`), and [`CATALOGS`] lists them. A catalog says which package and feature
+//! `mp/src/mutation.rs`, `train/src/mutation.rs`), and [`CATALOGS`] lists them. A catalog says which package and feature
 //! compile its hooks, which test files each checker runs against its mutants ([`Suite`]s), and
 //! per mutant whether it is equivalent and which checkers must kill it (`killed_by`).
 //!
@@ -53,8 +53,12 @@ use process::{Captured, Exit, list_tests, run_capture, run_command, test_executa
 use reach::Sources;
 
 /// Every crate's mutation catalog, in table order.
-pub const CATALOGS: [&Catalog; 3] =
-    [&ordo::mutation::CATALOG, &ordo_pm::mutation::CATALOG, &ordo_mp::mutation::CATALOG];
+pub const CATALOGS: [&Catalog; 4] = [
+    &ordo::mutation::CATALOG,
+    &ordo_pm::mutation::CATALOG,
+    &ordo_mp::mutation::CATALOG,
+    &ordo_train::mutation::CATALOG,
+];
 
 /// One row of the table: a mutant and the catalog that declares it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

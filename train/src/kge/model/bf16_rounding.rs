@@ -24,7 +24,7 @@ use rand::{Rng, SeedableRng};
 pub fn round_row(seed: u64, row: u64, version: u64, values: &mut [f32]) {
     let mut key = [0u8; 32];
     key[..8].copy_from_slice(&seed.to_le_bytes());
-    key[8..16].copy_from_slice(&version_key(row, version).to_le_bytes());
+    key[8..16].copy_from_slice(&version_key(version).to_le_bytes());
     let mut g = chacha20::ChaCha8Rng::from_seed(key);
     g.set_stream(row);
     for pair in values.chunks_mut(2) {
@@ -35,9 +35,16 @@ pub fn round_row(seed: u64, row: u64, version: u64, values: &mut [f32]) {
     }
 }
 
-/// The version a write of `row` in batch `version` is keyed by: the batch.
+/// The version a write in batch `version` is keyed by: the batch, unless a seeded bug replaces
+/// it.
 #[inline]
-fn version_key(_row: u64, version: u64) -> u64 {
+fn version_key(version: u64) -> u64 {
+    if crate::mutation::active(crate::mutation::Mutant::Bf16RoundingKeyedByThread) {
+        // The bug: a per-thread count of the rows rounded so far instead of the write's
+        // version (which thread rounds a row, and what it rounded before, is the schedule's).
+        thread_local!(static ROUNDED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) });
+        return ROUNDED.with(|n| n.replace(n.get() + 1));
+    }
     version
 }
 
