@@ -109,6 +109,7 @@ fn every_kge_size_option_near_u64_max_or_too_large_is_refused_naming_it() {
     let synth = ["kge", "synth", "--out", o, "--entities", "10"];
     refused(&[&synth[..], &["--triples", MAX]].concat(), "--triples", &out);
     refused(&[&synth[..], &["--relations", "0"]].concat(), "--relations", &out);
+    refused(&[&synth[..], &["--communities", "11"]].concat(), "--communities", &out);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

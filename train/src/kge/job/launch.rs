@@ -35,8 +35,10 @@ use std::sync::Arc;
 pub fn run(job: Job) -> Result<(), BoxError> {
     let (plan, launch) = (&job, job.launch);
     let (o, cfg) = (&plan.opts, plan.cfg);
-    if let Some(Command::Synth { entities, triples, relations, out, seed }) = &plan.command {
-        crate::kge::data::synth::write(out, *entities, *relations, *triples, *seed)?;
+    if let Some(Command::Synth { entities, triples, relations, communities, out, seed }) =
+        &plan.command
+    {
+        crate::kge::data::synth::write(out, *entities, *relations, *triples, *communities, *seed)?;
         println!("wrote {triples} triples over {entities} entities to {}", out.display());
         return Ok(());
     }

@@ -386,6 +386,11 @@ pub struct Synth {
     /// Relations.
     #[arg(long, default_value_t = 100)]
     pub relations: u32,
+    /// Hidden communities (at most --entities): each relation maps a head's community to its
+    /// tail's, so a model can learn the graph. 0: none, every tail unrelated to its head and
+    /// relation (the graph of earlier versions, byte for byte).
+    #[arg(long, default_value_t = 0)]
+    pub communities: u32,
     /// The directory to write train.txt, valid.txt and test.txt to.
     #[arg(long)]
     pub out: Option<PathBuf>,

@@ -55,7 +55,7 @@ pub struct Job {
 pub(super) enum Command {
     Compare,
     Eval,
-    Synth { entities: u32, triples: u64, relations: u32, out: PathBuf, seed: u64 },
+    Synth { entities: u32, triples: u64, relations: u32, communities: u32, out: PathBuf, seed: u64 },
 }
 
 impl Job {
@@ -103,6 +103,7 @@ impl Job {
                     entities: s.entities,
                     triples: s.triples,
                     relations: s.relations,
+                    communities: s.communities,
                     out,
                     seed: s.seed.or(opts.seed).unwrap_or(0),
                 };
@@ -111,9 +112,13 @@ impl Job {
         };
         let opts = opts.resolve(config)?;
         let cfg = opts.config();
-        if let Some(Command::Synth { entities, triples, relations, .. }) = &command {
+        if let Some(Command::Synth { entities, triples, relations, communities, .. }) = &command {
             crate::option_error::count("--entities", *entities as usize, u32::MAX as usize)?;
             crate::option_error::count("--relations", *relations as usize, u32::MAX as usize)?;
+            if communities > entities {
+                let why = format!("must be at most --entities = {entities}");
+                return Err(OptionError::new("--communities", communities, why).into());
+            }
             if !(1..=MAX_SYNTH_TRIPLES).contains(triples) {
                 let why = format!("must be in 1..={MAX_SYNTH_TRIPLES}");
                 return Err(OptionError::new("--triples", triples, why).into());

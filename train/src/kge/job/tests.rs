@@ -270,8 +270,9 @@ fn run_of(p: &Job) -> std::collections::BTreeMap<String, String> {
         None => "train".to_string(),
         Some(Command::Compare) => "compare".to_string(),
         Some(Command::Eval) => "eval".to_string(),
-        Some(Command::Synth { entities, triples, relations, out, seed }) => {
-            format!("synth {entities} {triples} {relations} {} {seed}", out.display())
+        Some(Command::Synth { entities, triples, relations, communities, out, seed }) => {
+            let out = out.display();
+            format!("synth {entities} {triples} {relations} {communities} {out} {seed}")
         }
     };
     m.insert("command".to_string(), command);
@@ -368,6 +369,7 @@ const RUNS: &[(&[&str], Option<&str>)] = &[
     (&["eval", "--load", "l", "--model", "transe-l1"], Some("load = \"l\"\nmodel = \"transe-l1\"")),
     (&["synth", "--out", "g", "--entities", "5", "--triples", "7", "--relations", "3"], None),
     (&["--seed", "4", "--out", "g", "synth"], None),
+    (&["synth", "--out", "g", "--entities", "5", "--triples", "7", "--communities", "5"], None),
     (&["--synth-missing"], None),
     // Refused.
     (&["--dim", "0"], Some("dim = 0")),
@@ -400,6 +402,7 @@ const RUNS: &[(&[&str], Option<&str>)] = &[
     (&["--epochs", "3", "synth", "--out", "g"], None),
     (&["synth"], None),
     (&["synth", "--out", "g", "--triples", "0"], None),
+    (&["synth", "--out", "g", "--entities", "5", "--triples", "7", "--communities", "6"], None),
     (&["compare", "--pm", "adapm"], None),
     (&[], Some("dimm = 8")),
     (&[], Some("dim = \"eight\"")),
