@@ -41,10 +41,11 @@ impl Options {
         let ents = n(d.entities.len());
         let rels = n(d.relations.len()) * if cfg.reciprocal { 2 } else { 1 };
         let mut e = Estimate::default();
-        // RowStore words (a version word and two floats per word), the snapshot evaluation
-        // reads, and the full rows a checkpoint or resume holds beside the store.
+        // RowStore words (a version word and two f32s or four bf16s per word), the snapshot
+        // evaluation reads, and the full rows a checkpoint or resume holds beside the store.
         let copy = if self.checkpoint.is_some() || self.resume.is_some() { row } else { Some(dim) };
-        let words = row.map(|w| 1 + w.div_ceil(2));
+        let per_word = n(cfg.precision.store().per_word());
+        let words = row.map(|w| 1 + w.div_ceil(per_word));
         let per_entity = (|| {
             words?
                 .checked_mul(8)?
