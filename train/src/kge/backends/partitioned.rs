@@ -748,7 +748,7 @@ mod tests {
         let table = run.storage.snapshot().unwrap();
         let columns: Vec<f32> =
             table.chunks(cfg.row_width()).flat_map(|r| r[..cfg.dim].to_vec()).collect();
-        assert_eq!(saved.entities.as_slice().unwrap(), &columns[..]);
+        assert_eq!(saved.entities.view().as_slice().unwrap(), &columns[..]);
         assert_eq!(saved.relations.as_slice().unwrap(), run.model.relations());
         let wrong = StoredEntities { storage: &run.storage, dim: cfg.dim + 2 };
         let err =

@@ -147,7 +147,7 @@ pub fn realistic_rank(scores: &[f32], target: u32, known: &[u32]) -> f64 {
 }
 
 /// Queries scored per matrix product.
-pub(super) const BLOCK: usize = 64;
+pub(crate) const BLOCK: usize = 64;
 
 /// Filtered metrics of `triples` for entity embeddings `entities` (`N × dim`) and relation
 /// parameters `relations` (`R × rdim`, or `2R × rdim` with `reciprocal`: then a head query

@@ -266,23 +266,28 @@ pub fn same_names<S: AsRef<str>>(
     tsv: bool,
     ours: impl Iterator<Item = S>,
 ) -> Result<(), ManifestError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ManifestError::Corrupt { path: path.into(), why: e.to_string() })?;
-    let saved: Vec<&str> = text
-        .lines()
-        .map(|l| if tsv { l.split_once('\t').map_or(l, |(_, n)| n) } else { l })
-        .collect();
-    let ours: Vec<S> = ours.collect();
-    let n = saved.len().max(ours.len());
-    for row in 0..n {
-        let (s, o) = (saved.get(row).copied(), ours.get(row).map(AsRef::as_ref));
-        if s != o {
+    use std::io::BufRead;
+    let corrupt =
+        |e: std::io::Error| ManifestError::Corrupt { path: path.into(), why: e.to_string() };
+    // Line by line against `ours`: neither list is held whole (tens of millions of names on a
+    // large graph).
+    let mut saved = std::io::BufReader::new(std::fs::File::open(path).map_err(corrupt)?).lines();
+    let mut ours = ours;
+    for row in 0.. {
+        let s = saved.next().transpose().map_err(corrupt)?;
+        let o = ours.next();
+        let s =
+            s.as_deref().map(|l| if tsv { l.split_once('\t').map_or(l, |(_, n)| n) } else { l });
+        if s.is_none() && o.is_none() {
+            break;
+        }
+        if s != o.as_ref().map(AsRef::as_ref) {
             return Err(ManifestError::Names {
                 path: path.into(),
                 line: row + 1,
                 row,
                 saved: s.unwrap_or("").into(),
-                ours: o.unwrap_or("").into(),
+                ours: o.as_ref().map_or("", AsRef::as_ref).into(),
             });
         }
     }

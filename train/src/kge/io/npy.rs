@@ -19,11 +19,11 @@ use super::manifest::{ManifestError, SaveManifest, same_names};
 use crate::atomic_fs::Staged;
 use crate::kge::data::dataset::Dataset;
 use crate::kge::eval::eval_stream::{DenseParts, EntityParts};
-use crate::kge::eval::ranking::{Filter, Metrics, evaluate};
+use crate::kge::eval::ranking::{Filter, Metrics, evaluate, evaluate_sampled};
 use crate::kge::model::score::ScoreFn;
 use crate::kge::run::config::TrainConfig;
 use crate::kge::run::results::RunResult;
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView2};
 use npyz::WriterBuilder;
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
@@ -129,13 +129,131 @@ fn write_array(path: &Path, a: &Array2<f32>) -> Result<(), NpyError> {
     out.finish().map_err(io(path))
 }
 
-/// A 2-D f32 `.npy` file (C order) as an array.
+/// A 2-D f32 `.npy` file (C order) as an array, read straight into its one buffer (reserved
+/// whole before the first value, so a table too large for memory is an error, not an abort,
+/// and never a second copy while it grows).
 fn read_array(path: &Path) -> Result<Array2<f32>, NpyError> {
     let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
     let f = File::open(path).map_err(|e| bad(e.to_string()))?;
     let ([rows, cols], values) = npy_reader(f).map_err(bad)?;
-    let values = values.collect::<std::io::Result<Vec<f32>>>().map_err(|e| bad(e.to_string()))?;
-    Array2::from_shape_vec((rows as usize, cols as usize), values).map_err(|e| bad(e.to_string()))
+    let (rows, cols) = (rows as usize, cols as usize);
+    let len = rows.checked_mul(cols).ok_or_else(|| bad(format!("shape [{rows}, {cols}]")))?;
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|e| bad(format!("{len} values: {e}")))?;
+    for x in values {
+        v.push(x.map_err(|e| bad(e.to_string()))?);
+    }
+    Array2::from_shape_vec((rows, cols), v).map_err(|e| bad(e.to_string()))
+}
+
+/// Where the values of a 2-D f32 `.npy` file are, if they can be used in place: the shape and
+/// the byte offset of the values, for a little-endian f32 (`<f4`) C-order file on a
+/// little-endian machine whose values start 4-byte aligned and fill the file to its end.
+/// `Ok(None)`: a file that must be read and converted instead ([`read_array`]).
+fn in_place(path: &Path) -> Result<(usize, usize, Option<usize>), NpyError> {
+    let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
+    let mut f = File::open(path).map_err(|e| bad(e.to_string()))?;
+    let len = f.metadata().map_err(|e| bad(e.to_string()))?.len();
+    // Unbuffered: the header read leaves the file at the first value.
+    let header = npyz::NpyHeader::from_reader(&mut f).map_err(|e| bad(e.to_string()))?;
+    let offset = std::io::Seek::stream_position(&mut f).map_err(|e| bad(e.to_string()))?;
+    let npy = npyz::NpyFile::with_header(header, &mut f);
+    let [rows, cols] = npy.shape()[..] else {
+        return Err(bad(format!("shape {:?}, expected 2-D", npy.shape())));
+    };
+    let (rows, cols) = (rows as usize, cols as usize);
+    let f4 = matches!(npy.dtype(), npyz::DType::Plain(t) if t.to_string() == "<f4");
+    let bytes = rows.checked_mul(cols).and_then(|x| x.checked_mul(4)).map(|b| b as u64);
+    let usable = f4
+        && cfg!(target_endian = "little")
+        && npy.order() == npyz::Order::C
+        // The values fill the file from an aligned offset to its end.
+        && bytes.and_then(|b| b.checked_add(offset)) == Some(len)
+        && offset % 4 == 0;
+    Ok((rows, cols, usable.then_some(offset as usize)))
+}
+
+/// An entity table of a save: `entities.npy` mapped into memory, its values read where they
+/// lie (the page cache holds them: no anonymous memory, and a table larger than memory is
+/// read from the disk as evaluation touches it), or, for a file that cannot be used in place
+/// (another dtype or byte order), read and converted into one buffer.
+#[derive(Debug)]
+pub enum Table {
+    /// The file mapped; its values are `rows × cols` f32 from byte `offset`.
+    Mapped {
+        /// The mapping of the whole file.
+        map: memmap2::Mmap,
+        /// Where the values start (after the header).
+        offset: usize,
+        /// Rows (entities).
+        rows: usize,
+        /// Columns (the dimension).
+        cols: usize,
+    },
+    /// The values read into memory.
+    Read(Array2<f32>),
+}
+
+impl Table {
+    /// Map `path` if its values can be used in place, else read it.
+    fn open(path: &Path) -> Result<Table, NpyError> {
+        let bad = |why: String| NpyError::Read { path: path.display().to_string(), why };
+        let (rows, cols, Some(offset)) = in_place(path)? else {
+            return read_array(path).map(Table::Read);
+        };
+        let f = File::open(path).map_err(|e| bad(e.to_string()))?;
+        // SAFETY: the mapping is read-only and saves are never written in place: a save is a
+        // new directory put in place of the old one (`crate::atomic_fs`), so the mapped file
+        // keeps its contents (a process truncating it by hand would fault this one, as it
+        // would any reader of a mapped file).
+        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| bad(e.to_string()))?;
+        // The values are read once each per query block, in row order.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        let table = Table::Mapped { map, offset, rows, cols };
+        // `in_place` checked the length and the alignment; a file changed in between is bad.
+        match table.try_view() {
+            Some(_) => Ok(table),
+            None => Err(bad("changed while opened".into())),
+        }
+    }
+
+    fn try_view(&self) -> Option<ArrayView2<'_, f32>> {
+        match self {
+            Table::Read(a) => Some(a.view()),
+            Table::Mapped { map, offset, rows, cols } => {
+                let bytes = map.get(*offset..)?;
+                // SAFETY: every bit pattern is an f32, and `align_to` puts in `values` only
+                // aligned whole f32s.
+                let (before, values, _) = unsafe { bytes.align_to::<f32>() };
+                if !before.is_empty() || values.len() != rows.checked_mul(*cols)? {
+                    return None;
+                }
+                ArrayView2::from_shape((*rows, *cols), values).ok()
+            }
+        }
+    }
+
+    /// The table, `entities × dim`, row-major.
+    pub fn view(&self) -> ArrayView2<'_, f32> {
+        self.try_view().expect("checked when opened")
+    }
+
+    /// Rows (entities) and columns (the dimension).
+    pub fn dim(&self) -> (usize, usize) {
+        self.view().dim()
+    }
+
+    /// Whether the table is mapped from its file rather than read into memory.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self, Table::Mapped { .. })
+    }
+}
+
+/// The shape of the entity table of the save in `dir` and whether [`load`] will map it (`true`)
+/// or read it into memory: what `kge eval` checks its memory with before loading.
+pub fn entities_shape(dir: &Path) -> Result<(usize, usize, bool), NpyError> {
+    let (rows, cols, offset) = in_place(&dir.join("entities.npy"))?;
+    Ok((rows, cols, offset.is_some()))
 }
 
 fn write_text<S: AsRef<str>>(path: &Path, lines: impl Iterator<Item = S>) -> Result<(), NpyError> {
@@ -234,8 +352,8 @@ pub fn relation_names(d: &Dataset, rows: usize) -> Vec<String> {
 /// Embeddings loaded by [`load`].
 #[derive(Debug)]
 pub struct Saved {
-    /// `entities × dim`.
-    pub entities: Array2<f32>,
+    /// `entities × dim`, mapped from the file where it can be ([`Table`]).
+    pub entities: Table,
     /// `relation rows × dim`.
     pub relations: Array2<f32>,
     /// The manifest (`None` for a save from before manifests).
@@ -276,18 +394,29 @@ pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
     same_names(&dir.join("entities.txt"), false, d.entities.iter())?;
     // The widths are checked against the model that scores them (`evaluate_loaded`): RotatE's
     // relations are half as wide as its entities.
-    let (e, r) = (read_array(&dir.join("entities.npy"))?, read_array(&dir.join("relations.npy"))?);
+    let e = Table::open(&dir.join("entities.npy"))?;
+    let r = read_array(&dir.join("relations.npy"))?;
     same_names(&dir.join("relations.txt"), false, relation_names(d, r.nrows()).iter())?;
     Ok(Saved { entities: e, relations: r, manifest })
 }
 
 /// Filtered test metrics of loaded embeddings on `d` (its ids must match the saved names'
-/// order, which they do for the dataset the embeddings were trained on).
+/// order, which they do for the dataset the embeddings were trained on): the first
+/// `cfg.eval_limit` test triples (0: all), full ranking or sampled against `cfg.eval_sample`
+/// entities (seeded by `cfg.seed`) as a run evaluates.
+///
+/// **Memory** (what `kge eval` holds beside the dataset; estimated before loading by
+/// [`eval_memory`]): the entity table is read where [`load`] mapped it (page cache, not the
+/// process's own memory; a [`Table::Read`] one is held once), the relation table, the filter
+/// of the evaluated queries only ([`Filter::for_queries`]: the same ranks as the filter of
+/// every triple), and per rayon thread the scores of one query block against every entity
+/// (`2 · 64 × entities` f32 in full ranking) or the sample's ids.
 pub fn evaluate_loaded(
     d: &Dataset,
     score: ScoreFn,
-    ents: &Array2<f32>,
-    rels: &Array2<f32>,
+    ents: ArrayView2<'_, f32>,
+    rels: ArrayView2<'_, f32>,
+    cfg: &TrainConfig,
 ) -> Result<Metrics, NpyError> {
     let r = d.relations.len();
     if ents.nrows() != d.entities.len() || (rels.nrows() != r && rels.nrows() != 2 * r) {
@@ -311,6 +440,60 @@ pub fn evaluate_loaded(
             super::manifest::model_name(score)
         )));
     }
-    let reciprocal = rels.nrows() == 2 * d.relations.len();
-    Ok(evaluate((score, reciprocal), ents.view(), rels.view(), &d.test, &Filter::of(d)))
+    let model = (score, rels.nrows() == 2 * d.relations.len());
+    let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit.min(d.test.len()) };
+    let test = &d.test[..limit];
+    let filter = Filter::for_queries(d, test);
+    Ok(match cfg.eval_sample {
+        0 => evaluate(model, ents, rels, test, &filter),
+        k => evaluate_sampled(model, ents, rels, test, &filter, (k, cfg.seed)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `.npy` file of `descr` with `values` (already in that byte order) after a 128-byte
+    /// header, and `extra` bytes after them.
+    fn npy(dir: &Path, descr: &str, values: &[u8], extra: usize) -> std::path::PathBuf {
+        let dict = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': (3, 2), }}");
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        let pad = 128 - 10 - dict.len() - 1;
+        bytes.extend((118u16).to_le_bytes());
+        bytes.extend(dict.bytes().chain(std::iter::repeat_n(b' ', pad)).chain([b'\n']));
+        bytes.extend(values);
+        bytes.extend(std::iter::repeat_n(0u8, extra));
+        let path = dir.join(format!("{descr}-{extra}.npy").replace(['<', '>'], "_"));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_little_endian_f32_table_is_mapped_and_any_other_is_read_to_the_same_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let want = [1.5f32, -2.0, 0.25, 3.0, f32::MIN_POSITIVE, 7.0];
+        let le: Vec<u8> = want.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let be: Vec<u8> = want.iter().flat_map(|x| x.to_be_bytes()).collect();
+        let mapped = Table::open(&npy(dir.path(), "<f4", &le, 0)).unwrap();
+        assert!(mapped.is_mapped());
+        assert_eq!(mapped.view().as_slice().unwrap(), want);
+        assert_eq!(mapped.dim(), (3, 2));
+        let read = Table::open(&npy(dir.path(), ">f4", &be, 0)).unwrap();
+        assert!(!read.is_mapped());
+        assert_eq!(read.view().as_slice().unwrap(), want);
+        // Bytes after the values (aligned or not): not a plain table, so not mapped (the reader
+        // takes the declared values).
+        for extra in [2, 4] {
+            let longer = npy(dir.path(), "<f4", &le, extra);
+            assert_eq!(in_place(&longer).unwrap(), (3, 2, None));
+            assert_eq!(Table::open(&longer).unwrap().view().as_slice().unwrap(), want);
+        }
+        assert_eq!(in_place(&npy(dir.path(), "<f4", &le, 0)).unwrap(), (3, 2, Some(128)));
+        assert!(entities_shape(dir.path()).is_err(), "no entities.npy here");
+        // Cut short: an error naming the file, not a panic.
+        let short = npy(dir.path(), "<f4", &le[..20], 0);
+        let err = Table::open(&short).unwrap_err();
+        assert!(matches!(err, NpyError::Read { .. }), "{err}");
+    }
 }

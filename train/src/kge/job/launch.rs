@@ -71,27 +71,35 @@ pub fn run(job: Job) -> Result<(), BoxError> {
     train_job(plan, &d)
 }
 
-/// `kge eval`: the filtered test metrics of the embeddings `--load` names, checked against `d`.
+/// `kge eval`: the filtered test metrics of the embeddings `--load` names, checked against `d`,
+/// after the memory evaluation holds is checked against the budget (refused with the figures;
+/// a mapped entity table is not counted: see [`npy::evaluate_loaded`]).
 fn evaluate_saved(o: &Options, d: &Dataset, cfg: &TrainConfig) -> Result<(), BoxError> {
-    {
-        let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
-        let saved = npy::load(dir, d)?;
-        // Trained on this train.txt (names alone do not say: lines swapped keep every id).
-        if let Some(m) = &saved.manifest {
-            m.check_train(dir, d).map_err(NpyError::from)?;
-        }
-        if saved.manifest.is_none() {
-            eprintln!(
-                "note: {} has no manifest.json (a save of format 0, from before manifests): loaded \
-                 without checksums or its model; its names were checked",
-                dir.display()
-            );
-        }
-        let score = saved.model(dir, o.model, cfg.score)?;
-        let m = npy::evaluate_loaded(d, score, &saved.entities, &saved.relations)?;
-        println!("test  {}", test_metrics(d, &m));
-        Ok(())
+    let dir = o.load.as_ref().ok_or("kge eval needs --load DIR")?;
+    // A save whose table cannot be opened is refused by `load`, with its manifest's word.
+    if let Ok(table) = npy::entities_shape(dir) {
+        o.check_eval_memory(cfg, d, table, Budget::of_process(o.memory_limit))?;
     }
+    let saved = npy::load(dir, d)?;
+    // Trained on this train.txt (names alone do not say: lines swapped keep every id).
+    if let Some(m) = &saved.manifest {
+        m.check_train(dir, d).map_err(NpyError::from)?;
+    }
+    if saved.manifest.is_none() {
+        eprintln!(
+            "note: {} has no manifest.json (a save of format 0, from before manifests): loaded \
+             without checksums or its model; its names were checked",
+            dir.display()
+        );
+    }
+    let score = saved.model(dir, o.model, cfg.score)?;
+    let (ents, rels) = (saved.entities.view(), saved.relations.view());
+    let m = npy::evaluate_loaded(d, score, ents, rels, cfg)?;
+    if cfg.eval_sample > 0 {
+        println!("(test MRR: sampled ranking against {} entities)", cfg.eval_sample);
+    }
+    println!("test  {}", test_metrics(d, &m));
+    Ok(())
 }
 
 /// `kge` and `kge compare` in the engine: each mode trained in turn (the comparison `--repeat`

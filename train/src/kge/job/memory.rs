@@ -180,3 +180,46 @@ impl Options {
         Ok(opts)
     }
 }
+
+impl Options {
+    /// The memory `kge eval` will hold beside the dataset, against `budget`, before the save is
+    /// loaded: `table` is the saved entity table's rows, columns and whether it is mapped
+    /// ([`entities_shape`](crate::kge::io::npy::entities_shape)); a mapped table is read from the page cache and is not counted,
+    /// one that must be read is. Counts the relation table (at most two rows per relation, no
+    /// wider than an entity), the filter of the evaluated queries (their keys, and at most
+    /// every triple's answer twice over), the ranks, and per rayon thread the scores of one
+    /// query block against every entity (full ranking) or the sample, and its stack. What each
+    /// term is: [`evaluate_loaded`](crate::kge::io::npy::evaluate_loaded). Refuses with the figures.
+    pub(super) fn check_eval_memory(
+        &self,
+        cfg: &TrainConfig,
+        d: &Dataset,
+        (rows, cols, mapped): (usize, usize, bool),
+        budget: Budget,
+    ) -> Result<u64, OptionError> {
+        const F: u64 = 4; // bytes per f32
+        let mut e = Estimate::default();
+        if !mapped {
+            let table = product(&[n(rows), n(cols), F]);
+            e.add("--load", "(entities.npy not little-endian f32)", "entity table, read", table);
+        }
+        let rels = product(&[n(d.relations.len()), 2, n(cols), F]);
+        e.add("--load", "(relations.npy)", "relation table", rels);
+        let limit = if cfg.eval_limit == 0 { d.test.len() } else { cfg.eval_limit };
+        let queries = n(limit.min(d.test.len()));
+        // A map entry and an empty answer list per query side, 128 bytes at most.
+        let keys = product(&[queries, 2, 128]);
+        let all = n(d.train.len() + d.valid.len() + d.test.len());
+        let filter = keys.and_then(|k| k.checked_add(product(&[all, 2, F, 2])?));
+        e.add("--eval-limit", cfg.eval_limit, "filter of the evaluated queries", filter);
+        e.add("--eval-limit", cfg.eval_limit, "ranks", product(&[queries, 2, 8]));
+        let rayon = n(rayon::current_num_threads());
+        let scores = match cfg.eval_sample {
+            0 => product(&[rayon, n(2 * crate::kge::eval::ranking::BLOCK + 2), n(rows), F]),
+            k => product(&[rayon, n(k), F]),
+        };
+        e.add("--eval-sample", cfg.eval_sample, "scores of the queries ranked at once", scores);
+        e.add("--eval-sample", cfg.eval_sample, "thread stacks", product(&[rayon, 2 << 20]));
+        e.check(budget)
+    }
+}
