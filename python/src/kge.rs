@@ -460,7 +460,7 @@ fn kge_load<'py>(
         py.detach(|| Dataset::load(dataset)).map_err(|e| PyValueError::new_err(e.to_string()))?;
     let saved =
         py.detach(|| npy::load(&dir, &d)).map_err(|e| PyValueError::new_err(e.to_string()))?;
-    Ok((saved.entities.into_pyarray(py), saved.relations.into_pyarray(py)))
+    Ok((saved.entities.into_array().into_pyarray(py), saved.relations.into_pyarray(py)))
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -1,5 +1,5 @@
 //! `kge eval` checks the memory it will hold before it loads a save, and refuses with the
-//! figures (exit 1) what does not fit: never an abort by the allocator or the kernel.
+//! figures (status 2, as a training run's refusal) what does not fit: never an abort by the allocator or the kernel.
 
 mod common;
 use common::{err, kge, out, s, temp};
@@ -15,7 +15,8 @@ fn eval_refuses_a_save_that_does_not_fit_its_memory_naming_the_figures() {
     // 64 KiB: less than the full ranking's scores of two query blocks against 14 entities
     // per thread plus a thread's stack.
     let o = kge(&[&eval[..], &["--memory-limit", "65536"]].concat());
-    assert_eq!(o.status.code(), Some(1), "{}{}", out(&o), err(&o));
+    // Status 2, as a training run's memory refusal: an option the run cannot have.
+    assert_eq!(o.status.code(), Some(2), "{}{}", out(&o), err(&o));
     let e = err(&o);
     assert!(e.contains("needs about") && e.contains("64.0 KiB"), "{e}");
     assert!(out(&o).is_empty(), "nothing evaluated: {}", out(&o));

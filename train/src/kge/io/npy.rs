@@ -243,6 +243,14 @@ impl Table {
         self.view().dim()
     }
 
+    /// The table as an owned array (a mapped one copied out of its file once).
+    pub fn into_array(self) -> Array2<f32> {
+        match self {
+            Table::Read(a) => a,
+            mapped => mapped.view().to_owned(),
+        }
+    }
+
     /// Whether the table is mapped from its file rather than read into memory.
     pub fn is_mapped(&self) -> bool {
         matches!(self, Table::Mapped { .. })
