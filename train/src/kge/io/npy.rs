@@ -413,8 +413,8 @@ pub fn load(dir: &Path, d: &Dataset) -> Result<Saved, NpyError> {
 /// `cfg.eval_limit` test triples (0: all), full ranking or sampled against `cfg.eval_sample`
 /// entities (seeded by `cfg.seed`) as a run evaluates.
 ///
-/// **Memory** (what `kge eval` holds beside the dataset; estimated before loading by
-/// [`eval_memory`]): the entity table is read where [`load`] mapped it (page cache, not the
+/// **Memory** (what `kge eval` holds beside the dataset; estimated before loading by the run
+/// layer's `check_eval_memory`, in `kge::job`): the entity table is read where [`load`] mapped it (page cache, not the
 /// process's own memory; a [`Table::Read`] one is held once), the relation table, the filter
 /// of the evaluated queries only ([`Filter::for_queries`]: the same ranks as the filter of
 /// every triple), and per rayon thread the scores of one query block against every entity
