@@ -42,12 +42,14 @@
 //! *on the GPU*, and with the CPU replay within a tolerance (see `train/tests/gpu_kge.rs`).
 
 mod chunked;
+mod chunked_batch;
 mod chunked_cuda;
 mod chunked_ids;
 mod cuda;
 mod reference;
 
-pub use chunked::{ChunkedBatch, chunked_step, chunked_step_ids};
+pub use chunked::{chunked_step, chunked_step_ids};
+pub use chunked_batch::ChunkedBatch;
 pub use chunked_cuda::ChunkedKernels;
 pub use chunked_ids::{ChunkLimits, ChunkedIds};
 pub use cuda::{DeviceKgeBatch, KgeKernels};
