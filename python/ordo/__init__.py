@@ -17,15 +17,22 @@ sequential loop over the recorded order (``ordo.replay``).
             s.submit(ordo.unique_rows([b % 1000, (7 * b) % 1000]))
     print(table.numpy())
 
-Classes: `Table`, `Engine`, `Session`, `Report`; functions `unique_rows`, `replay`;
-exceptions `OrdoError`, `StepFailed`, `InvalidBatch`, `SessionClosed`, `SessionBusy`. See each
-one's docstring.
+A PyTorch step can take its rows as a tensor lent through DLPack (``rows="torch"``; no copy,
+writable, valid only during the call). ``device="cuda"`` is checked at construction and
+refused with an ``OrdoError`` naming what is missing; ordo's CUDA data path itself is not
+built yet (see ``Engine``'s docstring and python/README.md).
+
+Classes: `Table`, `Engine`, `Session`, `Report`, `LentRows`; functions `unique_rows`, `replay`;
+exceptions `OrdoError`, `StepFailed`, `InvalidBatch`, `SessionClosed`, `SessionBusy`; the flag
+`BUILT_WITH_CUDA`. See each one's docstring.
 """
 
 from . import kge
 from ._ordo import (
+    BUILT_WITH_CUDA,
     Engine,
     InvalidBatch,
+    LentRows,
     OrdoError,
     Report,
     Session,
@@ -39,8 +46,10 @@ from ._ordo import (
 
 __all__ = [
     "kge",
+    "BUILT_WITH_CUDA",
     "Engine",
     "InvalidBatch",
+    "LentRows",
     "OrdoError",
     "Report",
     "Session",

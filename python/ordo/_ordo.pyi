@@ -35,7 +35,17 @@ in place (reshaping it in place to the same size is fine).
 With several named tables, ``ids`` and ``rows`` are dicts with every table's name: each
 table's row ids within it and its rows at its own width (``len(ids[name]) x width``, no rows
 for a table the batch does not name), views of the one array lent for the call, so the same
-rules hold."""
+rules hold.
+
+With ``rows="torch"`` (an ``Engine``'s or ``replay``'s), ``rows`` is a ``torch.Tensor``: a view,
+through DLPack, of a buffer ordo lends for the call (no copy between ordo and torch), written
+back when the step returns; with ``rows="dlpack"`` it is that buffer as a ``LentRows``. Update
+it in place (``rows.add_(...)``, ``rows[...] = ...``): writes to a copy (``rows.clone()``,
+``rows + 1``, ``rows.numpy().copy()``, on a GPU ``rows.cpu()``) change nothing. Keeping the
+tensor, a view, a numpy view or a DLPack capsule of it past the call is refused
+(``StepFailed``, naming the batch): ordo takes the buffer back only once every export of it was
+freed (its DLPack deleter ran), and leaves a kept one to its keeper, so it never reaches the
+table."""
 
 class OrdoError(Exception):
     """Any error of the ordo engine. A stopped run's error (this class, or ``StepFailed``)
@@ -169,12 +179,57 @@ class Session:
         tb: Optional[TracebackType],
     ) -> bool: ...
 
+BUILT_WITH_CUDA: bool
+"""Whether this wheel was built with the ``cuda`` feature (``maturin build --features cuda``);
+one built without it refuses ``device="cuda"``."""
+
+class LentRows:
+    """A step's rows lent through DLPack for its call (``rows="dlpack"``): pass it to any
+    ``from_dlpack`` (``torch.from_dlpack(rows)``, ``numpy.from_dlpack(rows)``) for a writable
+    view, no copy. Once the call is over it exports nothing (``BufferError``), and a step that
+    keeps it, or anything exported from it, is refused (``StepFailed``)."""
+
+    @property
+    def shape(self) -> Tuple[int, int]: ...
+    @property
+    def stream_order(self) -> Optional[str]:
+        """How the last export ordered ordo's copies with its consumer's stream: ``"host"``
+        (rows on the CPU: nothing to order); on a GPU ``"stream:S"`` (the consumer's stream S,
+        e.g. torch's current stream, waits for the rows' upload, and the download waits for
+        an event recorded on S after the step) or ``"host-wait"`` (``stream=-1``: ordo waits on
+        the host). ``None`` before the first export."""
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: Optional[Tuple[int, int]] = None,
+        dl_device: Optional[Tuple[int, int]] = None,
+        copy: Optional[bool] = None,
+    ) -> Any: ...
+    def __dlpack_device__(self) -> Tuple[int, int]: ...
+
 class Engine:
     """The engine over one table, or over several named ones (``{"users": Table(...),
     "items": Table(...)}``, each of its own width: batches then name rows of each, and the step
     gets one array per table). ``mode``: ``"sync"``, ``"async"`` (last writer wins),
     ``"async-add"`` (writes add their delta), ``"bounded"`` (with ``bound=k``) or ``"oac"``
-    (full pipelining with the result of the sequential loop)."""
+    (full pipelining with the result of the sequential loop).
+
+    ``rows``: how the step receives its rows: ``"numpy"`` (the default on the CPU), ``"torch"``
+    (a tensor lent through DLPack, the default on CUDA) or ``"dlpack"`` (a ``LentRows``); see
+    ``Step``.
+
+    ``device``: ``"cpu"`` (the default; the engine as it always was), ``"cuda"`` or ``"cuda:N"``
+    (a GPU as torch numbers them). A CUDA engine is checked here, before anything runs, each
+    failure an ``OrdoError``: a malformed device; torch not importable;
+    ``torch.cuda.is_available()`` false; ``N >= torch.cuda.device_count()``; no ``batch_rows``
+    (the most rows a batch has, over every table); device buffers for such batches not fitting
+    in the GPU's free memory (refused with the estimate); a wheel built without CUDA
+    (``BUILT_WITH_CUDA``); the CUDA driver or NVRTC not loadable. **The CUDA data path is not
+    built yet** (rows gathered into pinned buffers by the readers, uploaded on a copy stream,
+    the GPU validation cache): a CUDA engine that passes every check is refused saying so.
+    Bit-equality on a GPU will need ``torch.use_deterministic_algorithms(True)`` and
+    ``CUBLAS_WORKSPACE_CONFIG=:4096:8``."""
 
     def __init__(
         self,
@@ -185,9 +240,18 @@ class Engine:
         readers: int = 2,
         writers: int = 2,
         depth: int = 4,
+        device: str = "cpu",
+        rows: Optional[str] = None,
+        batch_rows: Optional[int] = None,
     ) -> None: ...
     @property
     def mode(self) -> str: ...
+    @property
+    def device(self) -> str:
+        """``"cpu"`` or ``"cuda:N"``."""
+    @property
+    def rows(self) -> str:
+        """``"numpy"``, ``"torch"`` or ``"dlpack"``."""
     @property
     def table(self) -> Table:
         """The one table (an engine of several raises ``OrdoError``: see ``tables``)."""
@@ -212,6 +276,12 @@ def replay(
     order: Sequence[int],
     batch_of: Callable[[int], Optional[Tuple[BatchIds, Any]]],
     step: Step,
+    *,
+    device: str = "cpu",
+    rows: Optional[str] = None,
+    batch_rows: Optional[int] = None,
 ) -> None:
     """Run the batches of ``order`` one by one onto ``table`` (``batch_of(id) -> (ids,
-    payload)``): on the run's initial table, the sequential result ``oac`` equals bit for bit."""
+    payload)``): on the run's initial table, the sequential result ``oac`` equals bit for bit.
+    ``device``, ``rows`` and ``batch_rows`` are ``Engine``'s, checked the same way; replay with
+    the run's ``rows``."""

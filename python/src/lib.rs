@@ -10,14 +10,18 @@
 //! * `session`: `ordo.Engine` and `ordo.Session`, the owned session Python holds across calls.
 //! * `replay`: the sequential replay of a recorded order.
 //! * `errors`: the engine's typed errors as Python exceptions.
+//! * `device`: `device=` and `rows=`, checked at construction (CUDA's checks and memory estimate).
+//! * `lent`: the step's rows lent through DLPack (`rows="torch"`, `rows="dlpack"`).
 //! * `kge`: the CLI's datasets and filtered evaluator on numpy arrays.
 
 // `EngineError` comes back at most once per run or epoch and is turned into a Python exception
 // at once; its size costs nothing that matters (as in ordo itself).
 #![allow(clippy::result_large_err)]
 
+mod device;
 mod errors;
 mod kge;
+mod lent;
 mod replay;
 mod session;
 mod step;
@@ -101,6 +105,22 @@ fn unique_rows<'py>(
     Ok(PyArray1::from_vec(py, v))
 }
 
+/// `ordo._ordo._device_memory(mode, depth, batch_rows, width, free)`: the device memory a CUDA
+/// engine's buffers need, in bytes, or the `OrdoError` it gets when they do not fit in `free`
+/// bytes; a pure function of its arguments, for the tests.
+#[pyfunction]
+#[pyo3(name = "_device_memory")]
+fn device_memory(
+    mode: &str,
+    depth: usize,
+    batch_rows: usize,
+    width: usize,
+    free: u64,
+) -> PyResult<u64> {
+    let mode = session::parse_mode(mode, None)?;
+    device::check_device_memory(mode, depth, batch_rows, width, free)
+}
+
 #[pymodule]
 fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table::Table>()?;
@@ -109,6 +129,10 @@ fn _ordo(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<session::Report>()?;
     m.add_function(wrap_pyfunction!(unique_rows, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
+    m.add_class::<lent::LentRows>()?;
+    m.add_function(wrap_pyfunction!(lent::stream_order, m)?)?;
+    m.add_function(wrap_pyfunction!(device_memory, m)?)?;
+    m.add("BUILT_WITH_CUDA", device::BUILT_WITH_CUDA)?;
     errors::register(m)?;
     kge::register(m)?;
     Ok(())

@@ -10,7 +10,9 @@
 //! nothing. It does not wait for the other call: a step's call would then wait for a pipeline
 //! that waits for that step.
 
+use crate::device::{Device, RowsAs};
 use crate::errors::{OrdoError, SessionBusy, closed, stopped, to_py};
+use crate::lent::Lender;
 use crate::step::{Payload, PyStep, StepTimes, StepTimesTaken};
 use crate::table::{Table, TableHeld};
 use crate::tables::EngineTables;
@@ -50,7 +52,7 @@ impl Backoff {
     }
 }
 
-fn parse_mode(mode: &str, bound: Option<usize>) -> PyResult<Mode> {
+pub(crate) fn parse_mode(mode: &str, bound: Option<usize>) -> PyResult<Mode> {
     Ok(match (mode, bound) {
         ("sync", None) => Mode::Sync,
         ("oac", None) => Mode::Oac,
@@ -77,29 +79,59 @@ pub struct Engine {
     core: Core,
     tables: EngineTables,
     mode: String,
+    device: Device,
+    rows_as: RowsAs,
 }
 
 #[pymethods]
 impl Engine {
+    /// `device`: `"cpu"` (the default), `"cuda"` or `"cuda:N"`, checked here, before anything
+    /// runs (see `device.rs`); `rows`: how the step receives its rows (`"numpy"`, `"torch"`,
+    /// `"dlpack"`; by default numpy on the CPU, torch on CUDA); `batch_rows`: the most rows a
+    /// batch has, which CUDA needs to size and check its device buffers.
     #[new]
-    #[pyo3(signature = (table, mode = "oac", *, bound = None, readers = 2, writers = 2, depth = 4))]
+    #[pyo3(signature = (table, mode = "oac", *, bound = None, readers = 2, writers = 2, depth = 4, device = "cpu", rows = None, batch_rows = None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
+        py: Python<'_>,
         table: &Bound<'_, PyAny>,
         mode: &str,
         bound: Option<usize>,
         readers: usize,
         writers: usize,
         depth: usize,
+        device: &str,
+        rows: Option<&str>,
+        batch_rows: Option<usize>,
     ) -> PyResult<Self> {
+        let device = Device::parse(device)?;
         let tables = EngineTables::from_py(table)?;
         let parsed = parse_mode(mode, bound)?;
+        let rows_as = RowsAs::choose(py, rows, device)?;
         let config = EngineConfig::new(parsed).threads(readers, writers).depths(depth, depth);
         let core = Core::new(config).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        crate::device::check(py, device, batch_rows, parsed, depth, tables.width())?;
         let mode = match bound {
             Some(k) => format!("bounded({k})"),
             None => mode.to_string(),
         };
-        Ok(Engine { core, tables, mode })
+        Ok(Engine { core, tables, mode, device, rows_as })
+    }
+
+    /// The device, as `"cpu"` or `"cuda:N"`.
+    #[getter]
+    fn device(&self) -> String {
+        self.device.name()
+    }
+
+    /// How the step receives its rows: `"numpy"`, `"torch"` or `"dlpack"`.
+    #[getter]
+    fn rows(&self) -> &'static str {
+        match self.rows_as {
+            RowsAs::Numpy => "numpy",
+            RowsAs::Torch => "torch",
+            RowsAs::Dlpack => "dlpack",
+        }
     }
 
     /// The mode, as given.
@@ -133,6 +165,8 @@ impl Engine {
             cancel: cancel.clone(),
             times: times.clone(),
             layout: self.tables.layout(),
+            rows_as: self.rows_as,
+            lender: Lender::default(),
         };
         let core = self.core.clone();
         let inner = match &self.tables {
@@ -169,11 +203,19 @@ impl Engine {
         batch_of: &Bound<'_, PyAny>,
         step: Py<PyAny>,
     ) -> PyResult<()> {
-        crate::replay::replay_on(py, &self.tables, order, batch_of, step)
+        crate::replay::replay_on(py, &self.tables, self.rows_as, order, batch_of, step)
     }
 
     fn __repr__(&self) -> String {
-        format!("Engine({}, mode='{}')", self.tables.describe(), self.mode)
+        match self.device {
+            Device::Cpu => format!("Engine({}, mode='{}')", self.tables.describe(), self.mode),
+            d => format!(
+                "Engine({}, mode='{}', device='{}')",
+                self.tables.describe(),
+                self.mode,
+                d.name()
+            ),
+        }
     }
 }
 

@@ -9,12 +9,12 @@
 
 use crate::errors::InvalidBatch;
 use crate::table::{Table, TableHeld};
-use numpy::{PyArray1, PyArray2};
+use numpy::PyArray1;
 use ordo::storage::RowStorage;
 use ordo::tables::Tables;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PySlice};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// One table, or several named ones.
@@ -129,13 +129,13 @@ impl EngineTables {
 }
 
 /// The step's `ids` and `rows` for a batch over named tables: dicts with every table, each
-/// table's ids within it and its rows as a view of `array` (its rows of the batch, its own
-/// columns).
+/// table's ids within it and its rows made by `part(its rows of the batch, its columns)` (a view
+/// of the rows lent for the call).
 pub(crate) fn split_for_step<'py>(
     py: Python<'py>,
     layout: &Tables,
     ids: &[u64],
-    array: &Bound<'py, PyArray2<f32>>,
+    mut part: impl FnMut(std::ops::Range<usize>, usize) -> PyResult<Bound<'py, PyAny>>,
 ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
     let ranges = layout.groups(ids).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     let (id_dict, row_dict) = (PyDict::new(py), PyDict::new(py));
@@ -144,10 +144,7 @@ pub(crate) fn split_for_step<'py>(
         let offset = layout.offset(k);
         let local: Vec<u64> = ids[range.clone()].iter().map(|&id| id - offset).collect();
         id_dict.set_item(name, PyArray1::from_vec(py, local))?;
-        let width = layout.table(k).width() as isize;
-        let rows = PySlice::new(py, range.start as isize, range.end as isize, 1);
-        let view = array.get_item((rows, PySlice::new(py, 0, width, 1)))?;
-        row_dict.set_item(name, view)?;
+        row_dict.set_item(name, part(range, layout.table(k).width())?)?;
     }
     Ok((id_dict.into_any(), row_dict.into_any()))
 }
