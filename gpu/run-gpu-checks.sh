@@ -5,7 +5,9 @@
 #   gpu/run-gpu-checks.sh run  [PACK [OUT [STEP...]]]   # on the GPU machine (default OUT: gpu-results)
 #
 # pack builds release binaries of every GPU test (ordo-gpu's cuda_* tests, ordo-tests'
-# e2e_kge_gpu), ordo-train, kge_roofline and gpu_bench; strips them into PACK with the datasets
+# e2e_kge_gpu), ordo-train, kge_roofline and gpu_bench, and the Python binding's wheel with
+# --features cuda (abi3: any CPython >= 3.9 takes it; maturin from $MATURIN, default `maturin`)
+# with its device checks; strips them into PACK with the datasets
 # and config the run reads, lists each test binary's #[ignore]d (GPU) tests into
 # PACK/expected-tests.txt, prints the sizes and fails if the folder is over PACK_BUDGET_MIB
 # (default 48) of the 64 MiB a GPU machine can be sent.
@@ -22,9 +24,13 @@
 #   roofline  kge_roofline --device cuda --modes sync,oac --epochs 2
 #   train     ordo-train on train/configs/wordnet30-complex-throughput.toml: sync, async, oac
 #             with --device cuda, and the same three on the CPU as the baseline
-# and two steps sized for a short GPU window, each runnable alone (so a rerun of either fits):
+#   python    the Python binding's device checks (python/tests/gpu_device_checks.py) with the
+#             pack's wheel, ORDO_REQUIRE_GPU=1 and the machine's python3 and torch: every check
+#             must pass (no torch, or a torch that sees no GPU, fails)
+# and three steps sized for a short GPU window, each runnable alone (so a rerun of one fits):
 #   correctness  tests + sanitize (sanitizer on), within CORRECTNESS_LIMIT_S (default 120 s)
 #   measures     bench + roofline + train, within MEASURES_LIMIT_S (default 180 s)
+#   device-python  python, within PYTHON_LIMIT_S (default 180 s)
 # Each runs the script again on its own steps under `timeout`, into OUT/correctness or
 # OUT/measures; over its limit it is stopped and fails (what it wrote stays).
 # Everything goes to OUT (logs, markdown for BENCHMARKS.md, SUMMARY.md). Exit status 0 only if
@@ -35,10 +41,12 @@ readonly CONFIG=train/configs/wordnet30-complex-throughput.toml
 readonly DATASETS=${ORDO_DATASETS:-../shared/datasets}
 readonly CARRY_LIMIT_MIB=64
 readonly PACK_BUDGET_MIB=${PACK_BUDGET_MIB:-48}
-readonly ALL_STEPS="tests sanitize bench roofline train"
-readonly WINDOW_STEPS="correctness measures"
+readonly ALL_STEPS="tests sanitize bench roofline train python"
+readonly WINDOW_STEPS="correctness measures device-python"
 readonly CORRECTNESS_LIMIT_S=${CORRECTNESS_LIMIT_S:-120}
 readonly MEASURES_LIMIT_S=${MEASURES_LIMIT_S:-180}
+readonly PYTHON_LIMIT_S=${PYTHON_LIMIT_S:-180}
+readonly PY_CHECKS=python/tests/gpu_device_checks.py
 # This script, which `within` runs again on a window's steps.
 RUN_SELF=${BASH_SOURCE[0]}
 
@@ -73,8 +81,8 @@ for line in sys.stdin:
 
 pack() {
     local pack=${1:-gpu-pack}
-    local missing=()
-    for tool in cargo strip python3 du; do
+    local missing=() maturin=${MATURIN:-maturin}
+    for tool in cargo strip python3 du "$maturin"; do
         command -v "$tool" >/dev/null || missing+=("$tool")
     done
     [[ ${#missing[@]} -eq 0 ]] || die "pack needs: ${missing[*]}"
@@ -99,7 +107,15 @@ pack() {
     executables bin <"$json" | sed 's/^/bin\t/' >>"$list"
 
     rm -rf "$pack"
-    mkdir -p "$pack/bin" "$pack/tests" "$pack/datasets" "$pack/configs"
+    mkdir -p "$pack/bin" "$pack/tests" "$pack/datasets" "$pack/configs" "$pack/python"
+    # The Python binding with CUDA support, in a target folder of its own (python/ is a
+    # workspace of its own), and its device checks.
+    local py_target
+    py_target="$(realpath -m "${CARGO_TARGET_DIR:-target}")/python"
+    CARGO_TARGET_DIR="$py_target" nice "$maturin" build --release --features cuda \
+        -m python/Cargo.toml -i python3 -o "$pack/python" >&2 ||
+        die "building the Python wheel (maturin build --features cuda) failed"
+    cp "$PY_CHECKS" "$pack/python/"
     local kind name path
     while IFS=$'\t' read -r kind name path; do
         if [[ $kind == test ]]; then
@@ -137,7 +153,7 @@ pack() {
     echo "| file | bytes | MiB |"
     echo "|---|---:|---:|"
     local f b total=0
-    for f in "$pack"/bin/* "$pack"/tests/* "$pack/datasets/wordnet30" "$pack/configs" "$pack/expected-tests.txt" "$pack/MANIFEST"; do
+    for f in "$pack"/bin/* "$pack"/tests/* "$pack"/python/* "$pack/datasets/wordnet30" "$pack/configs" "$pack/expected-tests.txt" "$pack/MANIFEST"; do
         b=$(du -sb "$f" | cut -f1)
         echo "| ${f#"$pack"/} | $b | $(mib "$b") |"
     done
@@ -203,9 +219,10 @@ check_pack() {
         [[ -x $pack/tests/$name && $n -gt 0 ]] || missing+=("$pack/tests/$name")
     done <"$pack/expected-tests.txt"
     for f in datasets/wordnet30/train.txt datasets/wordnet30/valid.txt datasets/wordnet30/test.txt \
-        configs/wordnet30-complex-throughput.toml; do
+        configs/wordnet30-complex-throughput.toml "python/$(basename "$PY_CHECKS")"; do
         [[ -f $pack/$f ]] || missing+=("$pack/$f")
     done
+    compgen -G "$pack/python/ordo-*-abi3-*.whl" >/dev/null || missing+=("$pack/python/ordo-*-abi3-*.whl")
     [[ ${#missing[@]} -eq 0 ]] || die "the pack is incomplete: ${missing[*]}"
     log "pack: $(cat "$pack/MANIFEST" | tr '\n' ';') $(mib "$(du -sb "$pack" | cut -f1)") MiB, reads $(mib "$(du -sb "$pack/datasets" | cut -f1)") MiB of datasets"
 }
@@ -368,6 +385,32 @@ step_train() {
     }' | tee -a "$out/train.md" | tee -a "$LOG"
 }
 
+# The Python binding's device checks: the pack's wheel unpacked (a wheel is a zip; abi3, so
+# the machine's python3 takes it) and put first on PYTHONPATH; the checks print
+# "passed N of M" and pass only with every check run and passed.
+step_python() {
+    local pack=$1 out=$2 wheel lib status line
+    mkdir -p "$out/python"
+    if ! command -v python3 >/dev/null; then
+        fail "python: no python3 on this machine"
+        return
+    fi
+    wheel=$(ls "$pack"/python/ordo-*-abi3-*.whl | head -1)
+    lib=$out/python/lib
+    rm -rf "$lib"
+    python3 -m zipfile -e "$wheel" "$lib" || { fail "python: cannot unpack $wheel"; return; }
+    log "python: $(python3 --version 2>&1), $(basename "$wheel"), torch $(python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>&1 | tail -1)"
+    ORDO_REQUIRE_GPU=1 PYTHONPATH="$lib${PYTHONPATH:+:$PYTHONPATH}" \
+        python3 "$pack/python/$(basename "$PY_CHECKS")" >"$out/python/checks.log" 2>&1
+    status=$?
+    line=$(grep -E '^passed [0-9]+ of [0-9]+$' "$out/python/checks.log" | tail -1)
+    log "python device checks: exit $status, ${line:-no count printed}"
+    if [[ $status -ne 0 || -z $line || ${line#passed } != "$(awk '{ print $4 " of " $4 }' <<<"$line")" ]]; then
+        grep -E '^(FAILED|[A-Za-z]*Error)' "$out/python/checks.log" | head -20 | tee -a "$LOG"
+        fail "python device checks"
+    fi
+}
+
 # Run this script's `run` on `steps` into OUT/NAME under a wall-clock limit.
 within() {
     local pack=$1 out=$2 name=$3 limit=$4 status start=$SECONDS
@@ -389,6 +432,10 @@ step_correctness() {
 
 step_measures() {
     within "$1" "$2" measures "$MEASURES_LIMIT_S" bench roofline train
+}
+
+step_device-python() {
+    within "$1" "$2" device-python "$PYTHON_LIMIT_S" python
 }
 
 run() {
