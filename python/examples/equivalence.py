@@ -67,13 +67,14 @@ def plain_loop_named(init, order, batches, model):
     return {n: t.numpy() for n, t in tables.items()}
 
 
-def through_ordo(mode, init, batches, model, total):
+def through_ordo(mode, init, batches, model, total, **engine):
     """The batches `0..total` through an engine session in `mode`, one `finish` per epoch: the
-    final table, the recorded computation order and each epoch's `ordo.Report`."""
+    final table, the recorded computation order and each epoch's `ordo.Report`. `engine`: more
+    of `ordo.Engine`'s arguments (`device`, `rows`, `batch_rows`)."""
     named = isinstance(init, dict)
     tables = {n: ordo.Table(a.shape[0], a.shape[1], init=a) for n, a in (init if named else {"": init}).items()}
     order, reports = [], []
-    with ordo.Engine(tables if named else tables[""], mode=mode).session(model) as s:
+    with ordo.Engine(tables if named else tables[""], mode=mode, **engine).session(model) as s:
         for epoch in range(total // batches.per_epoch):
             for b in range(epoch * batches.per_epoch, (epoch + 1) * batches.per_epoch):
                 ids, payload = batches(b)

@@ -13,7 +13,18 @@ Each prints the filtered test MRR from ordo's evaluator (`ordo.kge.evaluate`).
 
     python python/examples/torch_kge.py --dataset umls
     python python/examples/torch_kge.py --dataset ../shared/datasets/wordnet30 --epochs 5
+    python python/examples/torch_kge.py --dataset umls --rows torch   # rows as lent tensors
+
+`--device cuda` (or `cuda:N`) is checked before anything trains and refused with ordo's
+`OrdoError` saying what is missing (exit 2): ordo's CUDA data path is not built yet. A GPU run
+will need `torch.use_deterministic_algorithms(True)` and `CUBLAS_WORKSPACE_CONFIG=:4096:8` for
+oac to equal the plain loop bit for bit; this example sets both.
 """
+
+import os
+
+# Before torch loads cuBLAS: a deterministic workspace, so a GPU step repeats bit for bit.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import argparse
 import sys
@@ -39,6 +50,10 @@ def parse():
     p.add_argument("--init-scale", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads inside the step")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (CUDA is checked, then refused: not built yet)")
+    p.add_argument("--rows", choices=["numpy", "torch"], default=None,
+                   help="how the step gets its rows: a numpy array, or a torch tensor lent through DLPack "
+                        "(default: numpy on the CPU, torch on CUDA)")
     return p.parse_args()
 
 
@@ -75,7 +90,9 @@ class ComplEx:
     def __call__(self, batch_id, ids, rows, payload):
         h, r, t, nh, nt = payload
         d, k = self.dim, self.dim // 2
-        table = torch.from_numpy(rows)  # the batch's rows, lent for this call only
+        # The batch's rows, lent for this call only: a tensor (rows="torch") or a numpy array
+        # that torch views without a copy. Only writes into it reach the table.
+        table = rows if isinstance(rows, torch.Tensor) else torch.from_numpy(rows)
         emb = table[:, :d].clone().requires_grad_(True)
         rel = self.rel[r].clone().requires_grad_(True)
 
@@ -114,12 +131,21 @@ def initial_rows(entities, args):
 def main():
     args = parse()
     torch.set_num_threads(args.threads)
+    torch.use_deterministic_algorithms(True)
     data = ordo.kge.load_dataset(args.dataset)
     ne, nr = data["entities"], data["relations"]
     known = np.concatenate([data["train"], data["valid"], data["test"]])
     batches = Batches(data["train"], ne, args)
     total = batches.per_epoch * args.epochs
     init = initial_rows(ne, args)
+    # The engine's device and rows, checked before anything trains (a batch names at most both
+    # sides of its triples and its negatives).
+    engine = dict(device=args.device, rows=args.rows, batch_rows=2 * (args.batch_size + args.negatives))
+    try:
+        ordo.Engine(ordo.Table(1, 2 * args.dim), **engine)
+    except ordo.OrdoError as e:
+        print(f"torch_kge: {e}", file=sys.stderr)
+        return 2
     print(f"{data['name']}: {ne} entities, {nr} relations, {len(data['train'])} training triples; "
           f"ComplEx dim {args.dim}, {args.epochs} epochs of {batches.per_epoch} batches")
 
@@ -138,12 +164,12 @@ def main():
 
     start = time.perf_counter()
     sync_model = ComplEx(nr, args)
-    sync, _, _ = through_ordo("sync", init, batches, sync_model, total)
+    sync, _, _ = through_ordo("sync", init, batches, sync_model, total, **engine)
     report("sync", sync, sync_model, time.perf_counter() - start)
 
     start = time.perf_counter()
     oac_model = ComplEx(nr, args)
-    oac, order, _ = through_ordo("oac", init, batches, oac_model, total)
+    oac, order, _ = through_ordo("oac", init, batches, oac_model, total, **engine)
     metrics = report("oac", oac, oac_model, time.perf_counter() - start)
 
     check_model = ComplEx(nr, args)

@@ -44,3 +44,17 @@ def test_the_recommender_reads_a_csv_of_labelled_ratings_and_names_a_bad_line(tm
     bad.write_text("user,item,rating\nu1,i1,4\nu2,i1,four\n")
     p = run_example("recommender.py", "--ratings", str(bad))
     assert p.returncode == 2 and f"{bad}:3: the rating 'four' is not a number" in p.stderr, p.stderr
+
+
+def test_torch_kge_with_rows_as_lent_tensors_equals_the_plain_loop():
+    p = run_example("torch_kge.py", "--dataset", "umls", "--epochs", "2", "--rows", "torch")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "oac == plain loop over oac's order, bit for bit: True" in p.stdout
+    assert "sync == plain loop, bit for bit: True" in p.stdout
+
+
+def test_torch_kge_on_cuda_is_refused_before_anything_trains():
+    p = run_example("torch_kge.py", "--dataset", "umls", "--device", "cuda")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert p.stderr.startswith("torch_kge: device=\"cuda:0\": "), p.stderr
+    assert "plain:" not in p.stdout, p.stdout
