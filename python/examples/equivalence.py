@@ -86,11 +86,29 @@ def through_ordo(mode, init, batches, model, total, **engine):
     return (final if named else final[""]), order, reports
 
 
+def first_difference(a, b):
+    """Where two tables (float32 arrays or tensors, or dicts of them) first differ, by bits:
+    ``"row R"`` (``"table 'name' row R"`` for dicts), a shape or name mismatch, or None when
+    they hold the same bits. What a bit-for-bit check prints when a step is not deterministic."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        if not (isinstance(a, dict) and isinstance(b, dict)) or a.keys() != b.keys():
+            return "different tables"
+        for n in a:
+            d = first_difference(a[n], b[n])
+            if d is not None:
+                return f"table {n!r} {d}"
+        return None
+    a, b = np.atleast_1d(np.asarray(a, dtype=np.float32)), np.atleast_1d(np.asarray(b, dtype=np.float32))
+    if a.shape != b.shape:
+        return f"shape {a.shape} vs {b.shape}"
+    rows = np.nonzero((a.view(np.uint32) != b.view(np.uint32)).reshape(len(a), -1).any(axis=1))[0]
+    return f"row {rows[0]}" if len(rows) else None
+
+
 def same_bits(a, b):
     """Whether two float32 arrays or tensors (or dicts of them) hold the same bits (so
     -0.0 != 0.0, NaN == NaN)."""
     if isinstance(a, dict) or isinstance(b, dict):
         return isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys() and all(
             same_bits(a[n], b[n]) for n in a)
-    a, b = np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32)
-    return a.shape == b.shape and np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    return first_difference(a, b) is None

@@ -28,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
+from equivalence import EpochBatches, first_difference, plain_loop, same_bits, through_ordo
 
 
 def parse():
@@ -197,6 +197,8 @@ def main():
     print(f"oac: validation replaced {sum(r.rows_replaced for r in reports)} stale row reads")
     print(f"oac == plain loop over oac's order, bit for bit: {same} "
           f"(oac's order {'is' if in_order else 'differs from'} the submission order)")
+    if not same:
+        print(f"first difference: {first_difference(oac, check)} (is the step deterministic?)")
     print(f"sync == plain loop, bit for bit: {same_bits(sync, plain)}")
     return 0 if same else 1
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 import ordo
 import ordo.kge
-from equivalence import EpochBatches, plain_loop, same_bits, through_ordo
+from equivalence import EpochBatches, first_difference, plain_loop, same_bits, through_ordo
 
 
 def parse():
@@ -178,6 +178,10 @@ def main():
     in_order = order == list(range(total))
     print(f"oac == plain loop over oac's order, bit for bit: {same} "
           f"(oac's order {'is' if in_order else 'differs from'} the submission order)")
+    if not same:
+        where = first_difference({"entities": oac, "relations": oac_model.rel},
+                                 {"entities": check, "relations": check_model.rel})
+        print(f"first difference: {where} (is the step deterministic?)")
     print(f"sync == plain loop, bit for bit: {same_bits(sync, plain)}")
     return 0 if same else 1
 

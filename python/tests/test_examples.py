@@ -58,3 +58,22 @@ def test_torch_kge_on_cuda_is_refused_before_anything_trains():
     assert p.returncode == 2, p.stdout + p.stderr
     assert p.stderr.startswith("torch_kge: device=\"cuda:0\": "), p.stderr
     assert "plain:" not in p.stdout, p.stdout
+
+
+def test_the_bit_for_bit_check_names_the_first_differing_row():
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        from equivalence import first_difference, same_bits
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    import numpy as np
+
+    a = np.zeros((6, 3), dtype=np.float32)
+    a[2, 1] = np.nan
+    b = a.copy()
+    assert first_difference(a, b) is None and same_bits(a, b)  # NaN == NaN by bits
+    b[4, 0], b[5, 2] = -0.0, 1.0  # -0.0 differs from 0.0 by bits
+    assert first_difference(a, b) == "row 4" and not same_bits(a, b)
+    assert first_difference({"u": a, "i": a}, {"u": a, "i": b}) == "table 'i' row 4"
+    assert first_difference(a, b[:5]) == "shape (6, 3) vs (5, 3)"
+    assert first_difference({"u": a}, {"i": a}) == "different tables"
