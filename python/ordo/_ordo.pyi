@@ -127,8 +127,8 @@ class Report:
     """Seconds the device thread spent inside the step (the Python callable itself)."""
     crossing_s: float
     """Seconds the device thread spent crossing into and out of Python around the steps:
-    waiting for the interpreter lock, lending the rows as numpy, checking they were not kept.
-    ``(step_s + crossing_s) / elapsed`` is the fraction of the epoch the device thread was busy
+    waiting for the interpreter lock, lending the rows (numpy or DLPack), checking they were not
+    kept. ``(step_s + crossing_s) / elapsed`` is the fraction of the epoch the device thread was busy
     stepping (the rest it waited for rows or stamped and validated)."""
     lock_wait_s: float
     """The part of ``crossing_s`` spent waiting for the interpreter lock, held meanwhile by

@@ -238,7 +238,8 @@ pub struct Report {
     /// Seconds the device thread spent inside the Python step (the callable itself).
     step_s: f64,
     /// Seconds the device thread spent crossing into and out of Python around the steps:
-    /// waiting for the interpreter lock, lending the rows as numpy, checking they were not kept.
+    /// waiting for the interpreter lock, lending the rows (numpy or DLPack), checking they were
+    /// not kept.
     crossing_s: f64,
     /// The part of `crossing_s` spent waiting for the interpreter lock (held meanwhile by
     /// another Python thread, e.g. the one building and submitting batches).

@@ -23,8 +23,8 @@ pub(crate) struct Payload {
 
 /// Where the device thread's time in the Python step went, summed over the steps since the
 /// last [`StepTimes::take`]: inside the callable, and the crossing around it (waiting for the
-/// interpreter lock, lending the rows as numpy, checking they were not kept). Four clock reads
-/// a step.
+/// interpreter lock, lending the rows (numpy or DLPack), checking they were not kept). Four
+/// clock reads a step.
 #[derive(Debug, Default)]
 pub(crate) struct StepTimes {
     steps: AtomicU64,

@@ -263,9 +263,9 @@ def test_dlpack_rows_are_taken_by_any_from_dlpack_and_keeping_them_is_caught(ini
 
     def step(batch_id, ids, rows, payload):
         assert rows.__dlpack_device__() == (1, 0) and rows.shape == (3, WIDTH)
+        np.from_dlpack(rows)  # an export freed at once
         torch.from_dlpack(rows).add_(1)
-        np.from_dlpack(rows)  # a second export, freed at once
-        orders.append(rows.stream_order)
+        orders.append(rows.stream_order)  # as torch's from_dlpack asked
         if batch_id == 3:
             kept.append(rows.__dlpack__())  # ordo's own capsule, not consumed
 
