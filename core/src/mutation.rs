@@ -335,6 +335,11 @@ crate::mutation_catalog! {
     /// the table, which breaks *a batch's rows may come in any order* (the engine stops on
     /// its device stage).
     CacheIndexSizedByLastRow = "cache-index-sized-by-last-row", killed_by: [Proptest];
+    /// The device takes read batches in the order the readers finish them, not in submission
+    /// order: racing readers permute the recorded order, which breaks *the device takes the
+    /// batch at position `p` only after positions `0..p`* (an `Oac` run then equals the replay
+    /// of its own order, but not the sequential run of its input).
+    DeviceTakesArrivalOrder = "device-takes-arrival-order", killed_by: [Proptest];
 }
 
 #[cfg(test)]

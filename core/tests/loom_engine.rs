@@ -1,6 +1,6 @@
 //! loom: the OAC pipeline on the real reader/device/writer tasks and the real primitives, under
 //! every interleaving within the preemption bound: the store and the dense parameters equal the
-//! sequential replay of the recorded computation order.
+//! sequential replay of the recorded computation order, which is the submission order.
 //!
 //! Two models: the whole pipeline (2 readers, the device, 2 writers = loom's 5 threads) on 3
 //! batches over 2 rows, with the preemption bound capped at 1 (at bound 2 it ran past 14 min
@@ -44,6 +44,7 @@ fn check(
             let model = MixModel::new(1);
             model_harness::run_on(&config, device, model, store, work.clone(), &readers, writers)
         };
+        assert!(report.positions().into_iter().eq(0..n), "not the submission order");
         let mut table = initial;
         let mut fresh = MixModel::new(1);
         replay(&mut fresh, &mut table, &work, &report.positions()).unwrap();

@@ -1,5 +1,6 @@
 //! Engine-level checks of OAC's claim: after an `Oac` run the store and the dense parameters equal,
-//! bit for bit, the sequential replay of the recorded computation order; the same check fails for
+//! bit for bit, the sequential replay of the recorded computation order, which is the submission
+//! order in every mode, however the readers race; the same check fails for
 //! `Async` (teeth); the validation cache stays bounded; bad input and failing stages end in typed
 //! errors without hanging.
 #![cfg(not(ordo_loom))]
@@ -124,6 +125,7 @@ proptest! {
         let config = oac_config(readers, writers, input, output, seed);
         let (report, equal) = run_and_compare(config, rows, width, &batches);
         prop_assert!(equal, "Oac diverged from the replay of {:?}", report.batch_ids());
+        prop_assert!(report.positions().into_iter().eq(0..batches.len()), "not the submission order");
         assert_cache_bounded(&report, &batches);
     }
 
@@ -489,4 +491,76 @@ fn runs_are_repeatable_epochs_on_one_store() {
     ordo::engine::replay(&mut fresh, &mut table, &batches, &order).unwrap();
     assert_eq!(store.snapshot(), table);
     assert_eq!(model.dense(), fresh.dense());
+}
+
+/// Readers that race: each batch's read starts after a pseudo-random 0–3 ms (from its id), so
+/// with 4 readers the batches reach the device in a scrambled order.
+fn racing_readers() -> StageHook {
+    StageHook::new(|point, id| {
+        let x = id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        match point {
+            HookPoint::ReadStart => HookAction::Delay(Duration::from_micros(x % 3000)),
+            _ => HookAction::Continue,
+        }
+    })
+}
+
+/// The device takes batches in submission order whatever order the readers finish them in:
+/// in every mode the recorded order is the identity, and the modes that promise their order
+/// (`Oac`, `Bounded(1)`) end with the store and dense parameters of the sequential run, bit
+/// for bit, over two epochs of one session. (Before the device kept the submission order,
+/// racing readers permuted the order and `Oac` diverged from `Sync`.)
+#[test]
+fn racing_readers_leave_the_submission_order_in_every_mode() {
+    let (rows, width) = (12, 2);
+    let batches: Vec<Batch<f32>> = (0..40u64)
+        .map(|i| Batch { id: i, rows: vec![i % 5, 5 + i % 7], data: (i % 9) as f32 / 4.0 })
+        .collect();
+    let run = |config: EngineConfig| {
+        let store = store(rows, width);
+        let mut model = MixModel::new(width);
+        let engine = Engine::new(config.threads(4, 2)).unwrap();
+        let reports = engine
+            .session(&mut CpuDevice::new(), &mut model, &store, |s| {
+                (0..2)
+                    .map(|_| {
+                        s.submit_all(batches.clone())?;
+                        s.finish()
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .unwrap();
+        (reports, store.snapshot(), model.dense())
+    };
+    let (_, sequential, sequential_dense) = run(EngineConfig::new(Mode::Sync));
+    let identity: Vec<usize> = (0..batches.len()).collect();
+    let modes = [Mode::Oac, Mode::Bounded(1), Mode::Bounded(3), Mode::Async(AsyncWrite::Overwrite)];
+    for mode in modes {
+        let (reports, table, dense) = run(EngineConfig::new(mode).hook(racing_readers()));
+        for report in &reports {
+            assert_eq!(report.positions(), identity, "{mode:?}: not the submission order");
+        }
+        if mode.is_equivalent() {
+            assert!(table == sequential, "{mode:?}: the store differs from the sequential run");
+            assert_eq!(dense, sequential_dense, "{mode:?}: dense parameters differ");
+        }
+    }
+}
+
+/// The owned session (the Python binding's) keeps the submission order too, with batches
+/// submitted one call at a time while the readers race.
+#[test]
+fn racing_readers_leave_the_submission_order_in_an_owned_session() {
+    let store = std::sync::Arc::new(store(8, 1));
+    let config = EngineConfig::new(Mode::Oac).threads(4, 2).hook(racing_readers());
+    let mut s =
+        Engine::new(config).unwrap().start(CpuDevice::new(), MixModel::new(1), store).unwrap();
+    let batches = (0..30u64).map(|i| Batch { id: i, rows: vec![i % 8], data: 0.25 });
+    let mut ids: Vec<u64> = Vec::new();
+    for b in batches {
+        s.submit(b).unwrap();
+        ids.extend(s.drain_order().iter().map(|stamp| stamp.batch_id));
+    }
+    ids.extend(s.finish().unwrap().batch_ids());
+    assert_eq!(ids, (0..30).collect::<Vec<u64>>(), "not the submission order");
 }

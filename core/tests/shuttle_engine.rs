@@ -7,7 +7,8 @@
 //! -p ordo --features testing --test shuttle_engine`.
 //!
 //! **Oracle.** The final store and dense parameters equal, bit for bit, the sequential replay of
-//! the recorded computation order (by batch id) on the initial state. Few rows, heavy overlap
+//! the recorded computation order (by batch id) on the initial state, and that order is the
+//! submission order (the readers finish in any order; the device takes them in order). Few rows, heavy overlap
 //! and a small in-flight window (4 slots) keep the validation cache, the STE and admission
 //! control busy. Shuttle sees only sequentially consistent interleavings: a weakened ordering
 //! is invisible to it (loom's job, `loom_engine.rs` and the primitives' loom tests).
@@ -67,6 +68,7 @@ fn run_pipeline_on(readers: usize, writers: usize, n: u64, depth: usize) {
         )
     };
     assert_eq!(report.order.len(), work.len(), "every batch stamped once");
+    assert!(report.positions().into_iter().eq(0..work.len()), "not the submission order");
     let mut table = initial;
     let mut fresh = MixModel::new(2);
     replay_ids(&mut fresh, &mut table, &report.batch_ids(), |id| work.get((id - 1000) as usize))

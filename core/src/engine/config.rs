@@ -96,6 +96,21 @@ impl EngineConfig {
         Ok(())
     }
 
+    /// How many positions past the device's next one a reader may start a batch: the readers,
+    /// the input queue and the device, as many as a pipeline of these depths holds, but never
+    /// more than the outstanding slots, so the batch the device waits for always finds a slot
+    /// (the device takes batches in submission order; see `engine/arrivals.rs`).
+    ///
+    /// ```
+    /// use ordo::engine::{EngineConfig, Mode};
+    /// assert_eq!(EngineConfig::new(Mode::Oac).read_ahead(), 2 + 4 + 1);
+    /// assert_eq!(EngineConfig::new(Mode::Bounded(2)).read_ahead(), 2);
+    /// ```
+    pub fn read_ahead(&self) -> usize {
+        let pipeline = self.readers + self.input_depth + 1;
+        self.in_flight_slots().map_or(pipeline, |slots| pipeline.min(slots))
+    }
+
     /// Outstanding slots (and MFT window) the run uses; `None` for `Async` (no registration).
     pub fn in_flight_slots(&self) -> Option<usize> {
         match self.mode {

@@ -1,5 +1,6 @@
 //! The shared state of one run: the store, the MFT, the outstanding set, and the ts base.
 
+use crate::engine::config::EngineConfig;
 use crate::engine::error::{EngineError, StopCause};
 use crate::engine::hook::{HookAction, HookPoint, StageHook};
 use crate::engine::mode::Mode;
@@ -8,7 +9,7 @@ use crate::mft::Mft;
 use crate::outstanding::Outstanding;
 use crate::row_store::Version;
 use crate::storage::RowStorage;
-use crate::sync::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// What every stage of one run shares. Timestamps inside a run are run-local (`0, 1, 2, …`);
@@ -28,10 +29,17 @@ pub(crate) struct RunCtx<'s, S: RowStorage + ?Sized> {
     /// Whether a roll-back failed or had no copies to write, so the store holds no prefix of
     /// the order.
     torn: AtomicBool,
+    /// Positions of the current epoch the device has taken: the next one it will take
+    /// (see [`Arrivals`](crate::engine::arrivals::Arrivals) for the order it keeps).
+    taken: AtomicUsize,
+    /// How far past `taken` a reader may start a batch ([`EngineConfig::read_ahead`]).
+    read_ahead: usize,
 }
 
 impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
-    pub fn new<E>(store: &'s S, mode: Mode, slots: Option<usize>) -> Result<Self, EngineError<E>> {
+    /// The context of a run of `config` (its mode, slots and read-ahead) on `store`.
+    pub fn new<E>(store: &'s S, config: &EngineConfig) -> Result<Self, EngineError<E>> {
+        let (mode, slots) = (config.mode, config.in_flight_slots());
         let base = store.next_version().map_err(EngineError::Storage)?;
         if base >= (1 << 62) {
             return Err(EngineError::TimestampsExhausted);
@@ -47,7 +55,26 @@ impl<'s, S: RowStorage + ?Sized> RunCtx<'s, S> {
             buffers: Arc::default(),
             unwritten_from: AtomicU64::new(u64::MAX),
             torn: AtomicBool::new(false),
+            taken: AtomicUsize::new(0),
+            read_ahead: config.read_ahead(),
         })
+    }
+
+    /// Whether a reader may start the batch at `position` of the current epoch: it is within
+    /// the read-ahead of the device's next position, so the batch the device waits for always
+    /// finds an outstanding slot (the liveness argument in
+    /// [`Arrivals`](crate::engine::arrivals::Arrivals)).
+    pub fn may_read(&self, position: usize) -> bool {
+        // Relaxed: a bound on how far readers run ahead, no data is published through it; a
+        // stale (smaller) value only makes a reader wait a little longer.
+        position < self.taken.load(Ordering::Relaxed) + self.read_ahead
+    }
+
+    /// The device has taken `taken` positions of the current epoch (0: a new epoch starts).
+    pub fn set_taken(&self, taken: usize) {
+        // Relaxed: as in `may_read`; a new epoch's batches reach the readers through the feed
+        // channel, which orders this store before their check.
+        self.taken.store(taken, Ordering::Relaxed);
     }
 
     /// Batch `ts` will not be fully written: hold back every later batch's writes.

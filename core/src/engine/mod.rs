@@ -3,9 +3,11 @@
 //! API.
 //!
 //! ```text
-//! readers (parallel):  register in Outstanding (announce MFT) → read rows + versions → queue
-//! device (one at a time = computation order):
-//!     admission (Mft::admits) → evict below STE → validate → Model::step → stamp ts
+//! readers (parallel):  wait for the read-ahead → register in Outstanding (announce MFT)
+//!     → read rows + versions → queue
+//! device (one at a time, in submission order = computation order):
+//!     take the next position (early arrivals wait) → admission (Mft::admits)
+//!     → evict below STE → validate → Model::step → stamp ts
 //!     → cache insert → queue
 //! writers (parallel):  write_if_newer each row → Mft::finish(ts) → deregister
 //! ```
@@ -18,9 +20,16 @@
 //! (owned) take any device; [`Engine::run`] is one epoch of a session on the [`CpuDevice`]. The
 //! claim below holds at every depth.
 //!
+//! **The order:** in every mode the device takes the batches in submission order, holding a
+//! batch that a reader finished early until every batch submitted before it was taken (the
+//! invariant and why it cannot deadlock: `engine/arrivals.rs`). So the recorded computation
+//! order ([`RunReport::positions`]) is the identity, `0, 1, 2, …`, however the readers race.
+//!
 //! **The claim:** in `Oac` (and `Sync`, `Bounded(1)`) the final store and dense parameters equal,
-//! bit for bit, [`replay`] of the recorded computation order ([`RunReport::positions`]) on the
-//! initial state, for a deterministic model step. `Async` and `Bounded(k > 1)` promise nothing.
+//! bit for bit, [`replay`] of the recorded computation order on the initial state, for a
+//! deterministic model step: the sequential run of the batches as submitted, so an `Oac` run
+//! equals the `Sync` run of the same input. `Async` and `Bounded(k > 1)` promise nothing about
+//! the values (their order is the submission order too).
 //!
 //! **Timestamps.** Inside a run, batches are stamped `ts = 0, 1, 2, …` (run-local: the MFT, the
 //! STE, the validation cache and the report use these); the store receives `ts_base + ts`, where
@@ -54,7 +63,9 @@
 //! let mut model = Pull { bias: 0.0 };
 //! let report = engine.run(&mut model, &store, batches.clone())?;
 //!
-//! // The same batches, one by one, in the recorded order: bit-identical.
+//! // The recorded order is the submission order; the same batches, one by one, in that order:
+//! // bit-identical.
+//! assert!(report.positions().into_iter().eq(0..50));
 //! let (mut table, mut fresh) = (vec![0.0; 200], Pull { bias: 0.0 });
 //! replay(&mut fresh, &mut table, &batches, &report.positions())?;
 //! assert_eq!(store.snapshot(), table);
@@ -62,6 +73,7 @@
 //! # Ok::<(), ordo::engine::EngineError>(())
 //! ```
 
+mod arrivals;
 mod block;
 mod cache_index;
 #[cfg(feature = "testing")]

@@ -153,7 +153,7 @@ impl Engine {
             }
             .into());
         }
-        let cx = RunCtx::new(store, self.config.mode, self.config.in_flight_slots())?;
+        let cx = RunCtx::new(store, &self.config)?;
         start(device)?;
         let stop = StopState::default();
         let hook = self.config.hook.as_ref();

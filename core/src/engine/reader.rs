@@ -31,6 +31,8 @@ pub(crate) struct ReadBatch<D> {
 pub(crate) struct ReadTask<D> {
     staged: ReadBatch<D>,
     next_row: usize,
+    /// Whether the batch is within the device's read-ahead (it may register and read).
+    started: bool,
 }
 
 impl<D> ReadTask<D> {
@@ -51,6 +53,7 @@ impl<D> ReadTask<D> {
                 original: None,
             },
             next_row: 0,
+            started: false,
         }
     }
 
@@ -72,6 +75,14 @@ impl<D> ReadTask<D> {
     ) -> Result<Progress, StopCause<E>> {
         if self.is_done(cx) {
             return Ok(Progress::Done);
+        }
+        if !self.started {
+            // Start only within the device's read-ahead: the liveness of the device's
+            // submission order (`engine/arrivals.rs`).
+            if !cx.may_read(self.staged.position) {
+                return Ok(Progress::Blocked);
+            }
+            self.started = true;
         }
         let n = self.staged.ids.len();
         let reads_first = mutation::active(Mutant::ReadBeforeAnnounce);

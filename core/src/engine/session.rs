@@ -332,7 +332,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
             elapsed,
         };
         self.dev.epoch_ts = self.dev.seq.next_ts;
-        (self.submitted, self.dev.processed, self.dev.acknowledged) = (0, 0, 0);
+        (self.submitted, self.dev.acknowledged) = (0, 0);
+        self.dev.new_epoch();
         self.dev.completions.clear();
         self.epoch_start = Instant::now();
         Ok(report)
@@ -360,6 +361,9 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// batch for the device, or a written one to take. With nothing submitted and unwritten (or
     /// in `Sync` mode) only `inbox` wakes it. Receives nothing.
     pub(crate) fn wait_with<T>(&self, inbox: &Receiver<T>) {
+        if !self.dev.stop.is_stopped() && self.dev.turn_ready() {
+            return;
+        }
         let mut select = Select::new();
         select.recv(inbox);
         if let Some(lanes) = self.dev.lanes.as_ref().filter(|_| self.pending() > 0) {

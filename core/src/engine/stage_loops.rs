@@ -4,11 +4,13 @@
 //!
 //! One batch's path, in order: [`Session::submit`](crate::engine::Session::submit) sends it on
 //! [`Lanes::feed`]; a reader thread reads it ([`read_batch`]) and sends it on
-//! [`Lanes::staged`]; the device loop admits, stamps and steps it ([`Sequencer::submit`]),
+//! [`Lanes::staged`]; the device loop holds it in its [`Arrivals`] until every batch submitted
+//! before it was taken (submission order), then admits, stamps and steps it ([`Sequencer::submit`]),
 //! collects it ([`Sequencer::collect`]) and sends it on [`Lanes::stamped`]; a writer thread
 //! writes it back ([`write_batch`]) and reports it on [`Lanes::done`], which the device loop
 //! takes as a [`Completion`].
 
+use crate::engine::arrivals::Arrivals;
 use crate::engine::completion::Completion;
 use crate::engine::config::EngineConfig;
 use crate::engine::context::RunCtx;
@@ -136,6 +138,8 @@ pub(crate) struct DeviceLoop<'a, M: Model, S: RowStorage + ?Sized> {
     pub seq: Sequencer,
     /// `None` in `Sync` mode: every stage runs inline in `submit`.
     pub lanes: Option<Lanes<M::Data>>,
+    /// Read batches that came before their turn.
+    pub arrivals: Arrivals<M::Data>,
     /// The ts of this epoch's first batch.
     pub epoch_ts: u64,
     /// Batches of this epoch the device took (stamped, or failed).
@@ -164,6 +168,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
             model,
             seq: Sequencer::default(),
             lanes,
+            arrivals: Arrivals::default(),
             epoch_ts: 0,
             processed: 0,
             acknowledged: 0,
@@ -200,8 +205,10 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
     }
 
     /// Do one piece of device work: collect the oldest batch in flight if the device must
-    /// before it takes another, else submit the next read batch (waiting up to `POLL` for one if
-    /// `wait`), else collect if the readers have nothing ready. Returns whether it did any.
+    /// before it takes another, else take the batch whose turn it is (position
+    /// [`processed`](Self::processed), from the [`Arrivals`] after moving every read batch there;
+    /// waiting up to `POLL` for the readers if `wait`), else collect if its turn has not come.
+    /// Returns whether it did any.
     pub(crate) fn device_step(&mut self, wait: bool) -> bool {
         if self.stop.is_stopped() {
             return false;
@@ -211,20 +218,29 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
             return true;
         }
         let lanes = self.lanes.as_ref().expect("threaded session");
-        let job = match lanes.staged.try_recv() {
-            Ok(job) => Some(job),
-            Err(_) if self.seq.in_flight() > 0 => {
+        for job in lanes.staged.try_iter() {
+            self.arrivals.arrive(job);
+        }
+        let job = match self.arrivals.take(self.processed) {
+            Some(job) => job,
+            None if self.seq.in_flight() > 0 => {
                 self.collect_one();
                 return true;
             }
-            Err(_) if wait => lanes.staged.recv_timeout(POLL).ok(),
-            Err(_) => None,
+            None if wait => {
+                let Ok(job) = lanes.staged.recv_timeout(POLL) else { return false };
+                self.arrivals.arrive(job);
+                match self.arrivals.take(self.processed) {
+                    Some(job) => job,
+                    None => return true,
+                }
+            }
+            None => return false,
         };
-        let Some(job) = job else { return false };
         if !block_on(admit(&self.seq, self.cx, self.stop, &OsThreads::default())) {
             return false;
         }
-        self.processed += 1;
+        self.took_one();
         let (cx, hook) = (self.cx, self.hook);
         match self.seq.submit(cx, &mut *self.device, &mut *self.model, job, hook, false) {
             Ok(()) if self.seq.must_collect(cx, self.device.depth()) => self.collect_one(),
@@ -232,6 +248,26 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
             Err(cause) => self.stop.fail(cause),
         }
         true
+    }
+
+    /// Whether the batch whose turn it is has arrived (the device can take it now).
+    pub(crate) fn turn_ready(&self) -> bool {
+        self.arrivals.ready(self.processed)
+    }
+
+    /// The device took the batch at position `processed`: count it, and let the readers run
+    /// one further ahead.
+    fn took_one(&mut self) {
+        self.processed += 1;
+        self.cx.set_taken(self.processed);
+    }
+
+    /// A new epoch: its positions start at 0. Every batch of the last one was taken, so none
+    /// waits for its turn.
+    pub(crate) fn new_epoch(&mut self) {
+        debug_assert!(self.arrivals.is_empty(), "a batch of the last epoch was never taken");
+        self.processed = 0;
+        self.cx.set_taken(0);
     }
 
     /// Collect the oldest batch in flight and hand it to the writers. Batches lost to a device
@@ -287,7 +323,7 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
             Ok(None) => return,
             Err(cause) => return stop.fail(cause),
         };
-        self.processed += 1;
+        self.took_one();
         if let Err(cause) =
             self.seq.submit(cx, &mut *self.device, &mut *self.model, staged, hook, true)
         {

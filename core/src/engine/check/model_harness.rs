@@ -5,6 +5,7 @@
 //! crossbeam channels (the checkers cannot see inside those) and no `thread::scope` (loom has
 //! none). Used by `core/tests/loom_engine.rs` and `core/tests/shuttle_engine.rs`.
 
+use crate::engine::arrivals::Arrivals;
 use crate::engine::context::RunCtx;
 use crate::engine::driver::{ModelThreads, admit, block_on, read_batch, write_batch};
 use crate::engine::reader::ReadBatch;
@@ -37,6 +38,11 @@ impl<T> Queue<T> {
         self.ready.notify_all();
     }
 
+    /// The next item, if one is queued now.
+    fn try_pop(&self) -> Option<T> {
+        self.items.lock().expect("queue").0.pop_front()
+    }
+
     /// The next item, or `None` once the queue is closed and empty.
     fn pop(&self) -> Option<T> {
         let mut g = self.items.lock().expect("queue");
@@ -53,8 +59,11 @@ impl<T> Queue<T> {
 }
 
 /// Run `batches` through the pipeline: one reader thread per entry of `readers` (the input
-/// positions it reads, in order), `writers` writer threads, the device on the calling thread.
-/// Panics on any stage error (a loom model treats that as a failure).
+/// positions it reads, in order; increasing, as the engine's FIFO feed hands them out),
+/// `writers` writer threads, the device on the calling thread, taking the batches in
+/// submission order through the engine's reorder buffer (`Arrivals`) and publishing its
+/// read-ahead as the threaded device does. Panics on any stage error (a loom model treats that
+/// as a failure).
 pub fn run<M: Model, S: RowStorage + ?Sized>(
     config: &EngineConfig,
     model: M,
@@ -77,7 +86,7 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
     readers: &[Vec<usize>],
     writers: usize,
 ) -> (M, RunReport) {
-    let cx = RunCtx::new::<M::Error>(store, config.mode, config.in_flight_slots()).expect("ctx");
+    let cx = RunCtx::new::<M::Error>(store, config).expect("ctx");
     let cx = Arc::new(cx);
     let n = batches.len();
     let mut pending: Vec<Option<Batch<M::Data>>> = batches.into_iter().map(Some).collect();
@@ -118,8 +127,24 @@ pub fn run_on<M: Model, S: RowStorage + ?Sized, Q: DeviceQueue<M>>(
         assert!(failed.is_none(), "the CPU cache insert cannot fail");
         output.push(stamped);
     };
-    for _ in 0..n {
-        let job = input.pop().expect("a reader pushes every batch");
+    let mut arrivals = Arrivals::default();
+    for position in 0..n {
+        // As the threaded device: take what the readers finished, and collect the batches on
+        // the device while the turn's batch has not come (their slots may be the ones it needs).
+        let job = loop {
+            while let Some(job) = input.try_pop() {
+                arrivals.arrive(job);
+            }
+            if let Some(job) = arrivals.take(position) {
+                break job;
+            }
+            if seq.in_flight() > 0 {
+                collect_one(&mut seq, &mut device);
+            } else {
+                arrivals.arrive(input.pop().expect("a reader pushes every batch"));
+            }
+        };
+        cx.set_taken(position + 1);
         while seq.must_collect(&cx, depth) {
             collect_one(&mut seq, &mut device);
         }

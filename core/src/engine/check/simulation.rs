@@ -5,15 +5,27 @@
 //! Each reader and writer is the driver's future for its current batch (`read_batch`,
 //! `write_batch`), with a `Waiter` that suspends it after every action; the device admits
 //! with the driver's `admit` and stamps with its `stamp`. One action is: start a reader on
-//! the next batch, advance a reader by one step (register, or read one row, or hand the read
-//! batch to the input queue), run the device on the next batch, start a writer on the next
-//! stamped batch, or advance a writer by one step (write one row, finish the ts, or deregister).
+//! the next batch, advance a reader by one step (wait for the device's read-ahead, register,
+//! or read one row, or hand the read batch to the input queue), run the device (move the read
+//! batches into its reorder buffer, the engine's `Arrivals`, and stamp the batch whose turn it
+//! is, in submission order), start a writer on the next stamped batch, or advance a writer by
+//! one step (write one row, finish the ts, or deregister).
 //! A schedule is a byte string: each byte picks one of the enabled actions; when it runs out,
 //! the first enabled action runs until everything is written. The oracle is
 //! [`replay`] of the recorded order. No stage may ever be stuck: if nothing can
 //! act before every batch is written, the run fails with a deadlock. After every action the
-//! MFT's promise is checked too ([`Simulation::check_invariants`]).
+//! MFT's promise is checked too ([`Simulation::check_invariants`]), and [`FuzzCase::check`]
+//! also asks that the recorded order be the submission order.
+//!
+//! **What it cannot see.** Every action is atomic and sequentially consistent, so a weakened
+//! atomic ordering (the read-ahead counter, the MFT, the outstanding set) is loom's to find
+//! (`core/tests/loom_engine.rs`); it runs one epoch of one pipeline, so the session's epoch
+//! reset of the positions, `submit_inline`, the owned session's device thread and the
+//! crossbeam channels' blocking are the property tests' (`core/tests/prop_engine.rs`,
+//! `prop_engine_owned_session.rs`, `session.rs`); and a reader that blocks forever (a storage
+//! that never returns) is out of its scope, as it is of the engine's.
 
+use crate::engine::arrivals::Arrivals;
 use crate::engine::check::deferred_device::DeferredCpuDevice;
 use crate::engine::context::RunCtx;
 use crate::engine::device_queue::{DeviceQueue, start};
@@ -42,7 +54,8 @@ pub enum Action {
     StartRead(usize),
     /// Reader `r` does one step.
     Read(usize),
-    /// The device stamps the next queued batch and submits it.
+    /// The device moves the queued batches into its reorder buffer, then stamps the batch
+    /// whose turn it is (submission order) and submits it, if it has arrived.
     Device,
     /// The device collects its oldest batch in flight and queues it for the writers.
     Collect,
@@ -117,6 +130,10 @@ pub struct Simulation<'s, M: Model, S: RowStorage + ?Sized = RowStore> {
     feed: VecDeque<(usize, Batch<M::Data>)>,
     readers: Vec<Reader<'s, M::Data, M::Error>>,
     input: VecDeque<ReadBatch<M::Data>>,
+    /// Read batches the device holds until their turn.
+    arrivals: Arrivals<M::Data>,
+    /// Positions the device has taken: the next one it takes.
+    taken: usize,
     output: VecDeque<Stamped>,
     writers: Vec<Option<StageFuture<'s, bool>>>,
     /// Rows of each stamped batch, by ts (for the MFT invariant check).
@@ -149,7 +166,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
         start(&mut *device)?;
         config.check()?;
         let batches = prepare(&model, store, batches)?;
-        let cx = RunCtx::new(store, config.mode, config.in_flight_slots())?;
+        let cx = RunCtx::new(store, &config)?;
         let shared = Rc::new(Shared { cx, stop: StopState::default(), waiter: Stepped::default() });
         Ok(Simulation {
             shared,
@@ -161,6 +178,8 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
             seq: Sequencer::default(),
             feed: batches.into_iter().enumerate().collect(),
             input: VecDeque::new(),
+            arrivals: Arrivals::default(),
+            taken: 0,
             output: VecDeque::new(),
             stamped_rows: Vec::new(),
             checked_prefix: 0,
@@ -171,6 +190,7 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
     pub fn is_done(&self) -> bool {
         self.feed.is_empty()
             && self.input.is_empty()
+            && self.arrivals.is_empty()
             && self.seq.in_flight() == 0
             && self.output.is_empty()
             && self.readers.iter().all(|r| matches!(r, Reader::Idle))
@@ -187,7 +207,8 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 _ => a.push(Action::Read(r)),
             }
         }
-        if !self.input.is_empty() && !self.seq.must_collect(&self.shared.cx, self.device.depth()) {
+        let device_has_work = !self.input.is_empty() || self.arrivals.ready(self.taken);
+        if device_has_work && !self.seq.must_collect(&self.shared.cx, self.device.depth()) {
             a.push(Action::Device);
         }
         if self.seq.in_flight() > 0 && self.output.len() < self.config.output_depth {
@@ -264,15 +285,24 @@ impl<'s, M: Model, S: RowStorage + ?Sized> Simulation<'s, M, S> {
                 }
             },
             Action::Device => {
-                if self.input.is_empty() || self.seq.must_collect(&sh.cx, self.device.depth()) {
+                if self.seq.must_collect(&sh.cx, self.device.depth()) {
                     return Ok(false);
                 }
+                let moved = !self.input.is_empty();
+                for job in self.input.drain(..) {
+                    self.arrivals.arrive(job);
+                }
+                if !self.arrivals.ready(self.taken) {
+                    return Ok(moved);
+                }
                 match poll_once(pin!(admit(&self.seq, &sh.cx, &sh.stop, &sh.waiter))) {
-                    Poll::Pending => return Ok(false),
+                    Poll::Pending => return Ok(moved),
                     Poll::Ready(false) => return Err(self.failure("the device saw a stop".into())),
                     Poll::Ready(true) => {}
                 }
-                let job = self.input.pop_front().expect("checked");
+                let job = self.arrivals.take(self.taken).expect("checked");
+                self.taken += 1;
+                sh.cx.set_taken(self.taken);
                 let ids = job.ids.clone();
                 self.seq
                     .submit(&sh.cx, &mut *self.device, &mut self.model, job, None, false)
@@ -536,6 +566,9 @@ impl FuzzCase {
         let (model_after, report) = sim.run(&self.schedule).map_err(|e| e.to_string())?;
         if report.order.len() != batches.len() {
             return Err(format!("{} of {} batches stamped", report.order.len(), batches.len()));
+        }
+        if !report.positions().into_iter().eq(0..batches.len()) {
+            return Err(format!("not the submission order: {:?}", report.positions()));
         }
         let cmp =
             compare_with_replay(model, &initial, &batches, &report, &store, &model_after.dense())
