@@ -188,8 +188,31 @@ fn stride(width: usize, precision: Precision) -> usize {
     1 + width.div_ceil(precision.per_word())
 }
 
+/// An `f32`'s nearest bf16 (ties to even; a NaN stays a NaN, its top mantissa bit set): `half`'s
+/// conversion bit for bit, written without branches so the loops over a row's values vectorize
+/// (the test `bf16_conversions_are_halfs` checks them against `half`).
+#[inline]
+fn bf16_bits(v: f32) -> u16 {
+    let x = v.to_bits();
+    // Adding 0x7FFF plus the kept part's lowest bit carries into the kept bits exactly when
+    // the dropped half is above the midpoint, or at it with an odd kept part. No finite value
+    // or infinity wraps; a NaN's wrapped sum is not used.
+    let nearest = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
+    let nan = (x >> 16) | 0x40;
+    (if x & 0x7FFF_FFFF > 0x7F80_0000 { nan } else { nearest }) as u16
+}
+
+/// The `f32` a bf16 widens to: exact, a NaN quieted (`half`'s conversion bit for bit, without
+/// branches).
+#[inline]
+fn bf16_value(b: u16) -> f32 {
+    let quiet = if b & 0x7FFF > 0x7F80 { 0x40 } else { 0 };
+    f32::from_bits(u32::from(b | quiet) << 16)
+}
+
 /// Up to four values as one word of bf16s, each rounded to the nearest (ties to even); missing
-/// values are 0.
+/// values are 0. One word at a time (a store's initial values, Hogwild's `add`); a row copy
+/// converts through [`bf16_bits`].
 #[inline]
 fn pack_bf16(values: &[f32]) -> u64 {
     values
@@ -205,16 +228,30 @@ fn unpack_bf16(word: u64) -> [f32; 4] {
     std::array::from_fn(|j| half::bf16::from_bits((word >> (16 * j)) as u16).to_f32())
 }
 
+/// Words a bf16 row copy moves per staging round: the words' bf16s go through a buffer on the
+/// stack, so the conversions are one flat loop the compiler vectorizes and only the atomic
+/// loads and stores are per word.
+const STAGE: usize = 16;
+
 /// A row's value words into `out`, in either packing (`Relaxed` loads: see [`load_row`]).
 #[inline]
 fn load_values(precision: Precision, cells: &[AtomicU64], out: &mut [f32]) {
     match precision {
         Precision::F32 => load_row(cells, out),
         Precision::Bf16 => {
-            for (o, cell) in out.chunks_mut(4).zip(cells) {
-                // Relaxed: the caller orders the copy (seqlock re-check, or Hogwild's nothing).
-                let four = unpack_bf16(cell.load(Ordering::Relaxed));
-                o.copy_from_slice(&four[..o.len()]);
+            let mut bits = [0u16; 4 * STAGE];
+            for (out, cells) in out.chunks_mut(4 * STAGE).zip(cells.chunks(STAGE)) {
+                for (four, cell) in bits.chunks_exact_mut(4).zip(cells) {
+                    // Relaxed: the caller orders the copy (seqlock re-check, or Hogwild's nothing).
+                    let word = cell.load(Ordering::Relaxed);
+                    four.copy_from_slice(&std::array::from_fn::<_, 4, _>(|j| {
+                        (word >> (16 * j)) as u16
+                    }));
+                }
+                // The last word's unused slots (an odd width) are not copied out.
+                for (o, &b) in out.iter_mut().zip(&bits) {
+                    *o = bf16_value(b);
+                }
             }
         }
     }
@@ -226,9 +263,18 @@ fn store_values(precision: Precision, cells: &[AtomicU64], values: &[f32]) {
     match precision {
         Precision::F32 => store_row(cells, values),
         Precision::Bf16 => {
-            for (v, cell) in values.chunks(4).zip(cells) {
-                // Relaxed: the caller publishes the row (Release unlock), or is Hogwild.
-                cell.store(pack_bf16(v), Ordering::Relaxed);
+            let mut bits = [0u16; 4 * STAGE];
+            for (values, cells) in values.chunks(4 * STAGE).zip(cells.chunks(STAGE)) {
+                for (b, &v) in bits.iter_mut().zip(values) {
+                    *b = bf16_bits(v);
+                }
+                // The last word's unused slots are 0.
+                bits[values.len()..values.len().next_multiple_of(4)].fill(0);
+                for (four, cell) in bits.chunks_exact(4).zip(cells) {
+                    let word = four.iter().rev().fold(0, |w, &b| w << 16 | u64::from(b));
+                    // Relaxed: the caller publishes the row (Release unlock), or is Hogwild.
+                    cell.store(word, Ordering::Relaxed);
+                }
             }
         }
     }
@@ -742,14 +788,20 @@ mod tests {
 
     #[test]
     fn bf16_rows_pack_four_values_per_word_and_round_to_nearest() {
-        for width in 0..=11 {
+        // Widths within a word, and around the copies' staging rounds of 4 × STAGE values.
+        for width in (0..=11).chain([4 * STAGE - 1, 4 * STAGE, 4 * STAGE + 1, 8 * STAGE + 3]) {
             let s = RowStore::zeros(2, width);
             let b = RowStore::try_from_fn_in(Precision::Bf16, 2, width, |_, _| 0.0).unwrap();
             assert_eq!(b.row_bytes(), 8 * (1 + width.div_ceil(4)), "width {width}");
             assert_eq!(s.row_bytes(), 8 * (1 + width.div_ceil(2)), "width {width}");
             // bf16s (an f32's top 16 bits) round-trip exactly, in any position of a word.
-            let row: Vec<f32> = (0..width).map(|c| -1.5 * c as f32 + 0.25).collect();
+            let row: Vec<f32> = (0..width).map(|c| -1.5 * (c % 16) as f32 + 0.25).collect();
             assert_eq!(b.write_if_newer(1, 2, &row), Ok(true));
+            // An odd width's last word keeps its unused slots 0 (the layout's promise).
+            if width % 4 != 0 {
+                let last = b.words[2 * stride(width, Precision::Bf16) - 1].load(Ordering::Relaxed);
+                assert_eq!(last >> (16 * (width % 4)), 0, "width {width}");
+            }
             let mut out = vec![9.0; width];
             assert_eq!(b.read(1, &mut out), Ok(Version::Written(2)));
             assert_eq!(out, row, "width {width}");
@@ -767,6 +819,22 @@ mod tests {
         b.hogwild().read(0, &mut out).unwrap();
         assert_eq!(out, [tenth, 1.0078125, 4.0]);
         assert_eq!(b.snapshot(), out.to_vec());
+    }
+
+    #[test]
+    fn bf16_conversions_are_halfs() {
+        // Every sign, exponent and kept mantissa, with the dropped halves that decide a
+        // rounding (0, just above and below the midpoint, the midpoint, the top), NaNs and
+        // infinities among them.
+        for high in 0..=u32::from(u16::MAX) {
+            for low in [0, 1, 0x4000, 0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF] {
+                let v = f32::from_bits(high << 16 | low);
+                let want = half::bf16::from_f32(v).to_bits();
+                assert_eq!(bf16_bits(v), want, "{:#010x}", v.to_bits());
+            }
+            let want = half::bf16::from_bits(high as u16).to_f32().to_bits();
+            assert_eq!(bf16_value(high as u16).to_bits(), want, "{high:#06x}");
+        }
     }
 
     #[test]
