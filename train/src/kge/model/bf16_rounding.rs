@@ -6,18 +6,25 @@
 //! **The generator** is ChaCha with 8 rounds as the `chacha20` crate's `ChaCha8Rng` defines its
 //! output (the generator of `ordo_pm::rng`, fixed by the crate's name and major version): its
 //! 256-bit key is the seed and the version in little-endian bytes (then zeros), its stream is
-//! the row, and it starts at word 0. A row of `n` values takes `⌈n / 2⌉` 32-bit words, two
-//! 16-bit draws each (the low half first). The version is the batch that writes the row (its
-//! id, which orders the batches of a run across epochs and resumes). The test
-//! `stream_is_fixed` records the first draws: a change of the stream fails it.
+//! the row, and it starts at word 0. A row of `n` values takes its first `n` bytes, **one byte
+//! (8 random bits) per value**, in order: up to 256 values are one refill of the generator's
+//! buffer (four ChaCha blocks). The version is the batch that writes the row (its id, which
+//! orders the batches of a run across epochs and resumes). The test `stream_is_fixed` records
+//! the first draws: a change of the stream fails it.
 //!
-//! **The rounding** of `x` adds a uniform 16-bit draw `u` to `x`'s bits and drops the low 16:
-//! `x` rounds away from zero (in magnitude) with probability `(x's low 16 bits) / 2¹⁶`, so the
-//! rounded value's expectation is `x` (Gupta et al. 2015). A value that already is a bf16
-//! stays as it is; NaN and infinities take `half`'s conversion.
+//! **The rounding** of `x` adds `256·u + 128` (the draw `u`, centred in its 1/256th of the
+//! dropped range) to `x`'s bits and drops the low 16: `x` rounds away from zero (in magnitude)
+//! with probability `(x's low 16 bits) / 2¹⁶` to within 2⁻⁹, so the rounded value's
+//! expectation is `x` to within 2⁻⁹ of a bf16 step (Gupta et al. 2015 round with the full
+//! dropped width; 8 bits keep the rounding's cost below the bytes it saves). A value that
+//! already is a bf16 stays as it is; NaN and infinities round to the nearest (`half`'s
+//! conversion). The loop has no branches, so it vectorizes.
 
 use crate::kge::data::batch::SplitMix64;
 use rand::{Rng, SeedableRng};
+
+/// Values rounded per refill of the generator's buffer (one random byte each).
+const CHUNK: usize = 256;
 
 /// `values` (one row's) rounded to bf16s in place, stochastically, keyed by `(seed, row,
 /// version)`.
@@ -27,9 +34,11 @@ pub fn round_row(seed: u64, row: u64, version: u64, values: &mut [f32]) {
     key[8..16].copy_from_slice(&version_key(version).to_le_bytes());
     let mut g = chacha20::ChaCha8Rng::from_seed(key);
     g.set_stream(row);
-    for pair in values.chunks_mut(2) {
-        let draws = g.next_u32();
-        for (x, u) in pair.iter_mut().zip([draws & 0xFFFF, draws >> 16]) {
+    let mut draws = [0u8; CHUNK];
+    for chunk in values.chunks_mut(CHUNK) {
+        let draws = &mut draws[..chunk.len()];
+        g.fill_bytes(draws);
+        for (x, &u) in chunk.iter_mut().zip(&*draws) {
             *x = round(*x, u);
         }
     }
@@ -48,17 +57,20 @@ fn version_key(version: u64) -> u64 {
     version
 }
 
-/// `x` rounded to a bf16 with the 16-bit draw `u`.
+/// `x` rounded to a bf16 with the 8-bit draw `u` (no branches: a select).
 #[inline]
-fn round(x: f32, u: u32) -> f32 {
-    if !x.is_finite() {
-        return half::bf16::from_f32(x).to_f32();
-    }
-    // Adding below 2¹⁶ to the bits carries into the kept bits with probability low16 / 2¹⁶;
+fn round(x: f32, u: u8) -> f32 {
+    let bits = x.to_bits();
+    // Adding below 2¹⁶ to the bits carries into the kept bits with probability ≈ low16 / 2¹⁶;
     // a carry out of the mantissa steps the exponent (the next binade's bf16), and from the
-    // largest finite bf16 to infinity, as rounding up there must.
-    let bits = x.to_bits().wrapping_add(u) >> 16;
-    half::bf16::from_bits(bits as u16).to_f32()
+    // largest finite bf16 to infinity, as rounding up there must. The sum cannot wrap for a
+    // finite value; for NaN and infinities it is not used.
+    let up = bits.wrapping_add(u32::from(u) << 8 | 0x80) & 0xFFFF_0000;
+    let finite = bits & 0x7F80_0000 != 0x7F80_0000;
+    // Not finite: an infinity is a bf16 already; a NaN keeps its top bits, quieted (`half`).
+    let nan = bits & 0x7FFF_FFFF > 0x7F80_0000;
+    let other = (bits | if nan { 0x0040_0000 } else { 0 }) & 0xFFFF_0000;
+    f32::from_bits(if finite { up } else { other })
 }
 
 /// `n` values drawn as a test row, for fixtures of the rounding.
@@ -88,7 +100,8 @@ mod tests {
         // 3e 00 ef 2f 89 5f 40 d6 7f 5b b8 e8 1f 09 a5 a1, as little-endian words).
         assert_eq!(words(0, 0, 0), FIXTURE_000);
         assert_eq!(words(7, 3, 9), FIXTURE_739);
-        // And the rounding of a fixed row with them: 0.1 up, -0.1 toward zero, 1 + 2⁻⁸ up.
+        // And the rounding of a fixed row with their first bytes (0x43, 0xCE, 0xC0, 0x00): 0.1
+        // up, -0.1 away from zero, 1 + 2⁻⁸ up, 3 (a bf16) kept.
         let mut row = [0.1f32, -0.1, 1.0 + 1.0 / 256.0, 3.0];
         round_row(7, 3, 9, &mut row);
         assert_eq!(row.map(f32::to_bits), FIXTURE_ROW);
@@ -96,7 +109,7 @@ mod tests {
 
     const FIXTURE_000: [u32; 4] = [0x2FEF_003E, 0xD640_5F89, 0xE8B8_5B7F, 0xA1A5_091F];
     const FIXTURE_739: [u32; 4] = [0x00C0_CE43, 0x64F7_DEEB, 0x1DA4_9A43, 0x2B76_FD2E];
-    const FIXTURE_ROW: [u32; 4] = [0x3DCD_0000, 0xBDCC_0000, 0x3F81_0000, 0x4040_0000];
+    const FIXTURE_ROW: [u32; 4] = [0x3DCD_0000, 0xBDCD_0000, 0x3F81_0000, 0x4040_0000];
 
     #[test]
     fn rounds_to_a_neighbouring_bf16_without_bias() {
@@ -130,7 +143,13 @@ mod tests {
         assert!(neg[0] == -lo || neg[0] == -hi);
         // Past the largest finite bf16, rounding up reaches infinity.
         let max = half::bf16::MAX.to_f32();
-        assert_eq!(round(f32::from_bits(max.to_bits() + 1), 0xFFFF), f32::INFINITY);
-        assert_eq!(round(f32::from_bits(max.to_bits() + 1), 0), max);
+        let above_max = f32::from_bits(max.to_bits() + 0x8000); // halfway to the next step
+        assert_eq!(round(above_max, 0xFF), f32::INFINITY);
+        assert_eq!(round(above_max, 0), max);
+        // Not finite: rounded to the nearest, as `half` converts, whatever the draw.
+        for x in [f32::INFINITY, f32::NEG_INFINITY, f32::NAN, f32::from_bits(0xFF81_2345)] {
+            let want = half::bf16::from_f32(x).to_f32().to_bits();
+            assert_eq!(round(x, 0xFF).to_bits(), want, "{:#010x}", x.to_bits());
+        }
     }
 }
