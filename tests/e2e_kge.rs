@@ -130,6 +130,30 @@ fn oac_equals_its_replay_with_row_adagrad() {
     oac_learns_and_equals_its_replay(&d, &cfg);
 }
 
+/// PyTorch-BigGraph's pair (`pbg-adagrad`: row-wise Adagrad for the entity rows, element-wise
+/// for the relations): an entity row is `dim + 1` floats, the relations keep one sum per
+/// parameter, OAC equals the replay of its order, and a checkpoint resumes it bit for bit.
+#[test]
+fn oac_equals_its_replay_and_resumes_with_pbg_adagrad() {
+    let d = Dataset::load("umls").unwrap();
+    let cfg = TrainConfig { optimizer: Optimizer::PbgAdagrad, epochs: 2, ..config() };
+    assert_eq!(cfg.row_width(), cfg.dim + 1);
+    oac_learns_and_equals_its_replay(&d, &cfg);
+    let sc = cfg.step_config();
+    let relation_params = sc.relation_rows(d.relations.len()) * sc.relation_dim();
+    let whole = run(&d, &cfg, TrainMode::Sync);
+    assert_eq!(whole.dense.len(), 2 * relation_params, "relations, then a sum per parameter");
+    let half = TrainConfig { epochs: 1, ..cfg };
+    let dir = temp_dir("pbg-adagrad");
+    train_resumable(&d, &half, TrainMode::Sync, checkpointed(&dir), &mut |_| {}, None).unwrap();
+    let ck = Checkpoint::read(&dir, &d, &cfg).unwrap();
+    let resumed = Resumable { resume: Some(ck), ..Resumable::default() };
+    let rest = train_resumable(&d, &cfg, TrainMode::Sync, resumed, &mut |_| {}, None).unwrap();
+    assert_eq!(bits(&rest.entity_rows()), bits(&whole.entity_rows()));
+    assert_eq!(bits(&rest.dense), bits(&whole.dense));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Negatives laid out where the step multiplies them (`NegSampling::Distinct`: the engine
 /// reads each batch's rows in the model's order, not sorted; on UMLS's 135 entities many
 /// negatives are positives' entities, gathered as before) keep the equivalence: OAC equals

@@ -215,7 +215,7 @@ impl Layout {
     fn of(cfg: &TrainConfig, d: &Dataset) -> Self {
         let sc = cfg.step_config();
         let rdim = sc.relation_dim();
-        let rstate = cfg.optimizer.state_width(rdim);
+        let rstate = cfg.optimizer.for_relations().state_width(rdim);
         let entity_width = sc.row_width();
         Layout {
             entities: d.entities.len(),

@@ -261,7 +261,7 @@ impl<E: EntityRows> Checkpoint<E> {
         let staged = Staged::new(&dir.join(&name))?;
         let tmp = staged.path();
         let (rel, rel_state) = self.dense.split_at((n_rel * rdim).min(self.dense.len()));
-        let rel_state_w = sc.optimizer.state_width(rdim);
+        let rel_state_w = sc.optimizer.for_relations().state_width(rdim);
         // The entity table, one row at a time into its two files.
         let (emb_path, state_path) = (tmp.join("entities.npy"), tmp.join("entity_state.npy"));
         let mut emb = npy_out(&emb_path, n, dim)?;
@@ -423,7 +423,7 @@ impl Checkpoint {
         let sc = cfg.step_config();
         let (n, dim, state_w) = (d.entities.len(), cfg.dim, sc.optimizer.state_width(cfg.dim));
         let (rdim, rel_rows) = (sc.relation_dim(), sc.relation_rows(d.relations.len()));
-        let rel_state_w = sc.optimizer.state_width(rdim);
+        let rel_state_w = sc.optimizer.for_relations().state_width(rdim);
         // The entity table straight into the store, one row at a time: a row's embedding from
         // one file, then its state from the other (`from_fn` asks in row order).
         let (emb_path, state_path) = (sub.join("entities.npy"), sub.join("entity_state.npy"));

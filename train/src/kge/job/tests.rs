@@ -325,6 +325,7 @@ const RUNS: &[(&[&str], Option<&str>)] = &[
     (&["--reciprocal", "false"], Some("reciprocal = false")),
     (&["--lr", "0.05"], Some("lr = 0.05")),
     (&["--optimizer", "adam"], Some("optimizer = \"adam\"")),
+    (&["--optimizer", "pbg-adagrad"], Some("optimizer = \"pbg-adagrad\"")),
     (&["--regularizer", "n3"], Some("regularizer = \"n3\"")),
     (&["--reg-weight", "0.01"], Some("reg-weight = 0.01")),
     (&["--reg", "0.01"], None),

@@ -1,5 +1,5 @@
-//! The optimizers of the KGE step: Adagrad, row-wise Adagrad and Adam, sparse (only the rows a
-//! batch uses move).
+//! The optimizers of the KGE step: Adagrad, row-wise Adagrad, PyTorch-BigGraph's pair of the two
+//! and Adam, sparse (only the rows a batch uses move).
 //!
 //! **State travels with the row.** An entity row in the engine's store is
 //! `[embedding (dim) | optimizer state (state_width(dim))]`, so the state is read, validated and
@@ -32,11 +32,30 @@ pub enum Optimizer {
     #[value(name = "row-adagrad")]
     #[serde(rename = "row-adagrad")]
     RowAdagrad,
+    /// PyTorch-BigGraph 1.0's pair: row-wise Adagrad (as [`RowAdagrad`](Optimizer::RowAdagrad))
+    /// for the entity rows and element-wise Adagrad (as [`Adagrad`](Optimizer::Adagrad)) for
+    /// the relation parameters, as `torchbiggraph.train`'s `make_optimizer` gives its
+    /// embeddings `RowAdagrad` and the model's other parameters torch's `Adagrad`. An entity
+    /// row is `dim + 1` floats, as with row-wise Adagrad.
+    #[value(name = "pbg-adagrad")]
+    #[serde(rename = "pbg-adagrad")]
+    PbgAdagrad,
 }
 
 impl Optimizer {
+    /// The optimizer of the relation parameters: element-wise Adagrad for
+    /// [`PbgAdagrad`](Optimizer::PbgAdagrad), the optimizer itself for every other. The
+    /// relation side sizes its state and updates with this one, the entity rows with `self`.
+    pub fn for_relations(self) -> Optimizer {
+        match self {
+            Optimizer::PbgAdagrad => Optimizer::Adagrad,
+            other => other,
+        }
+    }
+
     /// Floats of state per parameter row of `dim` floats: Adagrad's sums (`dim`), Adam's two
-    /// moments and step count (`2·dim + 1`), row-wise Adagrad's one sum.
+    /// moments and step count (`2·dim + 1`), row-wise Adagrad's one sum (and PBG's pair's, for
+    /// an entity row; its relations' is [`for_relations`](Self::for_relations)'s).
     pub fn state_width(self, dim: usize) -> usize {
         self.checked_state_width(dim as u64)
             .and_then(|w| usize::try_from(w).ok())
@@ -49,12 +68,13 @@ impl Optimizer {
         match self {
             Optimizer::Adagrad => Some(dim),
             Optimizer::Adam => dim.checked_mul(2)?.checked_add(1),
-            Optimizer::RowAdagrad => Some(1),
+            Optimizer::RowAdagrad | Optimizer::PbgAdagrad => Some(1),
         }
     }
 
     /// One update of `w` (a row of `dim` floats) with gradient `g` and state `state`
-    /// (`state_width(dim)` floats).
+    /// (`state_width(dim)` floats). [`PbgAdagrad`](Optimizer::PbgAdagrad) updates an entity row
+    /// here (row-wise); a relation row goes through [`for_relations`](Self::for_relations).
     pub fn update(self, w: &mut [f32], state: &mut [f32], g: &[f32], lr: f32) {
         match self {
             Optimizer::Adagrad => {
@@ -78,7 +98,7 @@ impl Optimizer {
                     w[j] -= lr * (m[j] / c1) / ((v[j] / c2).sqrt() + ADAM_EPS);
                 }
             }
-            Optimizer::RowAdagrad => {
+            Optimizer::RowAdagrad | Optimizer::PbgAdagrad => {
                 // Summed in index order: the same bits for the same gradient.
                 let mean = g.iter().map(|g| g * g).sum::<f32>() / g.len().max(1) as f32;
                 state[0] += mean;
@@ -107,6 +127,27 @@ mod tests {
         assert!((w[1] - (-1.0 + step)).abs() < 1e-6, "{w:?}");
         Optimizer::RowAdagrad.update(&mut w, &mut s, &[1.0, 1.0], 0.1);
         assert_eq!(s, [3.5], "the sum grows by each step's mean square");
+    }
+
+    #[test]
+    fn pbg_adagrad_is_row_wise_for_entities_and_element_wise_for_relations() {
+        let opt = Optimizer::PbgAdagrad;
+        assert_eq!((opt.state_width(100), opt.for_relations().state_width(100)), (1, 100));
+        assert_eq!(Optimizer::RowAdagrad.for_relations(), Optimizer::RowAdagrad);
+        assert_eq!(Optimizer::Adam.for_relations(), Optimizer::Adam);
+        // An entity row moves as with row-wise Adagrad, bit for bit.
+        let (g, mut a, mut b) = ([2.0f32, -1.0, 0.5], [1.0f32, -1.0, 0.0], [1.0f32, -1.0, 0.0]);
+        let (mut sa, mut sb) = ([0.0f32; 1], [0.0f32; 1]);
+        for _ in 0..3 {
+            opt.update(&mut a, &mut sa, &g, 0.1);
+            Optimizer::RowAdagrad.update(&mut b, &mut sb, &g, 0.1);
+        }
+        assert_eq!((a, sa), (b, sb));
+        // A relation row keeps one sum per element: its first step is −lr·sign(g).
+        let (mut w, mut s) = ([1.0f32, -1.0], [0.0f32; 2]);
+        opt.for_relations().update(&mut w, &mut s, &[2.0, -0.5], 0.1);
+        assert_eq!(s, [4.0, 0.25]);
+        assert!((w[0] - 0.9).abs() < 1e-6 && (w[1] + 0.9).abs() < 1e-6, "{w:?}");
     }
 
     #[test]

@@ -155,7 +155,7 @@ impl EmbeddingModel {
             cfg,
             relations,
             rel,
-            rel_state: vec![0.0; rows * cfg.optimizer.state_width(rdim)],
+            rel_state: vec![0.0; rows * cfg.optimizer.for_relations().state_width(rdim)],
             loss_sum: 0.0,
             positives: 0,
             rel_grad: vec![0.0; rows * rdim],
@@ -938,13 +938,13 @@ impl EmbeddingModel {
         self.grad = grad;
         self.loss_sum += batch_loss as f64;
         self.positives += b.pos.len() as u64;
-        let rdim = self.cfg.relation_dim();
-        let sw = opt.state_width(rdim);
+        let (rdim, ropt) = (self.cfg.relation_dim(), opt.for_relations());
+        let sw = ropt.state_width(rdim);
         for r in 0..self.rel_touched.len() {
             if self.rel_touched[r] {
                 let s = r * rdim..(r + 1) * rdim;
                 let st = &mut self.rel_state[r * sw..(r + 1) * sw];
-                opt.update(&mut self.rel[s.clone()], st, &self.rel_grad[s], lr);
+                ropt.update(&mut self.rel[s.clone()], st, &self.rel_grad[s], lr);
             }
         }
         Ok(())

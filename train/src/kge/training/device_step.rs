@@ -169,6 +169,7 @@ mod tests {
             TrainConfig { score: ScoreFn::TransEL2, ..cuda },
             TrainConfig { loss: Loss::Softplus, ..cuda },
             TrainConfig { optimizer: Optimizer::Adam, ..cuda },
+            TrainConfig { optimizer: Optimizer::PbgAdagrad, ..cuda },
             TrainConfig { reciprocal: true, ..cuda },
         ];
         for cfg in refused {
