@@ -7,7 +7,8 @@ speed comes from its own per-bucket compute times; ordo's from its own report (t
 epochs only, evaluation excluded, as PBG's). The settings are those of
 ``train/configs/wordnet30-complex-pbg.toml``: ComplEx dim 100 (PBG: ``complex_diagonal`` and
 ``dot``), batches of 1,000, 100 uniform negatives shared by chunks of 50 and 50 in-batch
-negatives per positive and side, softmax loss, Adagrad at lr 0.1, 5 epochs.
+negatives per positive and side, softmax loss, Adagrad at lr 0.1 (row-wise for the entities,
+element-wise for the relations: PBG's ``RowAdagrad`` and torch's ``Adagrad``), 5 epochs.
 
 PBG's model scores an edge (u, r, v) as dot(u, r * v) over [real | imaginary] rows, which is
 ComplEx with r conjugated: its relations are handed to the evaluator conjugated, and the script
@@ -18,7 +19,8 @@ global embedding of the entity type (PBG's default ``global_emb``), as PBG itsel
     cargo build --release -p ordo-train
     python python/benches/pbg_compare.py --dataset ../shared/datasets/wordnet30 --rounds 3
 
-Prints one line per run and the ratios of the rounds (oac triples/s over PBG's, MRR of each).
+Prints one line per run (filtered test MRR, and valid MRR after the last epoch, the split to
+judge settings on) and the ratios of the rounds (oac triples/s over PBG's, MRR of each).
 """
 
 import argparse
@@ -170,13 +172,15 @@ def pbg_tables(config, data):
 
 
 def run_ordo(args):
+    """ordo's filtered test MRR, its last epoch's filtered valid MRR and its triples/s."""
     cmd = [args.ordo, "kge", "--config", args.config, "--dataset", args.dataset, "--mode", args.mode,
            "--epochs", str(args.epochs)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     m = re.search(r"test \([^)]*\): MRR ([0-9.]+).*\((\d+) triples/s\)", out)
-    if not m:
+    epochs = re.findall(rf"^\s*{args.epochs}\s+[0-9.]+\s+[0-9.]+\s+([0-9.]+)\s*$", out, re.M)
+    if not m or not epochs:
         sys.exit(f"could not read ordo's result from:\n{out}")
-    return float(m.group(1)), float(m.group(2))
+    return float(m.group(1)), float(epochs[-1]), float(m.group(2))
 
 
 def main():
@@ -194,10 +198,11 @@ def main():
             entities, relations = pbg_tables(config, data)
         pbg_rate = times.edges / times.seconds
         pbg_mrr = ordo.kge.evaluate("complex", entities, relations, data["test"], known)["mrr"]
-        print(f"round {r + 1}: PBG   MRR {pbg_mrr:.4f}  {pbg_rate:,.0f} triples/s "
+        pbg_valid = ordo.kge.evaluate("complex", entities, relations, data["valid"], known)["mrr"]
+        print(f"round {r + 1}: PBG   MRR {pbg_mrr:.4f} (valid {pbg_valid:.4f})  {pbg_rate:,.0f} triples/s "
               f"({times.edges} edges in {times.seconds:.1f} s of its own compute, {wall:.1f} s wall)")
-        ordo_mrr, ordo_rate = run_ordo(args)
-        print(f"round {r + 1}: ordo  MRR {ordo_mrr:.4f}  {ordo_rate:,.0f} triples/s ({args.mode})")
+        ordo_mrr, ordo_valid, ordo_rate = run_ordo(args)
+        print(f"round {r + 1}: ordo  MRR {ordo_mrr:.4f} (valid {ordo_valid:.4f})  {ordo_rate:,.0f} triples/s ({args.mode})")
         rows.append((ordo_rate / pbg_rate, pbg_mrr, ordo_mrr))
     ratios = sorted(x[0] for x in rows)
     print(f"ordo / PBG triples/s: median {ratios[len(ratios) // 2]:.2f}x of {', '.join(f'{x:.2f}' for x in ratios)}; "
