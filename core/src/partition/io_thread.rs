@@ -46,7 +46,8 @@ pub(crate) struct Shared {
     /// Per partition, its current file (updated by write-backs after their sync).
     pub(crate) entries: Mutex<Vec<FileEntry>>,
     /// Per partition, the generation the manifest on disk names (set when a manifest is
-    /// written).
+    /// written), or `u64::MAX` for a creation's file that need not be kept
+    /// ([`PartitionedStorage::discard_initial`](super::PartitionedStorage::discard_initial)).
     pub(crate) checkpointed: Mutex<Vec<u64>>,
     /// Generations the manifest on disk names that a write-back has superseded: deleted after
     /// the next checkpoint, since until then they are what a crash returns to.
@@ -419,8 +420,9 @@ fn write_back(shared: &Shared, p: usize, resident: &Resident) -> Result<(), Part
     // The superseded generation: kept until the next checkpoint if the manifest names it, else
     // no crash can return to it and no reader can still want it (loads read the current
     // generation, and after the FIFO queue this write-back is in; streams flush first), so it
-    // goes now. A partition has at most two files between checkpoints, however often it is
-    // swapped out: the checkpoint's and the current one.
+    // goes now (as does a creation's file its caller can write again: `discard_initial`). A
+    // partition has at most two files between checkpoints, however often it is swapped out:
+    // the checkpoint's and the current one.
     let checkpointed = shared.checkpointed.lock().map_err(|_| PartitionError::IoThreadGone)?[p];
     if old.generation == checkpointed {
         shared.garbage.lock().map_err(|_| PartitionError::IoThreadGone)?.push(old_name);

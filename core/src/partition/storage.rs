@@ -194,6 +194,35 @@ impl PartitionedStorage {
         Ok(storage)
     }
 
+    /// Keep no file [`create`](Self::create) wrote (generation 0) once a write-back supersedes
+    /// it, until the next checkpoint: for a caller that can write its initial rows again (from
+    /// a seed) and starts over when [`open`](Self::open) finds such a file gone
+    /// ([`PartitionError::MissingPartition`] while the manifest's cursor is still the
+    /// creation's, [`Cursor::default`]). A first epoch then needs one copy of the table on
+    /// disk and a partition or two, not two copies. Call before the first checkpoint; a
+    /// checkpoint ends it (its files are what a crash returns to).
+    ///
+    /// ```
+    /// use ordo::partition::{FileName, Geometry, MemoryFiles, PartitionFiles, PartitionedStorage};
+    /// use ordo::storage::RowStorage;
+    ///
+    /// let files = MemoryFiles::default();
+    /// let g = Geometry { rows: 4, width: 1, partitions: 2 };
+    /// let s = PartitionedStorage::create(files.clone(), g, 2, "run", |_, out| out.fill(0.0))?;
+    /// s.discard_initial()?;
+    /// s.admit(0)?;
+    /// s.write_if_newer(0, 0, &[1.0])?;
+    /// s.evict(0)?;
+    /// s.admit(0)?; // after its write-back: generation 1 is the only file of partition 0
+    /// assert_eq!(files.len(FileName { partition: 0, generation: 0 })?, None);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn discard_initial(&self) -> Result<(), PartitionError> {
+        let mut checkpointed = self.shared.checkpointed.lock().map_err(poisoned)?;
+        checkpointed.iter_mut().filter(|g| **g == 0).for_each(|g| *g = u64::MAX);
+        Ok(())
+    }
+
     /// Open the storage in `files` at its last checkpoint, with a buffer of `buffer`; returns
     /// it (nothing resident) and the checkpoint's cursor. Checked before anything is loaded:
     /// the manifest exists and belongs to `run_id`, the geometry fits the buffer, and every
@@ -388,8 +417,10 @@ impl PartitionedStorage {
     }
 
     /// Take `partition` out of the buffer; its copy is written back in the background (as the
-    /// partition's next file generation) if a row of it was written since it was loaded.
-    /// Call only while no batch in flight touches the partition.
+    /// partition's next file generation) if a row of it was written since it was loaded,
+    /// after waiting for the write-backs sent before (so at most one evicted partition is in
+    /// memory; the wait counts as I/O wait). Call only while no batch in flight touches the
+    /// partition.
     pub fn evict(&self, partition: usize) -> Result<(), PartitionError> {
         self.check_partition(partition)?;
         let Some(resident) = self.slots[partition].write().map_err(poisoned)?.take() else {
@@ -399,6 +430,15 @@ impl PartitionedStorage {
         // it released before the write guard taken above was granted (the lock orders them).
         if resident.dirty.load(Ordering::Relaxed) && !active(Mutant::PartitionEvictWithoutWriteBack)
         {
+            // An evicted partition stays in memory until it is written, and write-backs run
+            // after loads: unchecked they pile up behind a slow disk, a partition each. So
+            // wait for the previous write-back first: beside the walk's `c + 1` at most one
+            // evicted partition is held (the `c + 2` a run's memory check counts). The wait
+            // is I/O wait of the step.
+            let t = Instant::now();
+            self.flush()?;
+            // Relaxed: a counter, read for reports.
+            self.wait_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             self.send(Request::WriteBack { partition, resident })?;
         }
         Ok(())

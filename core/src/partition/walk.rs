@@ -27,7 +27,9 @@
 //! `k` admits its incoming partition while the outgoing one may still be needed by state
 //! `k − 1`'s batches in flight, and the next state's incoming partition is prefetched only once
 //! the outgoing one has left. A state that cannot be entered within `c + 1` waits
-//! ([`Walk::try_enter`] says so) until earlier states finish.
+//! ([`Walk::try_enter`] says so) until earlier states finish. Beside them at most one evicted
+//! partition waits for its write-back: [`PartitionedStorage::evict`] first waits for the
+//! previous one, so `c + 2` in all however slow the disk.
 //!
 //! ```
 //! use ordo::partition::{Geometry, MemoryFiles, PartitionedStorage, Walk};

@@ -27,7 +27,10 @@
 //!
 //! A disk run checkpoints at every epoch's end: the dense parameters to `dense.e{epoch}.f32`
 //! (synced), then the storage's manifest, which names the epoch; a run started on a folder that
-//! holds a checkpoint of the same run resumes from it, bit for bit.
+//! holds a checkpoint of the same run resumes from it, bit for bit. The initial files are not
+//! kept once written back ([`PartitionedStorage::discard_initial`]), so a first epoch needs one
+//! copy of the table on disk: a run killed before its first checkpoint starts over, writing
+//! them again from the seed.
 
 use crate::kge::data::batch::{NegSampling, Sampling, SplitMix64, TripleBatch};
 use crate::kge::data::dataset::Dataset;
@@ -41,7 +44,8 @@ use ordo::engine::{
 };
 use ordo::partition::ordering::{Plan, SwapCost, beta};
 use ordo::partition::{
-    Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionedStorage, Walk,
+    Cursor, DiskFiles, Geometry, IoStats, MemoryFiles, PartitionError, PartitionFiles,
+    PartitionedStorage, Walk,
 };
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -164,10 +168,16 @@ impl Buckets {
     /// Sort `d`'s training triples into the buckets of `geometry`.
     pub fn new(d: &Dataset, geometry: Geometry) -> Self {
         let p = geometry.partitions;
-        let mut index = vec![Vec::new(); p * p];
+        let bucket = |t: &crate::kge::data::dataset::Triple| {
+            geometry.partition_of(t.h as usize) * p + geometry.partition_of(t.t as usize)
+        };
+        // Counted first, so each bucket is allocated once at its size (no growth slack: at 60M
+        // triples the index is 238 MB).
+        let mut counts = vec![0usize; p * p];
+        d.train.iter().for_each(|t| counts[bucket(t)] += 1);
+        let mut index: Vec<Vec<u32>> = counts.into_iter().map(Vec::with_capacity).collect();
         for (i, t) in d.train.iter().enumerate() {
-            let (s, o) = (geometry.partition_of(t.h as usize), geometry.partition_of(t.t as usize));
-            index[s * p + o].push(i as u32);
+            index[bucket(t)].push(i as u32);
         }
         Buckets { geometry, index }
     }
@@ -177,22 +187,32 @@ impl Buckets {
         self.index.iter().map(|b| b.len().div_ceil(size.max(1))).sum()
     }
 
+    /// Batches state `state` of `plan` holds ([`state_batches`](Self::state_batches) makes
+    /// them), of `size` triples (a bucket's last batch may be short).
+    pub fn state_len(&self, plan: &Plan, state: usize, size: usize) -> usize {
+        let p = self.geometry.partitions;
+        let buckets = plan.states[state].buckets.iter();
+        buckets.map(|b| self.index[b.src * p + b.dst].len().div_ceil(size.max(1))).sum()
+    }
+
     /// The batches of state `state` of `plan` in `epoch`, the first of them at position
-    /// `first` of the epoch.
-    pub fn state_batches(
-        &self,
-        d: &Dataset,
-        sampling: &Sampling,
-        plan: &Plan,
+    /// `first` of the epoch, made one at a time as they are taken (a bucket's shuffled order
+    /// at a time): the state's batches are never all in memory (the first state of a 38M-entity
+    /// run holds 3.7 million triples).
+    pub fn state_batches<'a>(
+        &'a self,
+        d: &'a Dataset,
+        sampling: &'a Sampling,
+        plan: &'a Plan,
         state: usize,
         epoch: usize,
         first: usize,
-    ) -> Vec<Batch<TripleBatch>> {
+    ) -> impl Iterator<Item = Batch<TripleBatch>> + 'a {
         let (g, p) = (self.geometry, self.geometry.partitions);
         let size = sampling.batch_size.max(1);
         let chunk = sampling.chunk.max(1);
-        let mut out = Vec::new();
-        for b in &plan.states[state].buckets {
+        let mut at = first;
+        plan.states[state].buckets.iter().flat_map(move |b| {
             let bucket = b.src * p + b.dst;
             let mut order = self.index[bucket].clone();
             let mut shuffle = SplitMix64::new(
@@ -204,21 +224,23 @@ impl Buckets {
             }
             let (src_len, dst_len) = (g.len(b.src), if b.dst == b.src { 0 } else { g.len(b.dst) });
             let pool = (src_len + dst_len) as u32;
-            let row_of = |x: u32| {
+            let row_of = move |x: u32| {
                 let x = x as usize;
                 (if x < src_len { g.start(b.src) + x } else { g.start(b.dst) + x - src_len }) as u32
             };
-            for positives in order.chunks(size) {
-                let id = ((epoch as u64) << 32) | (first + out.len()) as u64;
+            let (start, n) = (at, order.len().div_ceil(size));
+            at += n;
+            (0..n).map(move |k| {
+                let positives = &order[k * size..((k + 1) * size).min(order.len())];
+                let id = ((epoch as u64) << 32) | (start + k) as u64;
                 let triples: Vec<_> = positives.iter().map(|&i| d.train[i as usize]).collect();
                 let mut neg = SplitMix64::new(sampling.seed, id);
                 let n = triples.len().div_ceil(chunk) * sampling.negatives;
                 let neg_t = (0..n).map(|_| row_of(neg.below(pool))).collect();
                 let neg_h = (0..n).map(|_| row_of(neg.below(pool))).collect();
-                out.push(sampling.assemble(id, &triples, neg_t, neg_h));
-            }
-        }
-        out
+                sampling.assemble(id, &triples, neg_t, neg_h)
+            })
+        })
     }
 }
 
@@ -436,6 +458,9 @@ pub fn open_storage(
                 .with_durability_point(crate::atomic_fs::crash_point);
             match PartitionedStorage::open(files.clone(), &id, opts.buffer) {
                 Ok((s, cursor)) => {
+                    if cursor == Cursor::default() {
+                        s.discard_initial()?;
+                    }
                     if s.geometry() != geometry {
                         return Err(PartitionError::BadManifest {
                             manifest: dir.display().to_string(),
@@ -456,20 +481,53 @@ pub fn open_storage(
                     };
                     Ok((s, cursor.epoch as usize, dense))
                 }
+                Err(PartitionError::MissingPartition { .. }) if never_checkpointed(dir, &id) => {
+                    // Killed before its first checkpoint, after a write-back deleted an initial
+                    // file (below): the initial rows are the seed's, so start over.
+                    start_over(&files, dir)?;
+                    create_discarding(files, geometry, opts.buffer, &id, cfg)
+                }
                 Err(PartitionError::NoManifest { .. }) => {
-                    let s = PartitionedStorage::create(
-                        files,
-                        geometry,
-                        opts.buffer,
-                        &id,
-                        initial_rows(cfg),
-                    )?;
-                    Ok((s, 0, None))
+                    create_discarding(files, geometry, opts.buffer, &id, cfg)
                 }
                 Err(e) => Err(e.into()),
             }
         }
     }
+}
+
+/// A new disk storage whose initial files are not kept once written back
+/// ([`PartitionedStorage::discard_initial`]): [`initial_rows`] writes them again after a crash,
+/// so a first epoch needs one copy of the table on disk, not two.
+fn create_discarding(
+    files: DiskFiles,
+    geometry: Geometry,
+    buffer: usize,
+    id: &str,
+    cfg: &TrainConfig,
+) -> Result<(PartitionedStorage, usize, Option<Vec<f32>>), PartitionedError> {
+    let s = PartitionedStorage::create(files, geometry, buffer, id, initial_rows(cfg))?;
+    s.discard_initial()?;
+    Ok((s, 0, None))
+}
+
+/// Whether `dir`'s manifest is run `id`'s as created: no checkpoint since.
+fn never_checkpointed(dir: &Path, id: &str) -> bool {
+    let read = std::fs::read(dir.join("manifest.json")).ok();
+    let m = read.and_then(|b| serde_json::from_slice::<ordo::partition::Manifest>(&b).ok());
+    m.is_some_and(|m| m.run_id == id && m.cursor == Cursor::default())
+}
+
+/// Delete a never-checkpointed storage's files, the manifest last (a crash in between leaves
+/// the same state to start over from).
+fn start_over(files: &DiskFiles, dir: &Path) -> Result<(), PartitionedError> {
+    let io = |path: String| move |source| PartitionError::Io { path, source };
+    for name in files.list().map_err(io(dir.display().to_string()))? {
+        files.remove(name).map_err(io(files.describe(Some(name))))?;
+    }
+    let manifest = dir.join("manifest.json");
+    std::fs::remove_file(&manifest).map_err(io(manifest.display().to_string()))?;
+    Ok(())
 }
 
 /// Train `cfg.epochs` epochs (from a resumed checkpoint's epoch on) in `mode` with the entity
@@ -516,12 +574,12 @@ pub fn train(
             };
             let (mut at, mut drains) = (0, 0);
             for k in 0..n {
-                let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, at);
+                let count = buckets.state_len(&plan, k, sampling.batch_size);
                 // Enter the state as soon as its partitions fit beside those the batches in
                 // flight still touch: the pipeline stays full across the swap. A state that
                 // cannot enter yet (the earlier state's batches have not finished: only when a
                 // state has fewer batches than the pipeline holds) drains the session.
-                while !walk.try_enter(k, batches.len())? {
+                while !walk.try_enter(k, count)? {
                     let done = s.completions();
                     if done.is_empty() {
                         order.extend(s.finish().map_err(|e| stopped(e, epoch + 1))?.batch_ids());
@@ -537,7 +595,8 @@ pub fn train(
                     let seconds = t.elapsed().as_secs_f64();
                     observe(Event::Progress { epoch: epoch + 1, done: at, total, seconds });
                 }
-                at += batches.len();
+                let batches = buckets.state_batches(d, &sampling, &plan, k, epoch, at);
+                at += count;
                 for batch in batches {
                     if let Err(e) = s.submit(batch) {
                         // A submit refused after a failure (halted): `finish` says what failed.
@@ -641,10 +700,7 @@ mod tests {
             for k in 0..plan.states.len() {
                 let at = batches.len();
                 batches.extend(
-                    buckets
-                        .state_batches(d, &sampling, &plan, k, epoch, at)
-                        .into_iter()
-                        .map(|b| (b.id, b)),
+                    buckets.state_batches(d, &sampling, &plan, k, epoch, at).map(|b| (b.id, b)),
                 );
             }
             assert_eq!(batches.len(), order.len());
@@ -795,11 +851,44 @@ mod tests {
             matches!(err, PartitionedError::Partition(PartitionError::ForeignRun { .. })),
             "{err}"
         );
+        // A folder never checkpointed that lost an initial file starts over (the seed writes
+        // it again); a checkpointed one that lost its file is refused.
         std::fs::remove_file(dir.join("p1.g0")).unwrap();
-        let err = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
+        let fresh = train(&d, &config(1), &o, engine::Mode::Oac, &mut |_| {}).unwrap();
+        assert_eq!(fresh.start_epoch, 0);
+        drop(fresh);
+        let m: ordo::partition::Manifest =
+            serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        std::fs::remove_file(dir.join(format!("p1.g{}", m.files[1].generation))).unwrap();
+        let err = train(&d, &config(2), &o, engine::Mode::Oac, &mut |_| {}).err().unwrap();
         assert!(
             matches!(err, PartitionedError::Partition(PartitionError::MissingPartition { .. })),
             "{err}"
         );
+    }
+
+    /// A fresh disk run keeps no initial file once it is written back (one copy of the table
+    /// on disk in a first epoch); killed before its first checkpoint, with an initial file
+    /// gone, the run starts over and ends equal to an uninterrupted one, bit for bit.
+    #[test]
+    fn a_run_killed_before_its_first_checkpoint_starts_over_equal() {
+        let d = Dataset::load("umls").unwrap();
+        let cfg = config(1);
+        let (dir, full) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let o = opts(StorageKind::Disk, Some(dir.path()));
+        let (s, _, _) = open_storage(&d, &cfg, &o).unwrap();
+        s.admit(0).unwrap();
+        assert!(s.write_if_newer(0, 0, &vec![0.5; cfg.row_width()]).unwrap());
+        s.evict(0).unwrap();
+        s.admit(0).unwrap(); // after the write-back
+        assert!(!dir.path().join("p0.g0").exists(), "the initial file was kept");
+        assert!(dir.path().join("p0.g1").exists());
+        drop(s); // killed: no checkpoint
+        let again = train(&d, &cfg, &o, engine::Mode::Sync, &mut |_| {}).unwrap();
+        let whole = opts(StorageKind::Disk, Some(full.path()));
+        let uninterrupted = train(&d, &cfg, &whole, engine::Mode::Sync, &mut |_| {}).unwrap();
+        assert_eq!(again.start_epoch, 0);
+        assert_eq!(again.storage.snapshot().unwrap(), uninterrupted.storage.snapshot().unwrap());
+        assert_eq!(again.model.dense(), uninterrupted.model.dense());
     }
 }

@@ -81,7 +81,8 @@ pub enum DataError {
 pub struct Dataset {
     /// Display name (the embedded name or the directory).
     pub name: String,
-    /// Entity names by id.
+    /// Entity names by id (its name→id table freed once the splits are read, rebuilt by a
+    /// later lookup: [`Vocab::drop_index`]).
     pub entities: Vocab,
     /// Relation names by id.
     pub relations: Vocab,
@@ -193,6 +194,7 @@ impl Dataset {
             }
         }
         d.name = dir.file_name().map_or(d.name, |n| n.to_string_lossy().into_owned());
+        d.entities.drop_index();
         Ok(d)
     }
 
@@ -219,6 +221,7 @@ impl Dataset {
                 d.check_train()?;
             }
         }
+        d.entities.drop_index();
         Ok(d)
     }
 

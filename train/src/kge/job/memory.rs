@@ -144,8 +144,8 @@ impl Options {
 impl Options {
     /// Before a `--storage` run allocates or writes anything: a disk run's folder must have room
     /// for the partition files and one newer generation of each (a resumed run: the newer
-    /// generations), and the memory the run holds must fit `budget`
-    /// ([`check_memory`](Self::check_memory)). Without `--buffer` and with `--memory-limit`,
+    /// generations; a one-epoch run: the files and two partitions being written), and the
+    /// memory the run holds must fit `budget` ([`check_memory`](Self::check_memory)). Without `--buffer` and with `--memory-limit`,
     /// `c` is the largest buffer that fits. Refuses with the figures.
     pub(super) fn fit_partitions(
         &self,
@@ -162,7 +162,16 @@ impl Options {
             };
             let table = (0..g.partitions).map(|p| g.file_len(p)).fold(0u64, u64::saturating_add);
             let resumed = dir.join("manifest.json").exists();
-            let files = if resumed { table } else { table.saturating_mul(2) };
+            // A fresh run's initial files go once written back (`discard_initial`): one epoch
+            // needs the table and the two partitions the I/O threads may be writing; a later
+            // epoch keeps the last checkpoint's files beside the new ones.
+            let largest = (0..g.partitions).map(|p| g.file_len(p)).max().unwrap_or(0);
+            let writing = largest.saturating_mul(2);
+            let files = match (resumed, cfg.epochs) {
+                (true, _) => table,
+                (false, 0 | 1) => table.saturating_add(writing),
+                (false, _) => table.saturating_mul(2),
+            };
             let dense = n(d.relations.len()).saturating_mul(n(cfg.row_width())).saturating_mul(8);
             crate::space::ensure(dir, files.saturating_add(dense), 2 * n(g.partitions) + 4)?;
         }
