@@ -55,8 +55,7 @@ pub(crate) fn run_capture(mut cmd: Command, timeout: Duration) -> Captured {
         match child.try_wait() {
             Ok(Some(st)) => break Some(st),
             Ok(None) if Instant::now() >= deadline => {
-                // Kill the whole process group (cargo and the test binary it started).
-                let _ = Command::new("kill").args(["-KILL", &format!("-{}", child.id())]).status();
+                kill_group(&mut child);
                 let _ = child.wait();
                 break None;
             }
@@ -69,6 +68,18 @@ pub(crate) fn run_capture(mut cmd: Command, timeout: Duration) -> Captured {
         None => Captured::TimedOut,
         Some(st) => Captured::Exited(st.success(), text),
     }
+}
+
+/// Kill `child`'s whole process group (a test binary and anything it started, which may hold
+/// the output pipes open), then the child itself in case the group could not be signalled.
+///
+/// The group is named after `--`: procps-ng's `kill` (4.x) reads `-KILL -<pgid>` as two signal
+/// options, exits 0 and signals nothing, which left a hung mutant running forever (a CI run
+/// past its time limit, not a kill).
+fn kill_group(child: &mut std::process::Child) {
+    let group = format!("-{}", child.id());
+    let _ = Command::new("kill").args(["-s", "KILL", "--", &group]).status();
+    let _ = child.kill();
 }
 
 /// The panic line and the one after it, or libFuzzer's error line, or the last lines.
@@ -104,6 +115,20 @@ pub(crate) fn list_tests(listing: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A hung unit is stopped at its limit with its process group, pipes included: the runner
+    /// goes on to the next unit instead of waiting for the hang (on the old `kill -KILL -<pgid>`
+    /// this took the sleeper's full 60 s).
+    #[test]
+    fn a_unit_past_its_limit_is_killed_with_its_process_group() {
+        // The shell starts a grandchild that holds the pipes open, as a test's threads would.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "sleep 60 & sleep 60"]);
+        let t = Instant::now();
+        let captured = run_capture(cmd, Duration::from_millis(300));
+        assert!(matches!(captured, Captured::TimedOut), "not reported as a timeout");
+        assert!(t.elapsed() < Duration::from_secs(20), "the hung unit ran {:?}", t.elapsed());
+    }
 
     #[test]
     fn test_names_are_read_from_terse_listings() {
