@@ -11,7 +11,7 @@ use ordo::engine::{
     AsyncWrite, Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError,
     HookAction, HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
 };
-use ordo::row_store::RowStore;
+use ordo::row_store::{RowStore, Version};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::mpsc;
@@ -563,4 +563,86 @@ fn racing_readers_leave_the_submission_order_in_an_owned_session() {
     }
     ids.extend(s.finish().unwrap().batch_ids());
     assert_eq!(ids, (0..30).collect::<Vec<u64>>(), "not the submission order");
+}
+
+/// A model that records, at each inline batch's step, the version of every row of the store it
+/// shares with the session (`Data`: whether the batch was submitted inline).
+struct InlineWitness {
+    store: std::sync::Arc<RowStore>,
+    seen: Vec<Vec<Version>>,
+}
+
+impl Model for InlineWitness {
+    type Data = bool;
+    type Error = StepError;
+    fn row_width(&self) -> usize {
+        1
+    }
+    fn step(&mut self, inline: &bool, _rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+        if *inline {
+            self.seen.push(self.store.versions());
+        }
+        Ok(())
+    }
+}
+
+/// An inline batch is read once every batch submitted before it is written (its other promise
+/// besides its place in the order, which the submission-order device now keeps for every
+/// batch): at its step the store holds the write of every earlier batch, in the scoped and in
+/// the owned session, while writers lag behind the device by 1 ms a batch. Kills
+/// `inline-without-drain` and `owned-inline-pipelined`, which send it through the pipeline.
+#[test]
+fn an_inline_batch_sees_every_earlier_batch_written() {
+    let rows = 6;
+    let batches: Vec<Batch<bool>> = (0..30u64)
+        .map(|i| Batch { id: i, rows: vec![i % 6, (i * 5 + 1) % 6], data: i % 5 == 4 })
+        .collect();
+    let slow_writers = StageHook::new(|point, _| match point {
+        HookPoint::WriteStart => HookAction::Delay(Duration::from_millis(1)),
+        _ => HookAction::Continue,
+    });
+    // What the store must hold when batch `p` is read: each row's last write before `p`.
+    let expected = |p: usize| -> Vec<Version> {
+        (0..rows as u64)
+            .map(|r| {
+                (0..p)
+                    .rev()
+                    .find(|&q| batches[q].rows.contains(&r))
+                    .map_or(Version::Initial, |q| Version::Written(q as u64))
+            })
+            .collect()
+    };
+    let inline_positions: Vec<usize> = (0..batches.len()).filter(|&p| batches[p].data).collect();
+    for owned in [false, true] {
+        let store = std::sync::Arc::new(RowStore::zeros(rows, 1));
+        let mut model = InlineWitness { store: store.clone(), seen: Vec::new() };
+        let config = EngineConfig::new(Mode::Oac).threads(2, 2).hook(slow_writers.clone());
+        let engine = Engine::new(config).unwrap();
+        if owned {
+            let mut s = engine.start(CpuDevice::new(), model, store.clone()).unwrap();
+            for b in &batches {
+                if b.data { s.submit_inline(b.clone()) } else { s.submit(b.clone()) }.unwrap();
+            }
+            let report = s.finish().unwrap();
+            assert_eq!(report.positions().len(), batches.len());
+            model = s.close().model;
+        } else {
+            engine
+                .session(&mut CpuDevice::new(), &mut model, &*store, |s| {
+                    for b in &batches {
+                        if b.data { s.submit_inline(b.clone())? } else { s.submit(b.clone())? }
+                    }
+                    s.finish()
+                })
+                .unwrap();
+        }
+        assert_eq!(model.seen.len(), inline_positions.len(), "owned {owned}: inline steps");
+        for (seen, &p) in model.seen.iter().zip(&inline_positions) {
+            assert_eq!(
+                seen,
+                &expected(p),
+                "owned {owned}: inline batch {p} read before earlier writes"
+            );
+        }
+    }
 }

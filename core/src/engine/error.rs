@@ -44,6 +44,16 @@ pub enum StageError {
     /// Every writer thread is gone.
     #[error("no writer left")]
     NoWriter,
+    /// The device was handed the batch at `position` to run inline while the batch at `next`
+    /// was still to come: the session broke the submission order it promises (an engine bug,
+    /// never the input's). Reported instead of waiting forever for `next`.
+    #[error("the device was handed position {position} inline before position {next}")]
+    OutOfTurn {
+        /// The inline batch's position in the epoch.
+        position: usize,
+        /// The position the device takes next.
+        next: usize,
+    },
 }
 
 /// What is wrong with a batch (it was rejected before entering the pipeline).

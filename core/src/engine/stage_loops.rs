@@ -317,6 +317,17 @@ impl<'a, M: Model, S: RowStorage + ?Sized> DeviceLoop<'a, M, S> {
     /// `alone` ([`Sequencer::submit`]).
     pub(crate) fn run_inline(&mut self, position: usize, batch: Batch<M::Data>) {
         let (cx, stop, hook) = (self.cx, self.stop, self.hook);
+        // The session empties the pipeline before an inline batch, so every earlier position
+        // was taken: anything else would leave the device waiting for a position that never
+        // comes, so the run stops and says so.
+        if position != self.processed {
+            let source = StageError::OutOfTurn { position, next: self.processed };
+            return stop.fail(StopCause::StageFailed {
+                stage: Stage::Device,
+                batch_id: batch.id,
+                source,
+            });
+        }
         let waiter = OsThreads::default();
         let staged = match block_on(read_batch(cx, position, batch, hook, stop, &waiter)) {
             Ok(Some(s)) => s,
