@@ -339,7 +339,7 @@ crate::mutation_catalog! {
     /// order: racing readers permute the recorded order, which breaks *the device takes the
     /// batch at position `p` only after positions `0..p`* (an `Oac` run then equals the replay
     /// of its own order, but not the sequential run of its input).
-    DeviceTakesArrivalOrder = "device-takes-arrival-order", killed_by: [Proptest];
+    DeviceTakesArrivalOrder = "device-takes-arrival-order", killed_by: [Proptest, Model];
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 //! - **readers** (a pool of `readers` threads, taking batches in id order): *announce* (read the
 //!   MFT and register it in the outstanding set, one atomic step), then *read* each row's
 //!   `(ts, value)`, one row per step, so reads of different batches interleave row by row; the
-//!   last read enqueues the batch for the device. The queue order is the arrival order, which is
-//!   the computation order.
-//! - **device** (one thread, in arrival order): *take* the next batch and compute its STE (the
+//!   last read enqueues the batch for the device. The queue order is the arrival order.
+//! - **device** (one thread, in submission order, as ordo's engine: `core/src/engine/arrivals.rs`):
+//!   *take* the batch whose turn it is (batch `b` once batches `0..b` were taken; it waits while
+//!   that batch is still being read, however many later ones are queued) and compute its STE (the
 //!   least of the MFT and the MFTs announced by outstanding batches, as ordo's engine does;
 //!   [`SteAt::Announce`] computes it at the announcement instead, as the paper does); then, in
 //!   one step, evict cache entries with `ts ≤ STE`, validate (a row whose cache ts is `>` the ts read is replaced by the cached
@@ -17,14 +18,22 @@
 //!   then leave the outstanding set.
 //!
 //! Ghost state: `seq`, the store as the sequential run of the batches in the order the device
-//! took them would leave it.
+//! took them would leave it; and, fixed, the store the sequential run in submission order
+//! leaves.
 //!
 //! Properties:
 //! - at every device validation, each row the batch computes on equals the sequential value
 //!   (ts and value) — in particular no batch needed an entry that was evicted or never inserted;
 //! - in every state, every ts ≤ MFT belongs to a batch whose writes are all done (MFT never
 //!   exceeds an unfinished ts);
-//! - in every final state, every batch is done and the store equals `seq`.
+//! - in every final state, every batch is done and the store equals `seq`, and the sequential run
+//!   in submission order (the device took the batches in that order).
+//!
+//! **What it cannot see.** The readers here have no outstanding-slot limit and no read-ahead,
+//! so the liveness argument for the device's wait (a reader of the awaited batch always gets a
+//! slot) is not modelled: the engine's simulation (`ordo::engine::simulation`, whose schedules
+//! fail on any deadlock with the real slots and read-ahead) and the shuttle and loom tests
+//! check it.
 //!
 //! The protocol mutants of [`ordo::mutation::Mutant`] change exactly one of these steps.
 
@@ -71,7 +80,7 @@ pub enum OacConfigError {
 }
 
 /// The OAC mutants: those that change a step of this model.
-pub const OAC_MUTANTS: [Mutant; 8] = [
+pub const OAC_MUTANTS: [Mutant; 9] = [
     Mutant::WriteIgnoresTs,
     Mutant::EvictStePlusOne,
     Mutant::ValidationSkipped,
@@ -80,6 +89,7 @@ pub const OAC_MUTANTS: [Mutant; 8] = [
     Mutant::CacheInsertSkipped,
     Mutant::ValidateGe,
     Mutant::MftCountsFinishes,
+    Mutant::DeviceTakesArrivalOrder,
 ];
 
 /// The OAC transition system: `k` batches over `p` rows, each batch reading and writing the
@@ -93,11 +103,14 @@ pub struct Oac {
     mutant: Option<Mutant>,
     props: Properties,
     ste_at: SteAt,
+    /// The store after the sequential run of the batches in submission order.
+    submitted: Vec<Row>,
 }
 
 /// Which of the model's properties are checked (all by default). Switching some off shows what
 /// the others catch alone: for instance the final-state property (the store equals the
-/// sequential result) kills the OAC mutants by itself too, only with longer traces.
+/// sequential result) kills most OAC mutants by itself too, only with longer traces, but not
+/// `mft-counts-finishes`, which only the MFT invariant sees (`tests/model_checker.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Properties {
     /// At each device validation: every row a batch computes on is the sequential value.
@@ -182,7 +195,8 @@ pub enum OacAction {
     Announce(u8),
     /// A reader reads the next row of batch `b`.
     ReadRow(u8),
-    /// The device takes the head of its queue (and, with [`SteAt::Device`], computes its STE).
+    /// The device takes the batch whose turn it is from its queue (and, with [`SteAt::Device`],
+    /// computes its STE).
     DeviceTake,
     /// The device evicts, validates, steps, stamps and caches the batch it took.
     DeviceRun,
@@ -223,7 +237,9 @@ impl Oac {
         if let Some(m) = mutant.filter(|m| !OAC_MUTANTS.contains(m)) {
             return Err(OacConfigError::NotOacMutant(m.name()));
         }
+        let submitted = Self::sequential(&sets, rows);
         Ok(Oac {
+            submitted,
             sets,
             rows,
             readers,
@@ -272,6 +288,32 @@ impl Oac {
         self.mutant == Some(m)
     }
 
+    /// The initial store: row `r` holds `r`, from before the run (ts `-1`).
+    fn initial_store(rows: usize) -> Vec<Row> {
+        (0..rows).map(|r| Row { ts: -1, val: r as u32 }).collect()
+    }
+
+    /// The store after the sequential run of `sets` in submission order (batch `b` at ts `b`).
+    fn sequential(sets: &[Vec<usize>], rows: usize) -> Vec<Row> {
+        let mut store = Self::initial_store(rows);
+        for (b, set) in sets.iter().enumerate() {
+            for &r in set {
+                store[r] = Row { ts: b as Ts, val: Self::step(b, store[r].val) };
+            }
+        }
+        store
+    }
+
+    /// Where in the device's queue the batch it takes next is: the batch whose turn it is
+    /// (`next_ts`, as the device stamps in submission order), if it has arrived.
+    fn turn(&self, s: &OacState) -> Option<usize> {
+        if self.on(Mutant::DeviceTakesArrivalOrder) {
+            // The bug: the head of the queue, whichever batch a reader finished first.
+            return (!s.device_in.is_empty()).then_some(0);
+        }
+        s.device_in.iter().position(|&b| b as Ts == s.next_ts)
+    }
+
     /// The deterministic, order-sensitive model step of batch `b` on one row.
     fn step(b: usize, v: u32) -> u32 {
         v.wrapping_mul(2).wrapping_add(b as u32 + 1)
@@ -312,7 +354,8 @@ impl Oac {
     }
 
     fn device_take(&self, s: &mut OacState) {
-        let b = s.device_in.remove(0) as usize;
+        let at = self.turn(s).expect("the turn's batch is queued");
+        let b = s.device_in.remove(at) as usize;
         if self.ste_at == SteAt::Device {
             s.batches[b].ste = self.ste(s);
         }
@@ -429,7 +472,7 @@ impl TransitionSystem for Oac {
     type Action = OacAction;
 
     fn initial(&self) -> OacState {
-        let init: Vec<Row> = (0..self.rows).map(|r| Row { ts: -1, val: r as u32 }).collect();
+        let init = Self::initial_store(self.rows);
         let batch = Batch {
             phase: Phase::Waiting,
             announced: None,
@@ -496,7 +539,7 @@ impl TransitionSystem for Oac {
         }
         if s.batches.iter().any(|x| x.phase == Phase::AtDevice) {
             out.push(OacAction::DeviceRun);
-        } else if !s.device_in.is_empty() {
+        } else if self.turn(s).is_some() {
             out.push(OacAction::DeviceTake);
         }
         if let Some(&head) = s.device_out.first()
@@ -585,6 +628,13 @@ impl TransitionSystem for Oac {
                     s.store[r].ts, s.store[r].val, s.seq[r].ts, s.seq[r].val
                 ));
             }
+            let want = self.submitted[r];
+            if s.store[r] != want {
+                return Err(format!(
+                    "final store row {r} = (ts {}, v {}) but the sequential run in submission order gives (ts {}, v {})",
+                    s.store[r].ts, s.store[r].val, want.ts, want.val
+                ));
+            }
         }
         Ok(())
     }
@@ -611,7 +661,7 @@ impl TransitionSystem for Oac {
                 )
             }
             OacAction::DeviceTake => {
-                let b = s.device_in[0] as usize;
+                let b = self.turn(s).map_or(0, |at| s.device_in[at] as usize);
                 match self.ste_at {
                     SteAt::Device => {
                         let announced: Vec<String> = s
