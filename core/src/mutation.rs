@@ -218,6 +218,9 @@ crate::mutation_catalog! {
         // The engine's schedule fuzzer only: `cli_validate` stops at option checks, reaches no
         // protocol, and would double every mutant's fuzz time.
         Fuzz => "fuzz/fuzz_targets/engine_schedule.rs",
+        // The partition buffer's memory bound under a slow disk: a real-code test, no
+        // proptest, but only it sees an eviction that does not wait.
+        Proptest => "core/tests/partition_write_back_bound.rs",
     ],
     /// `RowStore::write_if_newer` ignores the row's version: an older write overwrites a newer one.
     WriteIgnoresTs = "write-ignores-ts";
@@ -340,6 +343,12 @@ crate::mutation_catalog! {
     /// batch at position `p` only after positions `0..p`* (an `Oac` run then equals the replay
     /// of its own order, but not the sequential run of its input).
     DeviceTakesArrivalOrder = "device-takes-arrival-order", killed_by: [Proptest, Model];
+    /// `PartitionedStorage::evict` queues a changed partition's write-back without first
+    /// waiting for the write-backs queued before: behind a disk slower than the trainer,
+    /// evicted partitions pile up in memory, one per swap, which breaks *at most `c + 2`
+    /// partitions are in memory however slow the disk* (the walk's `c + 1` and one evicted
+    /// partition waiting for its write-back).
+    PartitionEvictSkipsWriteBackWait = "partition-evict-skips-write-back-wait", killed_by: [Proptest];
 }
 
 #[cfg(test)]

@@ -3,6 +3,10 @@
 //! waits, never a hang or stale rows, and the last checkpoint stays whole and loadable.
 #![cfg(not(any(ordo_loom, ordo_shuttle)))]
 
+#[path = "fixtures/hooked_files.rs"]
+mod hooked_files;
+
+use hooked_files::{Call, Hook, HookedFiles};
 use ordo::partition::{
     Cursor, FileName, Geometry, MemoryFiles, PartitionError, PartitionFiles, PartitionedStorage,
 };
@@ -30,19 +34,21 @@ enum Fault {
     PanicOnWrite,
 }
 
-/// Memory files that, once armed, fail or panic as `fault` says.
+/// Memory files that, once armed, fail or panic as their fault says.
+type Faulty = HookedFiles<Faults>;
+
+/// The hook of [`Faulty`] files: its fault, and whether it is armed.
 #[derive(Clone, Debug)]
-struct Faulty {
-    inner: MemoryFiles,
+struct Faults {
     fault: Fault,
     armed: Arc<AtomicBool>,
 }
 
-impl Faulty {
-    fn new(fault: Fault) -> Self {
-        Faulty { inner: MemoryFiles::default(), fault, armed: Arc::default() }
-    }
+fn faulty(fault: Fault) -> Faulty {
+    HookedFiles { files: MemoryFiles::default(), hook: Faults { fault, armed: Arc::default() } }
+}
 
+impl Faults {
     fn arm(&self, on: bool) {
         // Relaxed: set between the storage's calls; the queue's lock that hands the next job to
         // an I/O thread orders it before that thread's reads.
@@ -55,38 +61,19 @@ impl Faulty {
     }
 }
 
-impl PartitionFiles for Faulty {
-    fn len(&self, name: FileName) -> io::Result<Option<u64>> {
-        self.inner.len(name)
-    }
-    fn read_at(&self, name: FileName, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        assert!(!self.is(Fault::PanicOnRead), "a read of {name} panics");
-        self.inner.read_at(name, offset, buf)
-    }
-    fn write_at(&self, name: FileName, offset: u64, buf: &[u8]) -> io::Result<()> {
-        assert!(!self.is(Fault::PanicOnWrite), "a write of {name} panics");
-        if self.is(Fault::Full) {
-            return Err(io::ErrorKind::StorageFull.into());
+impl Hook for Faults {
+    fn before(&self, call: Call) -> io::Result<()> {
+        match call {
+            Call::Read(name) => assert!(!self.is(Fault::PanicOnRead), "a read of {name} panics"),
+            Call::Write(name) => {
+                assert!(!self.is(Fault::PanicOnWrite), "a write of {name} panics");
+                if self.is(Fault::Full) {
+                    return Err(io::ErrorKind::StorageFull.into());
+                }
+            }
+            _ => {}
         }
-        self.inner.write_at(name, offset, buf)
-    }
-    fn sync(&self, name: FileName) -> io::Result<()> {
-        self.inner.sync(name)
-    }
-    fn remove(&self, name: FileName) -> io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn list(&self) -> io::Result<Vec<FileName>> {
-        self.inner.list()
-    }
-    fn read_manifest(&self) -> io::Result<Option<Vec<u8>>> {
-        self.inner.read_manifest()
-    }
-    fn write_manifest(&self, bytes: &[u8]) -> io::Result<()> {
-        self.inner.write_manifest(bytes)
-    }
-    fn describe(&self, name: Option<FileName>) -> String {
-        self.inner.describe(name)
+        Ok(())
     }
 }
 
@@ -114,9 +101,9 @@ fn name(partition: usize, generation: u64) -> FileName {
 /// gone.
 #[test]
 fn panicking_loads_reach_their_waiters_and_the_threads_live_on() -> Result<(), Error> {
-    let files = Faulty::new(Fault::PanicOnRead);
+    let files = faulty(Fault::PanicOnRead);
     let s = PartitionedStorage::create(files.clone(), G, 2, "panic", init)?;
-    files.arm(true);
+    files.hook.arm(true);
     for p in 0..3 {
         s.prefetch(p)?;
     }
@@ -130,7 +117,7 @@ fn panicking_loads_reach_their_waiters_and_the_threads_live_on() -> Result<(), E
             other => panic!("partition {p}: {other:?}"),
         }
     }
-    files.arm(false);
+    files.hook.arm(false);
     let (s, got) = within(s, |s| s.admit(3));
     got?;
     let mut row = [0.0; 3];
@@ -144,9 +131,9 @@ fn panicking_loads_reach_their_waiters_and_the_threads_live_on() -> Result<(), E
 /// later admit and checkpoint: the partition's changes are lost.
 #[test]
 fn a_panicking_write_back_reaches_the_next_load_of_its_partition() -> Result<(), Error> {
-    let files = Faulty::new(Fault::PanicOnWrite);
+    let files = faulty(Fault::PanicOnWrite);
     let s = PartitionedStorage::create(files.clone(), G, 2, "panic", init)?;
-    files.arm(true);
+    files.hook.arm(true);
     s.admit(0)?;
     s.write_if_newer(0, 0, &[1.0; 3])?;
     s.evict(0)?;
@@ -157,7 +144,7 @@ fn a_panicking_write_back_reaches_the_next_load_of_its_partition() -> Result<(),
         }
         other => panic!("{other:?}"),
     }
-    files.arm(false);
+    files.hook.arm(false);
     let (_, got) = within(s, |s| s.checkpoint(Cursor::default()));
     assert!(matches!(got, Err(PartitionError::WriteBackLost { .. })), "{got:?}");
     Ok(())
@@ -169,7 +156,7 @@ fn a_panicking_write_back_reaches_the_next_load_of_its_partition() -> Result<(),
 /// files are whole: reopened, the storage holds the checkpoint's rows.
 #[test]
 fn a_full_disk_on_a_write_back_names_the_file_and_keeps_the_last_checkpoint() -> Result<(), Error> {
-    let files = Faulty::new(Fault::Full);
+    let files = faulty(Fault::Full);
     let s = PartitionedStorage::create(files.clone(), G, 2, "full", init)?;
     s.admit(0)?;
     s.admit(1)?;
@@ -178,7 +165,7 @@ fn a_full_disk_on_a_write_back_names_the_file_and_keeps_the_last_checkpoint() ->
     s.checkpoint(Cursor { epoch: 1, state: 0 })?;
     let saved = s.snapshot()?;
 
-    files.arm(true);
+    files.hook.arm(true);
     s.write_if_newer(11, 2, &[3.0; 3])?;
     s.evict(1)?; // written back as p1.g2, which does not fit
     let (s, got) = within(s, |s| s.checkpoint(Cursor { epoch: 2, state: 0 }));
@@ -190,7 +177,7 @@ fn a_full_disk_on_a_write_back_names_the_file_and_keeps_the_last_checkpoint() ->
         other => panic!("{other:?}"),
     }
     assert!(!files.list()?.contains(&name(1, 2)), "the torn generation is left");
-    files.arm(false);
+    files.hook.arm(false);
     let (s, got) = within(s, |s| s.admit(1));
     assert!(matches!(got, Err(PartitionError::WriteBackLost { .. })), "stale rows: {got:?}");
     drop(s);

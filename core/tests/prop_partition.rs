@@ -8,14 +8,18 @@
 //! written here so the check does not depend on the trainer crate.
 #![cfg(not(any(ordo_loom, ordo_shuttle)))]
 
+#[path = "fixtures/hooked_files.rs"]
+mod hooked_files;
+
+use hooked_files::{Call, Hook, HookedFiles};
 use ordo::engine::{
     AsyncWrite, Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
     replay_into,
 };
 use ordo::partition::ordering::{Plan, beta};
 use ordo::partition::{
-    Cursor, DiskFiles, FileName, Geometry, MemoryFiles, PartitionError, PartitionFiles,
-    PartitionedStorage, Walk,
+    Cursor, DiskFiles, Geometry, MemoryFiles, PartitionError, PartitionFiles, PartitionedStorage,
+    Walk,
 };
 use ordo::row_store::RowStore;
 use ordo::storage::RowStorage;
@@ -422,18 +426,23 @@ fn a_crash_losing_unsynced_writes_resumes_equal_to_an_uninterrupted_run() -> Res
 /// after a partition file's sync, before the manifest is replaced (its temporary synced) and
 /// after. From then on every call fails, as in a process that is gone; [`MemoryFiles::crash`]
 /// then keeps only what was synced.
+type PowerLoss = HookedFiles<Power>;
+
+/// The hook of [`PowerLoss`] files.
 #[derive(Clone, Debug)]
-struct PowerLoss {
-    files: MemoryFiles,
+struct Power {
     /// Points seen, the point to lose power at, and whether it was reached.
     state: std::sync::Arc<std::sync::Mutex<(u64, u64, bool)>>,
 }
 
-impl PowerLoss {
-    fn at(files: &MemoryFiles, at: u64) -> Self {
-        PowerLoss { files: files.clone(), state: std::sync::Arc::new((0, at, false).into()) }
+fn power_loss(files: &MemoryFiles, at: u64) -> PowerLoss {
+    HookedFiles {
+        files: files.clone(),
+        hook: Power { state: std::sync::Arc::new((0, at, false).into()) },
     }
+}
 
+impl Power {
     fn lost(&self) -> bool {
         self.state.lock().unwrap().2
     }
@@ -453,43 +462,19 @@ impl PowerLoss {
     }
 }
 
-impl PartitionFiles for PowerLoss {
-    fn len(&self, name: FileName) -> std::io::Result<Option<u64>> {
-        self.alive()?;
-        self.files.len(name)
+impl Hook for Power {
+    fn before(&self, call: Call) -> std::io::Result<()> {
+        match call {
+            Call::WriteManifest => self.point(), // its temporary is synced, not yet renamed
+            _ => self.alive(),
+        }
     }
-    fn read_at(&self, name: FileName, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
-        self.alive()?;
-        self.files.read_at(name, offset, buf)
-    }
-    fn write_at(&self, name: FileName, offset: u64, buf: &[u8]) -> std::io::Result<()> {
-        self.alive()?;
-        self.files.write_at(name, offset, buf)
-    }
-    fn sync(&self, name: FileName) -> std::io::Result<()> {
-        self.alive()?;
-        self.files.sync(name)?;
-        self.point()
-    }
-    fn remove(&self, name: FileName) -> std::io::Result<()> {
-        self.alive()?;
-        self.files.remove(name)
-    }
-    fn list(&self) -> std::io::Result<Vec<FileName>> {
-        self.alive()?;
-        self.files.list()
-    }
-    fn read_manifest(&self) -> std::io::Result<Option<Vec<u8>>> {
-        self.alive()?;
-        self.files.read_manifest()
-    }
-    fn write_manifest(&self, bytes: &[u8]) -> std::io::Result<()> {
-        self.point()?; // its temporary is synced, not yet renamed
-        self.files.write_manifest(bytes)?;
-        self.point() // renamed
-    }
-    fn describe(&self, name: Option<FileName>) -> String {
-        self.files.describe(name)
+
+    fn after(&self, call: Call) -> std::io::Result<()> {
+        match call {
+            Call::Sync(_) | Call::WriteManifest => self.point(), // synced; renamed
+            _ => Ok(()),
+        }
     }
 }
 
@@ -535,15 +520,15 @@ fn power_lost_at_every_fsync_and_rename_resumes_to_the_uninterrupted_table() -> 
     let mut losses = 0;
     for at in 1.. {
         let files = MemoryFiles::crashable();
-        let faulty = PowerLoss::at(&files, at);
+        let faulty = power_loss(&files, at);
         match run_with_checkpoints(faulty.clone(), &plan, &work, total) {
             Ok((s, got)) => {
-                assert!(!faulty.lost(), "point {at}: the power was lost, yet the run went on");
+                assert!(!faulty.hook.lost(), "point {at}: the power was lost, yet the run went on");
                 assert_eq!(got, order);
                 assert_eq!(s.snapshot()?, whole);
                 break;
             }
-            Err(e) => assert!(faulty.lost(), "point {at}: {e}"),
+            Err(e) => assert!(faulty.hook.lost(), "point {at}: {e}"),
         }
         losses += 1;
         files.crash();
