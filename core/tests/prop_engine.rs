@@ -10,12 +10,13 @@ use ordo::engine::testing::{MixModel, ReadsBeforeWrite};
 use ordo::engine::{
     AsyncWrite, Batch, BatchError, BatchRows, CpuDevice, Engine, EngineConfig, EngineError,
     HookAction, HookPoint, Mode, Model, RunReport, StageHook, Stamp, StepError, StopCause,
+    TrySubmitError,
 };
 use ordo::row_store::{RowStore, Version};
 use proptest::prelude::*;
 use std::collections::BTreeSet;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A random batch set: `n` batches over `rows` rows; each row of a batch is drawn from a small
 /// hot set with probability `hot/8`, else uniformly, so overlap ranges from none to total. A
@@ -643,6 +644,90 @@ fn an_inline_batch_sees_every_earlier_batch_written() {
                 &expected(p),
                 "owned {owned}: inline batch {p} read before earlier writes"
             );
+        }
+    }
+}
+
+/// Feed an owned session as the Python binding feeds it (`python/src/session.rs`) for `budget`:
+/// each batch offered with `submit_timeout` (every fifth `submit_inline_timeout`) and a short
+/// timeout, again until it goes in, the outbox's completions counted after each offer; each
+/// epoch (one to three batches) ended by waiting until the outbox holds a completion for every
+/// batch submitted, then `finish`. Returns the epochs run, or how the caller got stuck: waiting
+/// past `stalled` for completions.
+fn feed_as_the_binding(seed: u64, budget: Duration, stalled: Duration) -> Result<usize, String> {
+    const OFFER: Duration = Duration::from_millis(1);
+    let store = std::sync::Arc::new(store(8, 1));
+    let config = EngineConfig::new(Mode::Oac).hook(delays(seed));
+    let mut s =
+        Engine::new(config).unwrap().start(CpuDevice::new(), MixModel::new(1), store).unwrap();
+    let started = Instant::now();
+    let (mut id, mut epochs) = (0u64, 0usize);
+    while started.elapsed() < budget {
+        let n = 1 + epochs % 3;
+        let mut written = 0;
+        for _ in 0..n {
+            let mut batch = Batch { id, rows: vec![id % 8], data: 0.25 };
+            loop {
+                let offered = if id % 5 == 4 {
+                    s.submit_inline_timeout(batch, OFFER)
+                } else {
+                    s.submit_timeout(batch, OFFER)
+                };
+                written += s.completions().len();
+                match offered {
+                    Ok(()) => break,
+                    Err(TrySubmitError::Full(back)) => batch = back,
+                    Err(TrySubmitError::Failed(e)) => return Err(e.to_string()),
+                }
+            }
+            id += 1;
+        }
+        let waited = Instant::now();
+        while written < n {
+            written += s.completions().len();
+            if waited.elapsed() > stalled {
+                return Err(format!(
+                    "epoch {epochs}: {written} of {n} batches written after {stalled:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_micros(20));
+        }
+        let positions = s.finish().map_err(|e| e.to_string())?.positions();
+        assert_eq!(
+            positions,
+            (0..n).collect::<Vec<_>>(),
+            "epoch {epochs}: not the submission order"
+        );
+        epochs += 1;
+    }
+    Ok(epochs)
+}
+
+/// A caller fed as the binding feeds its session (see `feed_as_the_binding`) learns of a write
+/// only through the outbox, so the device thread must never sleep while it holds a completion
+/// it has not published: nothing would wake it again, and the caller would wait forever (an
+/// `oac` run of the Python recommender example hung so, once in hundreds of runs). Four
+/// sessions at once, with random delays at every stage, make thousands of epoch ends on more
+/// threads than cores, each a chance for the epoch's last completion to come at any point of
+/// a device thread's round, preempted or not. A stuck caller fails the test instead of
+/// hanging.
+#[test]
+fn an_owned_session_fed_as_the_binding_feeds_it_publishes_every_completion() {
+    let (budget, stalled) = (Duration::from_secs(3), Duration::from_secs(5));
+    let runs: Vec<Result<usize, String>> = std::thread::scope(|scope| {
+        let feeders: Vec<_> = (0..4u64)
+            .map(|seed| scope.spawn(move || feed_as_the_binding(seed, budget, stalled)))
+            .collect();
+        feeders.into_iter().map(|f| f.join().unwrap()).collect()
+    });
+    for (seed, run) in runs.into_iter().enumerate() {
+        match run {
+            Ok(epochs) => {
+                assert!(epochs >= 10, "session {seed}: only {epochs} epochs in {budget:?}")
+            }
+            Err(stuck) => panic!(
+                "session {seed}: {stuck}: the device thread sleeps on a completion it did not publish"
+            ),
         }
     }
 }
