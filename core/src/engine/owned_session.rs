@@ -290,15 +290,20 @@ fn serve<M: Model, S: RowStorage + ?Sized>(
 /// the caller holds while it reads the outbox with [`OwnedSession::retained`] or
 /// [`OwnedSession::drain_order`]); a step run under the outbox lock would wait for the caller
 /// while the caller waits for the outbox, forever.
+///
+/// **Nothing is left behind.** Both records are taken after one round of device work
+/// (`Session::take_records`), so the session keeps none when the thread next sleeps in
+/// [`Session::wait_with`], whose invariant this keeps (a completion left behind is one the
+/// caller may wait for while nothing wakes this thread).
 fn publish<M: Model, S: RowStorage + ?Sized>(s: &mut Session<'_, M, S>, shared: &Shared) {
-    let done = s.completions();
     if mutation::active(Mutant::OutboxHeldAcrossStep) {
         let mut outbox = shared.outbox();
-        outbox.order.extend(s.drain_order());
+        let (stamped, done) = s.take_records();
+        outbox.order.extend(stamped);
         outbox.completions.extend(done);
         return;
     }
-    let stamped: Vec<Stamp> = s.drain_order().collect();
+    let (stamped, done) = s.take_records();
     let mut outbox = shared.outbox();
     outbox.order.extend(stamped);
     outbox.completions.extend(done);

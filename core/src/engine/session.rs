@@ -267,8 +267,30 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// saves these ids as it goes can replay its store at any point.
     pub fn drain_order(&mut self) -> impl Iterator<Item = Stamp> + '_ {
         self.dev.pump();
+        self.stamps_taken()
+    }
+
+    /// The stamps made since the last take, epoch-local, without doing device work first.
+    fn stamps_taken(&mut self) -> impl Iterator<Item = Stamp> + '_ {
         let base = self.dev.epoch_ts;
         self.dev.seq.order.drain(..).map(move |stamp| epoch_local(stamp, base))
+    }
+
+    /// [`drain_order`](Session::drain_order) and [`completions`](Session::completions)
+    /// together, after one round of the device work that is ready: no device work runs between
+    /// the two takes, so the session keeps no record afterwards (what
+    /// [`wait_with`](Session::wait_with) asks before it sleeps). Taking them one after the
+    /// other, each after its own round, could leave behind a completion that the second round
+    /// acknowledged.
+    pub(crate) fn take_records(&mut self) -> (Vec<Stamp>, Vec<Completion>) {
+        self.dev.pump();
+        let stamps = self.stamps_taken().collect();
+        (stamps, std::mem::take(&mut self.dev.completions))
+    }
+
+    /// Whether the session keeps a stamp not drained or a completion not taken.
+    fn keeps_records(&self) -> bool {
+        !self.dev.seq.order.is_empty() || !self.dev.completions.is_empty()
     }
 
     /// Records the session keeps for the caller: stamps not yet drained
@@ -359,8 +381,29 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
 
     /// Block until `inbox` holds a message or the pipeline has work for this thread: a read
     /// batch for the device, or a written one to take. With nothing submitted and unwritten (or
-    /// in `Sync` mode) only `inbox` wakes it. Receives nothing.
+    /// in `Sync` mode) only `inbox` wakes it. Receives nothing. Returns at once while the
+    /// batch whose turn it is waits in the device's reorder buffer, or while the session keeps
+    /// a record not taken.
+    ///
+    /// **The invariant: it never sleeps while the session keeps a record.** The owned
+    /// session's device thread sleeps here, and its caller learns of a write only from the
+    /// records that thread takes out of the session (`publish` in `engine/owned_session.rs`):
+    /// a caller may wait for a completion and send nothing until it comes (the Python
+    /// binding's `finish` does). With no record kept, every acknowledged completion is the
+    /// caller's, so a completion it waits for is not acknowledged yet: `pending() > 0`, and
+    /// its arrival on `done`, which is watched then, wakes this thread. A completion
+    /// acknowledged and kept here leaves `pending()` at 0 with nothing left to wake it. The
+    /// owned session once took its completions and its stamps each after a device round of its
+    /// own, and the second round could acknowledge the last completion of an epoch: its caller
+    /// then waited forever (`Session::take_records` now takes both after one round; this check
+    /// keeps the invariant whatever takes the records).
+    /// Checked by `wait_with_does_not_sleep_on_a_completion_not_taken` below and
+    /// `core/tests/prop_engine.rs`
+    /// (`an_owned_session_fed_as_the_binding_feeds_it_publishes_every_completion`).
     pub(crate) fn wait_with<T>(&self, inbox: &Receiver<T>) {
+        if self.keeps_records() {
+            return;
+        }
         if !self.dev.stop.is_stopped() && self.dev.turn_ready() {
             return;
         }
@@ -397,7 +440,9 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::{Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError};
+    use crate::engine::{
+        Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
+    };
     use crate::row_store::RowStore;
     use crossbeam_channel::{RecvTimeoutError, bounded};
     use std::time::{Duration, Instant};
