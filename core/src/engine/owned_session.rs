@@ -558,3 +558,63 @@ impl<M: Model> std::fmt::Debug for OwnedSession<M> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::{
+        Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
+    };
+    use crate::row_store::RowStore;
+    use crossbeam_channel::{RecvTimeoutError, bounded};
+    use std::time::{Duration, Instant};
+
+    struct Add;
+
+    impl Model for Add {
+        type Data = f32;
+        type Error = StepError;
+        fn row_width(&self) -> usize {
+            1
+        }
+        fn step(&mut self, x: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
+            rows.values_mut().iter_mut().for_each(|v| *v += x);
+            Ok(())
+        }
+    }
+
+    /// A completion the session acknowledged and nobody took yet (as the device work inside a
+    /// second take of the owned session's round left one) is not slept on: `wait_with` returns
+    /// at once, though nothing else will ever come (the owned session's caller waits for that
+    /// very completion before it sends anything).
+    #[test]
+    fn wait_with_does_not_sleep_on_a_completion_not_taken() {
+        let store = RowStore::zeros(4, 1);
+        let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
+        let report = engine.session(&mut CpuDevice::new(), &mut Add, &store, |s| {
+            s.submit(Batch { id: 0, rows: vec![1], data: 1.0 })?;
+            let until = Instant::now() + Duration::from_secs(10);
+            while s.pending() > 0 {
+                assert!(Instant::now() < until, "the batch was never written");
+                s.pump();
+                std::thread::yield_now();
+            }
+            // A watchdog wakes the wait after a while if nothing else does.
+            let (wake, inbox) = bounded::<()>(1);
+            let (cancel, cancelled) = bounded::<()>(0);
+            let watchdog = std::thread::spawn(move || {
+                if cancelled.recv_timeout(Duration::from_secs(2)) == Err(RecvTimeoutError::Timeout)
+                {
+                    let _ = wake.send(());
+                }
+            });
+            s.wait_with(&inbox);
+            let woken_by_the_watchdog = inbox.try_recv().is_ok();
+            drop(cancel);
+            watchdog.join().unwrap();
+            assert!(!woken_by_the_watchdog, "slept on a completion not taken");
+            assert_eq!(s.completions().len(), 1);
+            s.finish()
+        });
+        assert_eq!(report.unwrap().order.len(), 1);
+    }
+}

@@ -288,6 +288,13 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
         (stamps, std::mem::take(&mut self.dev.completions))
     }
 
+    /// Do the device work that is ready and acknowledge the completions that arrived, taking
+    /// nothing (a test's way to make the session keep a record).
+    #[cfg(test)]
+    pub(crate) fn pump(&mut self) {
+        self.dev.pump();
+    }
+
     /// Whether the session keeps a stamp not drained or a completion not taken.
     fn keeps_records(&self) -> bool {
         !self.dev.seq.order.is_empty() || !self.dev.completions.is_empty()
@@ -397,8 +404,8 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     /// own, and the second round could acknowledge the last completion of an epoch: its caller
     /// then waited forever (`Session::take_records` now takes both after one round; this check
     /// keeps the invariant whatever takes the records).
-    /// Checked by `wait_with_does_not_sleep_on_a_completion_not_taken` below and
-    /// `core/tests/prop_engine.rs`
+    /// Checked by `wait_with_does_not_sleep_on_a_completion_not_taken`
+    /// (`engine/owned_session.rs`) and `core/tests/prop_engine.rs`
     /// (`an_owned_session_fed_as_the_binding_feeds_it_publishes_every_completion`).
     pub(crate) fn wait_with<T>(&self, inbox: &Receiver<T>) {
         if self.keeps_records() {
@@ -435,65 +442,5 @@ impl<'a, M: Model, S: RowStorage + ?Sized> Session<'a, M, S> {
     fn accept(&self, batch: &Batch<M::Data>) -> Result<(), EngineError<M::Error>> {
         self.running()?;
         validate_batch(self.submitted, batch, self.dev.cx.store.rows())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::engine::{
-        Batch, BatchRows, CpuDevice, Engine, EngineConfig, Mode, Model, StepError,
-    };
-    use crate::row_store::RowStore;
-    use crossbeam_channel::{RecvTimeoutError, bounded};
-    use std::time::{Duration, Instant};
-
-    struct Add;
-
-    impl Model for Add {
-        type Data = f32;
-        type Error = StepError;
-        fn row_width(&self) -> usize {
-            1
-        }
-        fn step(&mut self, x: &f32, rows: &mut BatchRows<'_>) -> Result<(), StepError> {
-            rows.values_mut().iter_mut().for_each(|v| *v += x);
-            Ok(())
-        }
-    }
-
-    /// A completion the session acknowledged and nobody took yet (as the device work inside a
-    /// second take of the owned session's round left one) is not slept on: `wait_with` returns
-    /// at once, though nothing else will ever come (the owned session's caller waits for that
-    /// very completion before it sends anything).
-    #[test]
-    fn wait_with_does_not_sleep_on_a_completion_not_taken() {
-        let store = RowStore::zeros(4, 1);
-        let engine = Engine::new(EngineConfig::new(Mode::Oac)).unwrap();
-        let report = engine.session(&mut CpuDevice::new(), &mut Add, &store, |s| {
-            s.submit(Batch { id: 0, rows: vec![1], data: 1.0 })?;
-            let until = Instant::now() + Duration::from_secs(10);
-            while s.pending() > 0 {
-                assert!(Instant::now() < until, "the batch was never written");
-                s.dev.pump();
-                std::thread::yield_now();
-            }
-            // A watchdog wakes the wait after a while if nothing else does.
-            let (wake, inbox) = bounded::<()>(1);
-            let (cancel, cancelled) = bounded::<()>(0);
-            let watchdog = std::thread::spawn(move || {
-                if cancelled.recv_timeout(Duration::from_secs(2)) == Err(RecvTimeoutError::Timeout)
-                {
-                    let _ = wake.send(());
-                }
-            });
-            s.wait_with(&inbox);
-            let woken_by_the_watchdog = inbox.try_recv().is_ok();
-            drop(cancel);
-            watchdog.join().unwrap();
-            assert!(!woken_by_the_watchdog, "slept on a completion not taken");
-            assert_eq!(s.completions().len(), 1);
-            s.finish()
-        });
-        assert_eq!(report.unwrap().order.len(), 1);
     }
 }
