@@ -122,8 +122,10 @@
 // to know what the store holds after a stop; its size costs nothing that matters.
 #![allow(clippy::result_large_err)]
 
+pub(crate) mod bf16_lanes;
 pub mod dispatcher;
 pub mod engine;
+pub mod lanes;
 pub mod mft;
 // Public in every build: every crate's catalog is declared with `mutation_catalog!`, whose hooks
 // call `mutation::is_active`, a constant `false` without feature `mutants`; no test-only crate.

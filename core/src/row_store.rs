@@ -16,6 +16,7 @@
 //! A store of [`Precision::Bf16`] packs four bf16 values per word instead (value `4k + j` in
 //! bits `16j..16j + 16` of value word `k`): the same protocol over half the words.
 
+use crate::bf16_lanes;
 use crate::mutation::{Mutant, active};
 use crate::precision::Precision;
 use crate::sync::{AtomicU64, Ordering, fence, spin_wait, touch};
@@ -188,31 +189,9 @@ fn stride(width: usize, precision: Precision) -> usize {
     1 + width.div_ceil(precision.per_word())
 }
 
-/// An `f32`'s nearest bf16 (ties to even; a NaN stays a NaN, its top mantissa bit set): `half`'s
-/// conversion bit for bit, written without branches so the loops over a row's values vectorize
-/// (the test `bf16_conversions_are_halfs` checks them against `half`).
-#[inline]
-fn bf16_bits(v: f32) -> u16 {
-    let x = v.to_bits();
-    // Adding 0x7FFF plus the kept part's lowest bit carries into the kept bits exactly when
-    // the dropped half is above the midpoint, or at it with an odd kept part. No finite value
-    // or infinity wraps; a NaN's wrapped sum is not used.
-    let nearest = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
-    let nan = (x >> 16) | 0x40;
-    (if x & 0x7FFF_FFFF > 0x7F80_0000 { nan } else { nearest }) as u16
-}
-
-/// The `f32` a bf16 widens to: exact, a NaN quieted (`half`'s conversion bit for bit, without
-/// branches).
-#[inline]
-fn bf16_value(b: u16) -> f32 {
-    let quiet = if b & 0x7FFF > 0x7F80 { 0x40 } else { 0 };
-    f32::from_bits(u32::from(b | quiet) << 16)
-}
-
 /// Up to four values as one word of bf16s, each rounded to the nearest (ties to even); missing
 /// values are 0. One word at a time (a store's initial values, Hogwild's `add`); a row copy
-/// converts through [`bf16_bits`].
+/// converts through [`bf16_lanes`].
 #[inline]
 fn pack_bf16(values: &[f32]) -> u64 {
     values
@@ -228,32 +207,12 @@ fn unpack_bf16(word: u64) -> [f32; 4] {
     std::array::from_fn(|j| half::bf16::from_bits((word >> (16 * j)) as u16).to_f32())
 }
 
-/// Words a bf16 row copy moves per staging round: the words' bf16s go through a buffer on the
-/// stack, so the conversions are one flat loop the compiler vectorizes and only the atomic
-/// loads and stores are per word.
-const STAGE: usize = 16;
-
 /// A row's value words into `out`, in either packing (`Relaxed` loads: see [`load_row`]).
 #[inline]
 fn load_values(precision: Precision, cells: &[AtomicU64], out: &mut [f32]) {
     match precision {
         Precision::F32 => load_row(cells, out),
-        Precision::Bf16 => {
-            let mut bits = [0u16; 4 * STAGE];
-            for (out, cells) in out.chunks_mut(4 * STAGE).zip(cells.chunks(STAGE)) {
-                for (four, cell) in bits.chunks_exact_mut(4).zip(cells) {
-                    // Relaxed: the caller orders the copy (seqlock re-check, or Hogwild's nothing).
-                    let word = cell.load(Ordering::Relaxed);
-                    four.copy_from_slice(&std::array::from_fn::<_, 4, _>(|j| {
-                        (word >> (16 * j)) as u16
-                    }));
-                }
-                // The last word's unused slots (an odd width) are not copied out.
-                for (o, &b) in out.iter_mut().zip(&bits) {
-                    *o = bf16_value(b);
-                }
-            }
-        }
+        Precision::Bf16 => bf16_lanes::load(cells, out),
     }
 }
 
@@ -262,21 +221,7 @@ fn load_values(precision: Precision, cells: &[AtomicU64], out: &mut [f32]) {
 fn store_values(precision: Precision, cells: &[AtomicU64], values: &[f32]) {
     match precision {
         Precision::F32 => store_row(cells, values),
-        Precision::Bf16 => {
-            let mut bits = [0u16; 4 * STAGE];
-            for (values, cells) in values.chunks(4 * STAGE).zip(cells.chunks(STAGE)) {
-                for (b, &v) in bits.iter_mut().zip(values) {
-                    *b = bf16_bits(v);
-                }
-                // The last word's unused slots are 0.
-                bits[values.len()..values.len().next_multiple_of(4)].fill(0);
-                for (four, cell) in bits.chunks_exact(4).zip(cells) {
-                    let word = four.iter().rev().fold(0, |w, &b| w << 16 | u64::from(b));
-                    // Relaxed: the caller publishes the row (Release unlock), or is Hogwild.
-                    cell.store(word, Ordering::Relaxed);
-                }
-            }
-        }
+        Precision::Bf16 => bf16_lanes::store(cells, values),
     }
 }
 
@@ -718,6 +663,7 @@ impl Hogwild<'_> {
 #[cfg(all(test, not(ordo_loom)))]
 mod tests {
     use super::*;
+    use crate::bf16_lanes::{STAGE, bf16_bits, bf16_value};
 
     #[test]
     fn older_writes_never_overwrite_newer_ones() {
