@@ -57,13 +57,19 @@ pub(crate) fn store(cells: &[AtomicU64], values: &[f32]) {
 /// [`load`] on `lanes`, or on the baseline where this CPU lacks them.
 #[inline]
 fn load_on(lanes: Lanes, cells: &[AtomicU64], out: &mut [f32]) {
-    lanes.run(|| load_lanes(cells, out))
+    lanes.run(
+        #[inline(always)]
+        || load_lanes(cells, out),
+    )
 }
 
 /// [`store`] on `lanes`, or on the baseline where this CPU lacks them.
 #[inline]
 fn store_on(lanes: Lanes, cells: &[AtomicU64], values: &[f32]) {
-    lanes.run(|| store_lanes(cells, values))
+    lanes.run(
+        #[inline(always)]
+        || store_lanes(cells, values),
+    )
 }
 
 /// The body of every [`load`] path.

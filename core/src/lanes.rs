@@ -9,7 +9,7 @@
 //! use ordo::lanes::Lanes;
 //! let widest = Lanes::detected();
 //! assert!(widest.is_available() && Lanes::Baseline.is_available());
-//! let doubled = widest.run(|| [1.0f32, 2.0, 3.0].map(|x| 2.0 * x));
+//! let doubled = widest.run(#[inline(always)] || [1.0f32, 2.0, 3.0].map(|x| 2.0 * x));
 //! assert_eq!(doubled, Lanes::Baseline.run(|| [1.0f32, 2.0, 3.0].map(|x| 2.0 * x)));
 //! ```
 
@@ -52,7 +52,8 @@ impl Lanes {
     }
 
     /// `f()` compiled for this set (its inlined loops vectorized at its width), or for the
-    /// baseline where this CPU lacks it.
+    /// baseline where this CPU lacks it. Pass an `#[inline(always)]` closure: one the compiler
+    /// leaves out of line runs on the baseline whatever the set (a profile names it apart).
     #[inline(always)]
     pub fn run<R>(self, f: impl FnOnce() -> R) -> R {
         #[cfg(target_arch = "x86_64")]

@@ -46,7 +46,10 @@ pub fn round_row(seed: u64, row: u64, version: u64, values: &mut [f32]) {
 /// Each `values[i]` rounded with `draws[i]`, on `lanes` (the baseline where this CPU lacks them).
 #[inline]
 fn round_with(lanes: Lanes, values: &mut [f32], draws: &[u8]) {
-    lanes.run(|| round_lanes(values, draws))
+    lanes.run(
+        #[inline(always)]
+        || round_lanes(values, draws),
+    )
 }
 
 /// The body of every path: no branches, so it vectorizes at the path's width.
