@@ -1,7 +1,9 @@
 /// mimalloc instead of glibc's malloc: `matrixmultiply` allocates and frees its GEMM packing
 /// buffers on every call (the KGE step's products until issue 34, the evaluation's still), and
 /// under glibc 8 % of an oac run's samples were page faults; on mimalloc the trainer's oac ran
-/// 1.08× faster (BENCHMARKS.md).
+/// 1.08× faster (BENCHMARKS.md). The `system-alloc` feature keeps the system's malloc, for a
+/// heap profiler that hooks malloc (heaptrack, valgrind's massif).
+#[cfg(not(feature = "system-alloc"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
