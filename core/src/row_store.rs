@@ -378,12 +378,49 @@ impl RowStore {
     pub fn try_from_rows(
         rows: usize,
         width: usize,
+        row: impl FnMut(usize, &mut [f32]) -> Result<Version, StoreError>,
+    ) -> Result<Self, StoreError> {
+        Self::try_from_rows_reusing(None, rows, width, row)
+    }
+
+    /// [`try_from_rows`](Self::try_from_rows) in `spare`'s memory if it has as many words as
+    /// this store needs (a partition buffer loading into the rows of a partition it evicted),
+    /// else in new memory, `spare` freed first. Every word is written again, so the store is
+    /// the same, bit for bit, as one in new memory; what reuse saves is the allocation: a
+    /// large one handed back to the allocator may stay in the process's memory for a while
+    /// (mimalloc purges freed memory after a delay), and new pages fault in as they are written.
+    ///
+    /// ```
+    /// use ordo::row_store::{RowStore, Version};
+    /// let rows = |r: usize, out: &mut [f32]| {
+    ///     out.fill(r as f32);
+    ///     Ok(Version::Written(r as u64))
+    /// };
+    /// let spare = RowStore::try_from_fn(2, 2, |_, _| 7.0).unwrap();
+    /// let reused = RowStore::try_from_rows_reusing(Some(spare), 2, 2, rows).unwrap();
+    /// assert_eq!(reused.snapshot(), RowStore::try_from_rows(2, 2, rows).unwrap().snapshot());
+    /// assert_eq!(reused.versions(), [Version::Written(0), Version::Written(1)]);
+    /// ```
+    pub fn try_from_rows_reusing(
+        spare: Option<RowStore>,
+        rows: usize,
+        width: usize,
         mut row: impl FnMut(usize, &mut [f32]) -> Result<Version, StoreError>,
     ) -> Result<Self, StoreError> {
         let per_row = stride(width, Precision::F32);
         let too_large = StoreError::TooLarge { rows, width };
         let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
-        let mut words: Vec<AtomicU64> = Vec::new();
+        let mut words: Vec<AtomicU64> = match spare {
+            // A boxed slice is its allocation exactly: as a vector its capacity is `len`, so
+            // the pushes below fill it without growing it.
+            Some(spare) if spare.words.len() == len => {
+                let mut words = spare.words.into_vec();
+                words.clear();
+                words
+            }
+            // A spare of another size is freed before the new memory is taken.
+            _ => Vec::new(),
+        };
         words.try_reserve_exact(len).map_err(|_| too_large)?;
         let mut buf = vec![0.0; width];
         for r in 0..rows {

@@ -54,6 +54,9 @@ pub(crate) struct Shared {
     pub(crate) garbage: Mutex<Vec<FileName>>,
     /// The first write-back failure, reported at the next swap or checkpoint.
     pub(crate) failed: Mutex<Option<PartitionError>>,
+    /// The rows of evicted partitions once written back, for the next loads to fill
+    /// ([`recycle`]): a swap then moves no partition's memory through the allocator.
+    pub(crate) spare: Mutex<Vec<RowStore>>,
     pub(crate) bytes_read: AtomicU64,
     pub(crate) bytes_written: AtomicU64,
     /// Bytes read by [`stream_columns`] (evaluation, saves), not by loads into the buffer.
@@ -320,20 +323,51 @@ impl<'a> CurrentFile<'a> {
     }
 }
 
-/// Read partition `p` from its current file into a fresh row store, checking its length and
-/// checksum.
-pub(crate) fn load_partition(shared: &Shared, p: usize) -> Loaded {
+/// Keep `resident`'s rows as a spare for a later load if no one else holds them (an evicted
+/// partition, once written back; a checkpoint's write-back shares them with the buffer).
+///
+/// **Why.** A partition's rows are one large allocation. Freed at every swap and allocated
+/// again at the next load, they went through the allocator, and mimalloc keeps freed memory
+/// committed for its purge delay (1 s) and may place the next partition elsewhere: an oac
+/// epoch at 38M entities swapped about once a second and held a partition or two more than
+/// the buffer's. Recycled, the rows of `c + 2` partitions are all the partition memory a
+/// storage ever allocates, whatever the allocator: a load takes a spare whenever one is kept,
+/// so it allocates only when none is, and then at most `c + 1` partitions are resident or
+/// loading (counting it) and one is being written back ([`Walk`](super::Walk)'s bound); the
+/// number of partitions' rows alive only grows at such a load, so it never passes `c + 2`.
+pub(crate) fn recycle(shared: &Shared, resident: Arc<Resident>) {
+    if let Ok(resident) = Arc::try_unwrap(resident)
+        && let Ok(mut spare) = shared.spare.lock()
+    {
+        spare.push(resident.rows);
+    }
+}
+
+/// A spare's rows for a load of `rows` rows ([`recycle`]): one of that size if one is kept,
+/// else any (the load frees it before it allocates, so what is alive does not grow).
+fn take_spare(shared: &Shared, rows: usize) -> Option<RowStore> {
+    let mut spare = shared.spare.lock().ok()?;
+    let last = spare.len().checked_sub(1)?;
+    let i = spare.iter().position(|s| s.rows() == rows).unwrap_or(last);
+    Some(spare.swap_remove(i))
+}
+
+/// Read partition `p` from its current file into a row store, checking its length and
+/// checksum: into a spare's memory ([`recycle`]) if `reuse` and one is kept, else fresh.
+pub(crate) fn load_partition(shared: &Shared, p: usize, reuse: bool) -> Loaded {
     let geometry = &shared.geometry;
     let mut file = CurrentFile::open(shared, p)?;
     let rows = file.rows;
+    let spare = if reuse { take_spare(shared, rows) } else { None };
     let mut failure = None;
-    let store = RowStore::try_from_rows(rows, geometry.width, |r, out| match file.row(r) {
-        Ok(bytes) => Ok(decode_row(bytes, out)),
-        Err(e) => {
-            failure = Some(e);
-            Err(StoreError::TooLarge { rows, width: 0 }) // replaced below
-        }
-    });
+    let store =
+        RowStore::try_from_rows_reusing(spare, rows, geometry.width, |r, out| match file.row(r) {
+            Ok(bytes) => Ok(decode_row(bytes, out)),
+            Err(e) => {
+                failure = Some(e);
+                Err(StoreError::TooLarge { rows, width: 0 }) // replaced below
+            }
+        });
     if let Some(e) = failure {
         return Err(e);
     }
@@ -492,8 +526,9 @@ pub(crate) fn run(shared: Arc<Shared>) {
     while let Some(job) = next_job(&shared) {
         match job {
             Job::Load(partition, reply) => {
-                let loaded =
-                    guarded(&shared, "load", partition, || load_partition(&shared, partition));
+                let loaded = guarded(&shared, "load", partition, || {
+                    load_partition(&shared, partition, true)
+                });
                 if let Ok(mut q) = shared.queue.lock() {
                     q.busy.stop();
                 }
@@ -504,6 +539,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
                 let written = guarded(&shared, "write-back", partition, || {
                     write_back(&shared, partition, &resident)
                 });
+                recycle(&shared, resident);
                 if let Err(e) = written
                     && let Ok(mut failed) = shared.failed.lock()
                 {

@@ -57,7 +57,10 @@ pub struct IoStats {
 ///
 /// **Memory:** at most `c + 1` partitions resident or loading (`c` of a state and one crossing a
 /// swap: prefetched, or leaving once its last batch is written), the copies being written back,
-/// and a chunk of I/O buffer.
+/// and a chunk of I/O buffer. An evicted partition's rows, once written back, are kept for a
+/// later load to fill rather than freed: a load takes them before it would allocate, so the
+/// storage allocates the rows of at most `c + 2` partitions in all, and a swap moves no
+/// partition's memory through the allocator (which may keep freed memory committed a while).
 ///
 /// ```
 /// use ordo::partition::{Geometry, MemoryFiles, PartitionedStorage};
@@ -116,6 +119,7 @@ impl PartitionedStorage {
             entries: Mutex::new(entries),
             garbage: Mutex::new(Vec::new()),
             failed: Mutex::new(None),
+            spare: Mutex::new(Vec::new()),
             bytes_read: AtomicU64::new(0),
             bytes_written: AtomicU64::new(0),
             bytes_streamed: AtomicU64::new(0),
@@ -442,6 +446,9 @@ impl PartitionedStorage {
                 self.wait_nanos.fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
             }
             self.send(Request::WriteBack { partition, resident })?;
+        } else {
+            // Unchanged since its load: its rows are the next load's (`io_thread::recycle`).
+            io_thread::recycle(&self.shared, resident);
         }
         Ok(())
     }
@@ -717,7 +724,7 @@ impl RowStorage for PartitionedStorage {
                 .map_err(|_| StoreError::other(PartitionError::IoThreadGone))?;
             let part = match &*slot {
                 Some(r) => r.rows.snapshot(),
-                None => io_thread::load_partition(&self.shared, p)
+                None => io_thread::load_partition(&self.shared, p, false)
                     .map_err(StoreError::other)?
                     .snapshot(),
             };
