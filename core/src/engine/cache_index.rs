@@ -222,7 +222,7 @@ impl<B: CachedRows> CacheIndex<B> {
     }
 
     /// Pages of the index that exist (each holds a live entry).
-    #[cfg(test)]
+    #[cfg(all(test, not(ordo_loom)))]
     fn pages(&self) -> usize {
         self.index.iter().filter(|p| p.is_some()).count()
     }
