@@ -410,16 +410,17 @@ impl RowStore {
         let per_row = stride(width, Precision::F32);
         let too_large = StoreError::TooLarge { rows, width };
         let len = rows.checked_mul(per_row).ok_or_else(|| too_large.clone())?;
-        let mut words: Vec<AtomicU64> = match spare {
+        // A spare of another size is dropped here, so it is freed before the new memory is
+        // taken (as a guard arm's binding it would live to the end of this function).
+        let mut words: Vec<AtomicU64> = match spare.filter(|s| s.words.len() == len) {
             // A boxed slice is its allocation exactly: as a vector its capacity is `len`, so
             // the pushes below fill it without growing it.
-            Some(spare) if spare.words.len() == len => {
+            Some(spare) => {
                 let mut words = spare.words.into_vec();
                 words.clear();
                 words
             }
-            // A spare of another size is freed before the new memory is taken.
-            _ => Vec::new(),
+            None => Vec::new(),
         };
         words.try_reserve_exact(len).map_err(|_| too_large)?;
         let mut buf = vec![0.0; width];
